@@ -1,0 +1,16 @@
+//! ringflow: a distributed dataflow-graph runtime on the design of
+//! TensorFlow's distributed runtime, rebuilt for latency.
+//!
+//! The layers, bottom up (see ARCHITECTURE.md for a step's path):
+//! - [`tensor`]: dtypes, shapes, shared aligned tensors, .npy I/O.
+//! - [`graph`]: the graph model, GraphDef import, validate, prune, place,
+//!   partition.
+//! - [`ops`]: the op registry and kernels.
+
+pub mod error;
+pub mod graph;
+pub mod ops;
+pub mod tensor;
+
+pub use error::{Code, Result, Status};
+pub use tensor::{DType, Shape, Tensor};

@@ -1,0 +1,287 @@
+//! Ops and kernels: what each op takes and gives ([`OpSignature`]), and the
+//! code that computes it ([`OpKernel`]).
+//!
+//! Owns: the op registry ([`registry`]), the values that flow on edges
+//! ([`Value`]), per-device resource containers ([`resource`]), and every
+//! kernel. Must not know about scheduling, devices' threads, rendezvous or
+//! the network: the executor hands a kernel its inputs and takes its outputs.
+//!
+//! A kernel is built once per registered graph (not per step) from its
+//! [`NodeSpec`], so attribute parsing and constant decoding happen once.
+//! Kernels return plain errors ("Incompatible shapes: [2,3] vs. [4]"); the
+//! executor prefixes the node and op.
+
+pub mod array;
+pub mod broadcast;
+pub mod math;
+pub mod matmul;
+pub mod nn;
+pub mod reduce;
+pub mod registry;
+pub mod resource;
+pub mod shape_ops;
+pub mod variable;
+
+pub use registry::{Builtin, Implementation, OpDef, lookup};
+pub use resource::{ResourceHandle, ResourceMgr, Variable};
+
+use crate::error::{Result, Status};
+use crate::graph::spec::NodeSpec;
+use crate::tensor::{DType, Tensor};
+use std::fmt;
+use std::sync::Arc;
+
+/// What flows along a data edge at run time.
+#[derive(Clone)]
+pub enum Value {
+    Tensor(Tensor),
+    /// A reference to a ref-typed variable (`VariableV2` and its consumers).
+    Ref(Arc<Variable>),
+    /// A handle to a resource variable (`VarHandleOp` and its consumers).
+    Resource(Arc<ResourceHandle>),
+}
+
+impl Value {
+    pub fn as_tensor(&self) -> Option<&Tensor> {
+        match self {
+            Value::Tensor(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The tensor this value stands for: a ref is read; a resource handle is
+    /// not a tensor.
+    pub fn into_tensor(self) -> Result<Tensor> {
+        match self {
+            Value::Tensor(t) => Ok(t),
+            Value::Ref(var) => var.read(),
+            Value::Resource(h) => Err(Status::invalid_argument(format!(
+                "resource handle to variable '{}' is not a tensor",
+                h.name
+            ))),
+        }
+    }
+}
+
+impl fmt::Debug for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Tensor(t) => write!(f, "{t:?}"),
+            Value::Ref(v) => write!(f, "Ref({})", v.name()),
+            Value::Resource(h) => write!(f, "Resource({}/{})", h.container, h.name),
+        }
+    }
+}
+
+/// The type of an edge: what a node's input accepts or its output gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    Tensor(DType),
+    Ref(DType),
+    Resource,
+}
+
+impl ValueType {
+    /// Whether an output of type `self` may feed an input of type `input`:
+    /// equal types, or a ref read as a tensor of its dtype.
+    pub fn feeds(self, input: ValueType) -> bool {
+        match (self, input) {
+            (a, b) if a == b => true,
+            (ValueType::Ref(d), ValueType::Tensor(e)) => d == e,
+            _ => false,
+        }
+    }
+
+    /// The type after reading through a ref.
+    pub fn deref(self) -> ValueType {
+        match self {
+            ValueType::Ref(d) => ValueType::Tensor(d),
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueType::Tensor(d) => write!(f, "{d}"),
+            ValueType::Ref(d) => write!(f, "{d}_ref"),
+            ValueType::Resource => f.write_str("resource"),
+        }
+    }
+}
+
+/// The input and output types of one node, resolved from its attributes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpSignature {
+    pub inputs: Vec<ValueType>,
+    pub outputs: Vec<ValueType>,
+}
+
+impl OpSignature {
+    pub fn new(inputs: Vec<ValueType>, outputs: Vec<ValueType>) -> OpSignature {
+        OpSignature { inputs, outputs }
+    }
+}
+
+/// What a kernel is built from.
+pub struct KernelInit<'a> {
+    pub node: &'a NodeSpec,
+    pub signature: &'a OpSignature,
+}
+
+/// The code of one node, built once per registered graph.
+pub trait OpKernel: Send + Sync + 'static {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()>;
+
+    /// True for kernels worth a trip to another thread (MatMul). The executor
+    /// also treats any node with large inputs as expensive.
+    fn is_expensive(&self) -> bool {
+        false
+    }
+}
+
+/// A kernel's view of one execution: its inputs, its output slots, and its
+/// device's resources.
+pub struct OpContext<'a> {
+    inputs: &'a mut [Option<Value>],
+    outputs: &'a mut [Option<Value>],
+    resources: &'a ResourceMgr,
+}
+
+impl<'a> OpContext<'a> {
+    pub fn new(
+        inputs: &'a mut [Option<Value>],
+        outputs: &'a mut [Option<Value>],
+        resources: &'a ResourceMgr,
+    ) -> Self {
+        OpContext {
+            inputs,
+            outputs,
+            resources,
+        }
+    }
+
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    fn input_value(&self, index: usize) -> Result<&Value> {
+        self.inputs
+            .get(index)
+            .and_then(|v| v.as_ref())
+            .ok_or_else(|| Status::internal(format!("input {index} is missing")))
+    }
+
+    /// Input `index` as a tensor.
+    pub fn input(&self, index: usize) -> Result<&Tensor> {
+        match self.input_value(index)? {
+            Value::Tensor(t) => Ok(t),
+            other => Err(Status::internal(format!(
+                "input {index} is {other:?}, not a tensor"
+            ))),
+        }
+    }
+
+    /// Takes input `index`, so a kernel may reuse its bytes when nobody else
+    /// holds them.
+    pub fn take_input(&mut self, index: usize) -> Result<Tensor> {
+        match self.inputs.get_mut(index).and_then(Option::take) {
+            Some(Value::Tensor(t)) => Ok(t),
+            Some(other) => Err(Status::internal(format!(
+                "input {index} is {other:?}, not a tensor"
+            ))),
+            None => Err(Status::internal(format!("input {index} is missing"))),
+        }
+    }
+
+    /// Input `index` as a ref variable.
+    pub fn input_ref(&self, index: usize) -> Result<&Arc<Variable>> {
+        match self.input_value(index)? {
+            Value::Ref(v) => Ok(v),
+            other => Err(Status::internal(format!(
+                "input {index} is {other:?}, not a ref"
+            ))),
+        }
+    }
+
+    /// Input `index` as a resource handle.
+    pub fn input_resource(&self, index: usize) -> Result<&Arc<ResourceHandle>> {
+        match self.input_value(index)? {
+            Value::Resource(h) => Ok(h),
+            other => Err(Status::internal(format!(
+                "input {index} is {other:?}, not a resource handle"
+            ))),
+        }
+    }
+
+    pub fn set_output(&mut self, index: usize, tensor: Tensor) {
+        self.set_output_value(index, Value::Tensor(tensor));
+    }
+
+    pub fn set_output_value(&mut self, index: usize, value: Value) {
+        assert!(
+            index < self.outputs.len(),
+            "output {index} of {} declared",
+            self.outputs.len()
+        );
+        self.outputs[index] = Some(value);
+    }
+
+    pub fn resources(&self) -> &ResourceMgr {
+        self.resources
+    }
+}
+
+/// Runs `kernel` once on `inputs` with a fresh resource container and
+/// returns its outputs: the harness kernel tests use.
+pub fn run_kernel_once(
+    node: &NodeSpec,
+    inputs: Vec<Value>,
+    resources: &ResourceMgr,
+) -> Result<Vec<Value>> {
+    let def = lookup(&node.op)
+        .ok_or_else(|| Status::not_found(format!("op '{}' is not registered", node.op)))?;
+    let signature = (def.signature)(node)?;
+    let Implementation::Kernel(build) = def.implementation else {
+        return Err(Status::invalid_argument(format!(
+            "op '{}' is run by the executor, not a kernel",
+            node.op
+        )));
+    };
+    let kernel = build(&KernelInit {
+        node,
+        signature: &signature,
+    })?;
+    let mut inputs: Vec<Option<Value>> = inputs.into_iter().map(Some).collect();
+    let mut outputs: Vec<Option<Value>> = vec![None; signature.outputs.len()];
+    kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, resources))?;
+    outputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| v.ok_or_else(|| Status::internal(format!("output {i} was not set"))))
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Shorthands for kernel unit tests.
+    use super::*;
+    use crate::graph::spec::{AttrValue, DataType};
+
+    pub fn ty(d: DType) -> AttrValue {
+        AttrValue::Type(DataType::Tensor(d))
+    }
+
+    pub fn node(op: &str) -> NodeSpec {
+        NodeSpec::new(format!("test_{op}"), op)
+    }
+
+    /// Runs a single-output kernel on tensor inputs.
+    pub fn run1(node: &NodeSpec, inputs: &[Tensor]) -> Result<Tensor> {
+        let resources = ResourceMgr::default();
+        let inputs = inputs.iter().cloned().map(Value::Tensor).collect();
+        let mut outs = run_kernel_once(node, inputs, &resources)?;
+        outs.remove(0).into_tensor()
+    }
+}

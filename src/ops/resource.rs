@@ -1,0 +1,213 @@
+//! Per-device resource containers: the variables that outlive a step.
+//!
+//! Owns: [`ResourceMgr`] (container name → variable name → [`Variable`]) and
+//! [`Variable`] itself. Both variable families live here: ref variables
+//! (`VariableV2`) are found by the kernel and passed along edges as
+//! `Value::Ref`; resource variables (`VarHandleOp`) are passed as a
+//! [`ResourceHandle`] and looked up by the kernel that uses them.
+//!
+//! A variable's value is a [`Tensor`]; an assignment installs a new tensor
+//! rather than writing into the old one, so a reader holding the previous
+//! value never sees a torn update.
+
+use crate::error::{Result, Status};
+use crate::tensor::{DType, Tensor};
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A named, typed, mutable slot for a tensor.
+pub struct Variable {
+    name: String,
+    dtype: DType,
+    value: RwLock<Option<Tensor>>,
+}
+
+impl Variable {
+    pub fn new(name: impl Into<String>, dtype: DType) -> Variable {
+        Variable {
+            name: name.into(),
+            dtype,
+            value: RwLock::new(None),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.value.read().is_some()
+    }
+
+    /// The current value, or FailedPrecondition naming the variable.
+    pub fn read(&self) -> Result<Tensor> {
+        self.value.read().clone().ok_or_else(|| {
+            Status::failed_precondition(format!(
+                "Attempting to use uninitialized value {} (variable '{}' has not been assigned)",
+                self.name, self.name
+            ))
+        })
+    }
+
+    fn check_dtype(&self, value: &Tensor) -> Result<()> {
+        if value.dtype() != self.dtype {
+            return Err(Status::invalid_argument(format!(
+                "variable '{}' holds {}, cannot assign {}",
+                self.name,
+                self.dtype,
+                value.dtype()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Installs `value`. With `validate_shape`, an initialised variable keeps
+    /// its shape.
+    pub fn assign(&self, value: Tensor, validate_shape: bool) -> Result<()> {
+        self.check_dtype(&value)?;
+        let mut slot = self.value.write();
+        if validate_shape {
+            if let Some(old) = slot.as_ref() {
+                if old.shape() != value.shape() {
+                    return Err(Status::invalid_argument(format!(
+                        "variable '{}' has shape {}, cannot assign shape {}",
+                        self.name,
+                        old.shape(),
+                        value.shape()
+                    )));
+                }
+            }
+        }
+        *slot = Some(value);
+        Ok(())
+    }
+
+    /// Replaces the value with `update(current)` atomically with respect to
+    /// other updates, and returns the new value.
+    pub fn update(&self, update: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+        let mut slot = self.value.write();
+        let current = slot.as_ref().ok_or_else(|| {
+            Status::failed_precondition(format!(
+                "Attempting to use uninitialized value {} (variable '{}' has not been assigned)",
+                self.name, self.name
+            ))
+        })?;
+        let next = update(current)?;
+        self.check_dtype(&next)?;
+        if next.shape() != current.shape() {
+            return Err(Status::invalid_argument(format!(
+                "update of variable '{}' changed its shape from {} to {}",
+                self.name,
+                current.shape(),
+                next.shape()
+            )));
+        }
+        *slot = Some(next.clone());
+        Ok(next)
+    }
+
+    fn clear(&self) {
+        *self.value.write() = None;
+    }
+}
+
+/// What a `VarHandleOp` produces: where to find a resource variable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ResourceHandle {
+    pub container: String,
+    pub name: String,
+    pub dtype: DType,
+}
+
+/// The variables of one device, by container.
+#[derive(Default)]
+pub struct ResourceMgr {
+    containers: Mutex<HashMap<String, HashMap<String, Arc<Variable>>>>,
+}
+
+impl ResourceMgr {
+    /// The variable `container/name`, created uninitialised if absent.
+    pub fn lookup_or_create(
+        &self,
+        container: &str,
+        name: &str,
+        dtype: DType,
+    ) -> Result<Arc<Variable>> {
+        let mut containers = self.containers.lock();
+        let vars = containers.entry(container.to_string()).or_default();
+        if let Some(var) = vars.get(name) {
+            if var.dtype() != dtype {
+                return Err(Status::invalid_argument(format!(
+                    "variable '{name}' in container '{container}' holds {}, requested as {dtype}",
+                    var.dtype()
+                )));
+            }
+            return Ok(var.clone());
+        }
+        let var = Arc::new(Variable::new(name, dtype));
+        vars.insert(name.to_string(), var.clone());
+        Ok(var)
+    }
+
+    /// The variable `container/name`, if it exists.
+    pub fn lookup(&self, container: &str, name: &str) -> Option<Arc<Variable>> {
+        self.containers.lock().get(container)?.get(name).cloned()
+    }
+
+    /// Drops every variable of the named containers (all of them when
+    /// `containers` is empty). Kernels that still hold one see it
+    /// uninitialised.
+    pub fn clear(&self, containers: &[String]) {
+        let mut map = self.containers.lock();
+        let names: Vec<String> = if containers.is_empty() {
+            map.keys().cloned().collect()
+        } else {
+            containers.to_vec()
+        };
+        for name in names {
+            if let Some(vars) = map.remove(&name) {
+                vars.values().for_each(|v| v.clear());
+            }
+        }
+    }
+
+    /// Number of variables across containers.
+    pub fn len(&self) -> usize {
+        self.containers.lock().values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_and_errors() {
+        let mgr = ResourceMgr::default();
+        let v = mgr.lookup_or_create("", "v", DType::F32).unwrap();
+        let err = v.read().unwrap_err();
+        assert_eq!(err.code, crate::error::Code::FailedPrecondition);
+        assert!(err.message.contains("v"));
+        v.assign(Tensor::from_slice::<f32>([2], &[1., 2.]).unwrap(), true)
+            .unwrap();
+        assert!(
+            v.assign(Tensor::from_slice::<f32>([3], &[1., 2., 3.]).unwrap(), true)
+                .is_err()
+        );
+        assert!(v.assign(Tensor::scalar(1i32), false).is_err());
+        assert!(mgr.lookup_or_create("", "v", DType::I32).is_err());
+        assert!(Arc::ptr_eq(&mgr.lookup("", "v").unwrap(), &v));
+        mgr.clear(&[]);
+        assert!(mgr.lookup("", "v").is_none());
+        assert!(!v.is_initialized());
+    }
+}
