@@ -7,6 +7,7 @@
 //!   partition.
 //! - [`ops`]: the op registry and kernels.
 
+pub mod bench;
 pub mod error;
 pub mod graph;
 pub mod ops;
