@@ -8,10 +8,15 @@
 //! - [`ops`]: the op registry and kernels.
 
 pub mod bench;
+pub mod cluster;
 pub mod error;
+pub mod executor;
 pub mod graph;
+pub mod master;
 pub mod ops;
+pub mod session;
 pub mod tensor;
+pub mod worker;
 
 pub use error::{Code, Result, Status};
 pub use tensor::{DType, Shape, Tensor};

@@ -1,13 +1,26 @@
-//! Graphs: the model ([`spec`]), TensorFlow GraphDef import, validation,
-//! pruning to a step's signature, placement on devices, and partitioning
-//! into per-device graphs joined by Send/Recv.
+//! Graphs: the model ([`spec`]), TensorFlow GraphDef import ([`import`]),
+//! validation ([`validate`]), pruning to a step's signature ([`prune`]),
+//! placement on devices ([`place`]), and partitioning into per-device (or
+//! per-task) graphs joined by Send/Recv ([`partition`]).
 //!
-//! Owns: everything that turns a user's graph into per-device graphs an
-//! executor can run. Must not run anything: no threads, no kernels' compute,
-//! no sockets.
+//! Owns: everything that turns a user's graph into graphs an executor can
+//! run. Must not run anything: no threads, no kernel computation, no sockets.
 
+pub mod import;
+pub mod partition;
+pub mod place;
+pub mod prune;
 pub mod spec;
+pub mod validate;
 
+pub use import::{graph_from_pb_bytes, graph_to_pb_bytes, load_graph};
+pub use partition::{PartitionOptions, partition, rendezvous_key};
+pub use place::place;
+pub use prune::{ClientGraph, prune};
 pub use spec::{
     AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue,
 };
+pub use validate::{Graph, NodeId, resolve_node};
+
+#[cfg(test)]
+mod tests;

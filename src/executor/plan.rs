@@ -1,0 +1,180 @@
+//! The immutable plan of one partition, built once when the partition is
+//! registered: nodes in topological order with their kernels, input slots,
+//! successor edges and initial pending counts. Per step only counters and
+//! slot contents change (`run.rs`).
+//!
+//! Owns: [`Plan`] and its construction from a partition graph. Kernels are
+//! built here, once. Must not hold per-step state.
+
+use super::rendezvous::RendezvousKey;
+use crate::error::{Result, Status};
+use crate::graph::partition::rendezvous_key;
+use crate::graph::spec::{AttrValue, GraphSpec, NodeSpec};
+use crate::graph::validate::{Graph, NodeId, Resolved, resolve_nodes};
+use crate::ops::{Builtin, Implementation, KernelInit, OpKernel, ValueType};
+use std::collections::HashMap;
+
+pub(crate) enum NodeKind {
+    Kernel {
+        kernel: Box<dyn OpKernel>,
+        expensive: bool,
+    },
+    Arg(usize),
+    Retval(usize),
+    Send(RendezvousKey),
+    Recv(RendezvousKey),
+}
+
+/// Output `port` of a node feeds input slot `slot` of node `dst`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutEdge {
+    pub port: u32,
+    pub dst: u32,
+    pub slot: u32,
+}
+
+pub(crate) struct PlanNode {
+    pub name: String,
+    pub op: String,
+    pub kind: NodeKind,
+    pub input_base: u32,
+    pub num_inputs: u32,
+    pub num_outputs: u32,
+    /// Sorted by port, so the last edge of each port can take the value.
+    pub out_edges: Vec<OutEdge>,
+    pub control_out: Vec<u32>,
+    pub initial_pending: u32,
+}
+
+impl PlanNode {
+    /// `node 'name' (Op)`, the prefix of every error this node raises.
+    pub fn describe(&self) -> String {
+        format!("node '{}' ({})", self.name, self.op)
+    }
+}
+
+pub(crate) struct Plan {
+    pub nodes: Vec<PlanNode>,
+    pub roots: Vec<u32>,
+    /// Per input slot: read through a ref before the consumer sees it.
+    pub slot_deref: Vec<bool>,
+    pub initial_pending: Vec<u32>,
+}
+
+fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
+    let text = |k: &str| match spec.get_attr(k) {
+        Some(AttrValue::Bytes(b)) => String::from_utf8(b.clone()).map_err(|_| {
+            Status::invalid_argument(format!("node '{}': attr '{k}' is not UTF-8", spec.name))
+        }),
+        _ => Err(Status::invalid_argument(format!(
+            "node '{}' ({}): missing attr '{k}'",
+            spec.name, spec.op
+        ))),
+    };
+    let incarnation = spec.attr_int("send_device_incarnation")? as u64;
+    RendezvousKey::parse(&rendezvous_key(
+        &text("send_device")?,
+        incarnation,
+        &text("recv_device")?,
+        &text("tensor_name")?,
+    ))
+}
+
+fn index_attr(spec: &NodeSpec) -> Result<usize> {
+    usize::try_from(spec.attr_int("index")?).map_err(|_| {
+        Status::invalid_argument(format!(
+            "node '{}' ({}): negative index",
+            spec.name, spec.op
+        ))
+    })
+}
+
+impl Plan {
+    /// Validates `graph` and builds its plan and kernels.
+    pub fn build(graph: &GraphSpec) -> Result<Plan> {
+        let graph = Graph::build(graph.clone())?;
+        let ids: Vec<NodeId> = (0..graph.len()).collect();
+        let resolved: HashMap<NodeId, Resolved> = resolve_nodes(&graph, &ids)?;
+
+        let order = graph.topological_order();
+        let mut position = vec![0u32; graph.len()];
+        for (pos, &id) in order.iter().enumerate() {
+            position[id] = pos as u32;
+        }
+
+        let mut nodes = Vec::with_capacity(order.len());
+        let mut slot_deref = Vec::new();
+        for &id in &order {
+            let gnode = graph.node(id);
+            let spec = &gnode.spec;
+            let r = &resolved[&id];
+            let kind = match r.def.implementation {
+                Implementation::Kernel(build) => {
+                    let kernel = build(&KernelInit {
+                        node: spec,
+                        signature: &r.signature,
+                    })
+                    .map_err(|e| e.context(format_args!("node '{}' ({})", spec.name, spec.op)))?;
+                    let expensive = kernel.is_expensive();
+                    NodeKind::Kernel { kernel, expensive }
+                }
+                Implementation::Builtin(Builtin::Arg) => NodeKind::Arg(index_attr(spec)?),
+                Implementation::Builtin(Builtin::Retval) => NodeKind::Retval(index_attr(spec)?),
+                Implementation::Builtin(Builtin::Send) => NodeKind::Send(key_of(spec)?),
+                Implementation::Builtin(Builtin::Recv) => NodeKind::Recv(key_of(spec)?),
+            };
+            let input_base = slot_deref.len() as u32;
+            for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
+                let produced = resolved[&producer].signature.outputs[port as usize];
+                let wanted = r.signature.inputs[slot];
+                slot_deref.push(matches!(
+                    (produced, wanted),
+                    (ValueType::Ref(_), ValueType::Tensor(_))
+                ));
+            }
+            nodes.push(PlanNode {
+                name: spec.name.clone(),
+                op: spec.op.clone(),
+                kind,
+                input_base,
+                num_inputs: gnode.inputs.len() as u32,
+                num_outputs: r.signature.outputs.len() as u32,
+                out_edges: Vec::new(),
+                control_out: Vec::new(),
+                initial_pending: (gnode.inputs.len() + gnode.control_inputs.len()) as u32,
+            });
+        }
+        for &id in &order {
+            let gnode = graph.node(id);
+            let dst = position[id];
+            for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
+                let base = nodes[dst as usize].input_base;
+                nodes[position[producer] as usize].out_edges.push(OutEdge {
+                    port,
+                    dst,
+                    slot: base + slot as u32,
+                });
+            }
+            for &c in &gnode.control_inputs {
+                nodes[position[c] as usize].control_out.push(dst);
+            }
+        }
+        for node in &mut nodes {
+            node.out_edges.sort_by_key(|e| e.port);
+        }
+        let roots = (0..nodes.len() as u32)
+            .filter(|&i| nodes[i as usize].initial_pending == 0)
+            .collect();
+        let initial_pending = nodes.iter().map(|n| n.initial_pending).collect();
+        Ok(Plan {
+            nodes,
+            roots,
+            slot_deref,
+            initial_pending,
+        })
+    }
+
+    pub fn num_slots(&self) -> usize {
+        self.slot_deref.len()
+    }
+}

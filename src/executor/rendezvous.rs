@@ -1,0 +1,335 @@
+//! Rendezvous: where a `_Send` leaves a value and a `_Recv` picks it up,
+//! either side first. One rendezvous serves one step.
+//!
+//! Owns: [`RendezvousKey`] (parsed once, when a plan is built, never per
+//! step), the [`Rendezvous`] trait the executor talks to, and
+//! [`LocalRendezvous`], the in-process table. A remote kind (in `worker`)
+//! wraps a local table and forwards sends whose receiver is another task;
+//! the executor cannot tell the difference. Must not know about sockets.
+
+use crate::error::{Result, Status};
+use crate::ops::Value;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+
+/// `src_device;src_incarnation;dst_device;tensor_name;frame:iter`, with its
+/// hash computed once.
+#[derive(Clone)]
+pub struct RendezvousKey {
+    text: Arc<str>,
+    hash: u64,
+}
+
+/// The five parts of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedKey<'a> {
+    pub src_device: &'a str,
+    pub src_incarnation: u64,
+    pub dst_device: &'a str,
+    pub tensor_name: &'a str,
+    pub frame_iter: &'a str,
+}
+
+fn hash_str(s: &str) -> u64 {
+    // FNV-1a: keys are short and the hash is computed once per plan.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+impl RendezvousKey {
+    /// Parses and checks a five-part key.
+    pub fn parse(text: &str) -> Result<RendezvousKey> {
+        let key = RendezvousKey::raw(text);
+        key.parts()?;
+        Ok(key)
+    }
+
+    /// A key used only inside one process (partial-run feeds), not parsed.
+    pub fn raw(text: &str) -> RendezvousKey {
+        RendezvousKey {
+            text: Arc::from(text),
+            hash: hash_str(text),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn parts(&self) -> Result<ParsedKey<'_>> {
+        let bad = || Status::invalid_argument(format!("malformed rendezvous key '{}'", self.text));
+        let mut it = self.text.split(';');
+        let (Some(src), Some(inc), Some(dst), Some(name), Some(fi), None) = (
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+            it.next(),
+        ) else {
+            return Err(bad());
+        };
+        if src.is_empty() || dst.is_empty() || name.is_empty() {
+            return Err(bad());
+        }
+        Ok(ParsedKey {
+            src_device: src,
+            src_incarnation: u64::from_str_radix(inc, 16).map_err(|_| bad())?,
+            dst_device: dst,
+            tensor_name: name,
+            frame_iter: fi,
+        })
+    }
+}
+
+impl PartialEq for RendezvousKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.text == other.text
+    }
+}
+impl Eq for RendezvousKey {}
+
+impl Hash for RendezvousKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl std::fmt::Debug for RendezvousKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Passes a precomputed u64 hash straight through.
+#[derive(Default)]
+pub struct PrehashedHasher(u64);
+
+impl Hasher for PrehashedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `RendezvousKey`; mix anything else.
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+pub type RecvCallback = Box<dyn FnOnce(Result<Value>) + Send>;
+
+/// The meeting point of Sends and Recvs of one step.
+pub trait Rendezvous: Send + Sync {
+    /// Leaves `value` under `key`; wakes a waiting receiver (possibly running
+    /// its callback on this thread).
+    fn send(&self, key: &RendezvousKey, value: Value) -> Result<()>;
+
+    /// Calls `done` with the value under `key` once it is there (possibly at
+    /// once, on this thread), or with the abort status.
+    fn recv_async(&self, key: &RendezvousKey, done: RecvCallback);
+
+    /// Fails every current and future receive with `status`.
+    fn abort(&self, status: Status);
+}
+
+enum Item {
+    Value(Value),
+    Waiting(RecvCallback),
+}
+
+#[derive(Default)]
+struct Table {
+    items: HashMap<RendezvousKey, Item, BuildHasherDefault<PrehashedHasher>>,
+    aborted: Option<Status>,
+}
+
+/// The in-process rendezvous: a table of values and waiters.
+#[derive(Default)]
+pub struct LocalRendezvous {
+    table: Mutex<Table>,
+}
+
+impl LocalRendezvous {
+    pub fn new() -> LocalRendezvous {
+        LocalRendezvous::default()
+    }
+
+    pub fn aborted(&self) -> Option<Status> {
+        self.table.lock().aborted.clone()
+    }
+}
+
+impl Rendezvous for LocalRendezvous {
+    fn send(&self, key: &RendezvousKey, value: Value) -> Result<()> {
+        let waiter = {
+            let mut table = self.table.lock();
+            if let Some(status) = &table.aborted {
+                return Err(status.clone());
+            }
+            match table.items.remove(key) {
+                Some(Item::Waiting(done)) => done,
+                Some(Item::Value(old)) => {
+                    table.items.insert(key.clone(), Item::Value(old));
+                    return Err(Status::aborted(format!(
+                        "duplicate send of rendezvous key '{key:?}'"
+                    )));
+                }
+                None => {
+                    table.items.insert(key.clone(), Item::Value(value));
+                    return Ok(());
+                }
+            }
+        };
+        waiter(Ok(value));
+        Ok(())
+    }
+
+    fn recv_async(&self, key: &RendezvousKey, done: RecvCallback) {
+        let ready = {
+            let mut table = self.table.lock();
+            if let Some(status) = &table.aborted {
+                Err(status.clone())
+            } else {
+                match table.items.remove(key) {
+                    Some(Item::Value(v)) => Ok(v),
+                    Some(Item::Waiting(other)) => {
+                        table.items.insert(key.clone(), Item::Waiting(other));
+                        Err(Status::aborted(format!(
+                            "two receivers for rendezvous key '{key:?}'"
+                        )))
+                    }
+                    None => {
+                        table.items.insert(key.clone(), Item::Waiting(done));
+                        return;
+                    }
+                }
+            }
+        };
+        done(ready);
+    }
+
+    fn abort(&self, status: Status) {
+        let waiters: Vec<RecvCallback> = {
+            let mut table = self.table.lock();
+            if table.aborted.is_some() {
+                return;
+            }
+            table.aborted = Some(status.clone());
+            table
+                .items
+                .drain()
+                .filter_map(|(_, item)| match item {
+                    Item::Waiting(done) => Some(done),
+                    Item::Value(_) => None,
+                })
+                .collect()
+        };
+        for done in waiters {
+            done(Err(status.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::Tensor;
+    use std::sync::mpsc;
+
+    fn key(name: &str) -> RendezvousKey {
+        RendezvousKey::parse(&format!("/job:a/replica:0/task:0/device:CPU:0;00000000000000ff;/job:a/replica:0/task:0/device:CPU:1;{name};0:0")).unwrap()
+    }
+
+    #[test]
+    fn parses_keys() {
+        let k = key("edge_1_x_0");
+        let p = k.parts().unwrap();
+        assert_eq!(p.src_incarnation, 255);
+        assert_eq!(p.tensor_name, "edge_1_x_0");
+        assert_eq!(p.dst_device, "/job:a/replica:0/task:0/device:CPU:1");
+        assert!(RendezvousKey::parse("a;b;c").is_err());
+        assert!(RendezvousKey::parse("a;zz;c;d;0:0").is_err());
+    }
+
+    #[test]
+    fn either_side_may_come_first() {
+        let r = LocalRendezvous::new();
+        r.send(&key("a"), Value::Tensor(Tensor::scalar(1.0f32)))
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        r.recv_async(
+            &key("a"),
+            Box::new(move |v| {
+                tx2.send(
+                    v.unwrap()
+                        .into_tensor()
+                        .unwrap()
+                        .scalar_value::<f32>()
+                        .unwrap(),
+                )
+                .unwrap()
+            }),
+        );
+        r.recv_async(
+            &key("b"),
+            Box::new(move |v| {
+                tx.send(
+                    v.unwrap()
+                        .into_tensor()
+                        .unwrap()
+                        .scalar_value::<f32>()
+                        .unwrap(),
+                )
+                .unwrap()
+            }),
+        );
+        r.send(&key("b"), Value::Tensor(Tensor::scalar(2.0f32)))
+            .unwrap();
+        assert_eq!(rx.recv().unwrap(), 1.0);
+        assert_eq!(rx.recv().unwrap(), 2.0);
+    }
+
+    #[test]
+    fn abort_wakes_waiters_and_fails_later_calls() {
+        let r = LocalRendezvous::new();
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        r.recv_async(
+            &key("a"),
+            Box::new(move |v| tx2.send(v.err().unwrap()).unwrap()),
+        );
+        r.abort(Status::internal("partition 2 failed"));
+        assert_eq!(rx.recv().unwrap().message, "partition 2 failed");
+        r.recv_async(
+            &key("b"),
+            Box::new(move |v| tx.send(v.err().unwrap()).unwrap()),
+        );
+        assert_eq!(rx.recv().unwrap().message, "partition 2 failed");
+        assert!(
+            r.send(&key("c"), Value::Tensor(Tensor::scalar(1i32)))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn duplicate_send_is_an_error() {
+        let r = LocalRendezvous::new();
+        r.send(&key("a"), Value::Tensor(Tensor::scalar(1i32)))
+            .unwrap();
+        let err = r
+            .send(&key("a"), Value::Tensor(Tensor::scalar(1i32)))
+            .unwrap_err();
+        assert!(err.message.contains("duplicate send"));
+    }
+}

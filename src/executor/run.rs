@@ -1,0 +1,462 @@
+//! Running a partition: per step, atomic pending counters and input slots
+//! over the immutable [`Plan`]; cheap kernels run inline on the thread that
+//! made them ready (a chain never hops threads), expensive ones go to the
+//! device's pool so independent branches run in parallel.
+//!
+//! Owns: [`Executor`] (a plan, its device, its resources, a pool of reusable
+//! per-step frames) and the scheduling loop. Must not know about sockets:
+//! Send/Recv go through the step's `Rendezvous`.
+//!
+//! Why slots need no locks, and why a step always ends: README.md.
+
+use super::barrier::StepDone;
+use super::device::Device;
+use super::plan::{NodeKind, Plan, PlanNode};
+use super::step::{Args, NodeStats, StepContext, arg_key};
+use crate::error::{Result, Status};
+use crate::graph::spec::GraphSpec;
+use crate::ops::{OpContext, ResourceMgr, Value};
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::cell::{Cell, UnsafeCell};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+/// Nodes whose inputs together exceed this many bytes are worth a thread hop.
+pub const EXPENSIVE_INPUT_BYTES: usize = 256 * 1024;
+
+/// How deep rendezvous callbacks may nest on one thread before the rest of
+/// the work is handed to the pool (bounds the stack).
+const MAX_INLINE_DEPTH: u32 = 8;
+
+thread_local! {
+    static INLINE_DEPTH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// One input slot. Written once by the producer before it decrements the
+/// consumer's pending count; read by the consumer after the count hit zero.
+struct Slot(UnsafeCell<Option<Value>>);
+
+// SAFETY: access follows the write-once-then-handoff protocol in README.md:
+// a slot is only touched by its producer (before the AcqRel decrement) and
+// then by its consumer (after the decrement that reached zero).
+unsafe impl Sync for Slot {}
+
+struct Frame {
+    pending: Box<[AtomicU32]>,
+    slots: Box<[Slot]>,
+}
+
+impl Frame {
+    fn new(plan: &Plan) -> Frame {
+        Frame {
+            pending: plan
+                .initial_pending
+                .iter()
+                .map(|&p| AtomicU32::new(p))
+                .collect(),
+            slots: (0..plan.num_slots())
+                .map(|_| Slot(UnsafeCell::new(None)))
+                .collect(),
+        }
+    }
+
+    fn reset(&mut self, plan: &Plan) {
+        for (p, &init) in self.pending.iter_mut().zip(&plan.initial_pending) {
+            *p.get_mut() = init;
+        }
+    }
+
+    fn clear_slots(&mut self) {
+        for slot in self.slots.iter_mut() {
+            *slot.0.get_mut() = None;
+        }
+    }
+}
+
+/// Runs one partition graph, step after step (concurrent steps welcome).
+pub struct Executor {
+    plan: Plan,
+    device: Arc<Device>,
+    resources: Arc<ResourceMgr>,
+    frames: Mutex<Vec<Box<Frame>>>,
+}
+
+impl Executor {
+    /// Builds the plan and the kernels of `graph` for `device`.
+    pub fn new(
+        graph: &GraphSpec,
+        device: Arc<Device>,
+        resources: Arc<ResourceMgr>,
+    ) -> Result<Arc<Executor>> {
+        let plan = Plan::build(graph)?;
+        Ok(Arc::new(Executor {
+            plan,
+            device,
+            resources,
+            frames: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.plan.nodes.len()
+    }
+
+    /// Starts a step on the calling thread; `done` runs once, when the
+    /// partition has finished (possibly before this returns).
+    pub fn run_async(self: &Arc<Self>, step: Arc<StepContext>, done: StepDone) {
+        let mut frame = self
+            .frames
+            .lock()
+            .pop()
+            .unwrap_or_else(|| Box::new(Frame::new(&self.plan)));
+        frame.reset(&self.plan);
+        if self.plan.nodes.is_empty() {
+            done(Ok(()));
+            self.frames.lock().push(frame);
+            return;
+        }
+        let exec = Arc::new(Execution {
+            executor: self.clone(),
+            step,
+            frame: Some(frame),
+            outstanding: AtomicUsize::new(self.plan.roots.len()),
+            failed: AtomicBool::new(false),
+            status: Mutex::new(None),
+            done: Mutex::new(Some(done)),
+        });
+        let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
+        exec.schedule(&self.plan.roots, &mut stack, false);
+        exec.drain(&mut stack);
+    }
+}
+
+struct Execution {
+    executor: Arc<Executor>,
+    step: Arc<StepContext>,
+    /// Always `Some` until `Drop` hands it back to the executor.
+    frame: Option<Box<Frame>>,
+    outstanding: AtomicUsize,
+    failed: AtomicBool,
+    status: Mutex<Option<Status>>,
+    done: Mutex<Option<StepDone>>,
+}
+
+impl Drop for Execution {
+    fn drop(&mut self) {
+        if let Some(mut frame) = self.frame.take() {
+            // The last reference is gone: nothing else can touch the frame.
+            if self.failed.load(Ordering::Relaxed) || self.step.is_cancelled() {
+                frame.clear_slots();
+            }
+            self.executor.frames.lock().push(frame);
+        }
+    }
+}
+
+impl Execution {
+    fn plan(&self) -> &Plan {
+        &self.executor.plan
+    }
+
+    fn frame(&self) -> &Frame {
+        self.frame.as_deref().expect("frame present until drop")
+    }
+
+    /// Takes the value in input slot `slot`.
+    fn take_slot(&self, slot: u32) -> Option<Value> {
+        // SAFETY: called only by the node that owns the slot, after its
+        // pending count reached zero (README.md).
+        unsafe { (*self.frame().slots[slot as usize].0.get()).take() }
+    }
+
+    /// Bytes of the tensors waiting in `node`'s input slots.
+    fn input_bytes(&self, node: &PlanNode) -> usize {
+        (node.input_base..node.input_base + node.num_inputs)
+            .map(|s| {
+                // SAFETY: the caller made `node` ready and has not handed it
+                // to anyone yet, so it owns these slots.
+                match unsafe { &*self.frame().slots[s as usize].0.get() } {
+                    Some(Value::Tensor(t)) => t.byte_len(),
+                    _ => 0,
+                }
+            })
+            .sum()
+    }
+
+    /// Records a failure; the step will end once in-flight nodes drain.
+    fn fail(&self, status: Status) {
+        let mut first = self.status.lock();
+        if first.is_none() {
+            *first = Some(status);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Accounts `ready` newly runnable nodes and hands them out: expensive
+    /// ones to the device pool, cheap ones to `stack` (run by this thread).
+    fn schedule(
+        self: &Arc<Self>,
+        ready: &[u32],
+        stack: &mut SmallVec<[u32; 16]>,
+        count_added: bool,
+    ) {
+        if ready.is_empty() {
+            return;
+        }
+        if count_added {
+            self.outstanding.fetch_add(ready.len(), Ordering::AcqRel);
+        }
+        let pool = &self.executor.device.pool;
+        let on_own_pool = pool.on_pool_thread();
+        let mut kept_expensive = false;
+        for (i, &id) in ready.iter().enumerate() {
+            let node = &self.plan().nodes[id as usize];
+            let expensive = match node.kind {
+                NodeKind::Kernel { expensive, .. } => {
+                    expensive || self.input_bytes(node) > EXPENSIVE_INPUT_BYTES
+                }
+                _ => false,
+            };
+            let last = i + 1 == ready.len();
+            // A pool thread keeps one expensive node for itself: with nothing
+            // else to do, a hop would only add latency.
+            if expensive && !(on_own_pool && last && !kept_expensive) {
+                let exec = self.clone();
+                pool.spawn(move || {
+                    let mut stack = SmallVec::new();
+                    stack.push(id);
+                    exec.drain(&mut stack);
+                });
+            } else {
+                kept_expensive |= expensive;
+                stack.push(id);
+            }
+        }
+    }
+
+    /// Runs nodes from `stack` until it is empty.
+    fn drain(self: &Arc<Self>, stack: &mut SmallVec<[u32; 16]>) {
+        while let Some(id) = stack.pop() {
+            self.run_node(id, stack);
+        }
+    }
+
+    /// One node finished; `new_ready` successors were already counted.
+    fn node_done(&self) {
+        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.finish();
+        }
+    }
+
+    fn finish(&self) {
+        let status = self.status.lock().take();
+        let result = match (status, self.step.cancel_status()) {
+            (Some(e), _) => Err(e),
+            (None, Some(c)) => Err(c.clone()),
+            (None, None) => Ok(()),
+        };
+        if let Some(done) = self.done.lock().take() {
+            done(result);
+        }
+    }
+
+    fn run_node(self: &Arc<Self>, id: u32, stack: &mut SmallVec<[u32; 16]>) {
+        let node = &self.plan().nodes[id as usize];
+        if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
+            self.node_done();
+            return;
+        }
+        let start_us = self
+            .step
+            .collects_stats()
+            .then(|| self.step.started.elapsed().as_micros() as u64);
+        let outputs: Result<SmallVec<[Option<Value>; 2]>> = match &node.kind {
+            NodeKind::Kernel { kernel, .. } => self.compute(node, kernel.as_ref()),
+            NodeKind::Arg(index) => match &self.step.frame.args {
+                Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
+                    Some(v) => Ok(smallvec::smallvec![Some(v.clone())]),
+                    None => Err(Status::internal(format!(
+                        "{}: no feed #{index}",
+                        node.describe()
+                    ))),
+                },
+                Args::Partial => {
+                    self.wait_for(id, &arg_key(*index));
+                    return;
+                }
+            },
+            NodeKind::Retval(index) => self
+                .input_tensor(node, 0)
+                .and_then(|t| self.step.frame.retvals.set(*index, Value::Tensor(t)))
+                .map(|()| SmallVec::new()),
+            NodeKind::Send(key) => self
+                .input_tensor(node, 0)
+                .and_then(|t| self.step.rendezvous.send(key, Value::Tensor(t)))
+                .map(|()| SmallVec::new()),
+            NodeKind::Recv(key) => {
+                self.wait_for(id, key);
+                return;
+            }
+        };
+        if let Some(start_us) = start_us {
+            self.record(node, start_us);
+        }
+        match outputs {
+            Ok(outputs) => self.propagate(id, outputs, stack),
+            Err(e) => self.fail(e),
+        }
+        self.node_done();
+    }
+
+    fn record(&self, node: &PlanNode, start_us: u64) {
+        self.step.record(NodeStats {
+            node: node.name.clone(),
+            op: node.op.clone(),
+            device: self.executor.device.name_str.clone(),
+            start_us,
+            end_us: self.step.started.elapsed().as_micros() as u64,
+            thread: thread_number(),
+        });
+    }
+
+    /// Input `i` of `node` as a tensor (reading through a ref).
+    fn input_tensor(&self, node: &PlanNode, i: u32) -> Result<crate::tensor::Tensor> {
+        let slot = node.input_base + i;
+        match self.take_slot(slot) {
+            Some(v) => v.into_tensor().map_err(|e| e.context(node.describe())),
+            None => Err(Status::internal(format!(
+                "{}: input {i} missing",
+                node.describe()
+            ))),
+        }
+    }
+
+    fn compute(
+        &self,
+        node: &PlanNode,
+        kernel: &dyn crate::ops::OpKernel,
+    ) -> Result<SmallVec<[Option<Value>; 2]>> {
+        let mut inputs: SmallVec<[Option<Value>; 4]> =
+            SmallVec::with_capacity(node.num_inputs as usize);
+        for i in 0..node.num_inputs {
+            let slot = node.input_base + i;
+            let value = self.take_slot(slot);
+            let value = match value {
+                Some(Value::Ref(var)) if self.plan().slot_deref[slot as usize] => Some(
+                    Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?),
+                ),
+                other => other,
+            };
+            inputs.push(value);
+        }
+        let mut outputs: SmallVec<[Option<Value>; 2]> =
+            smallvec::smallvec![None; node.num_outputs as usize];
+        let resources: &ResourceMgr = &self.executor.resources;
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, resources))
+        }));
+        match result {
+            Ok(Ok(())) => Ok(outputs),
+            Ok(Err(e)) => Err(e.context(node.describe())),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(Status::internal(format!(
+                    "{}: kernel panicked: {what}",
+                    node.describe()
+                )))
+            }
+        }
+    }
+
+    /// Registers `id` (a Recv or a partial-run Arg) with the rendezvous; the
+    /// node finishes when the value (or an abort) arrives.
+    fn wait_for(self: &Arc<Self>, id: u32, key: &super::rendezvous::RendezvousKey) {
+        let exec = self.clone();
+        self.step.rendezvous.recv_async(
+            key,
+            Box::new(move |result| {
+                let depth = INLINE_DEPTH.with(|d| d.get());
+                if depth >= MAX_INLINE_DEPTH {
+                    let pool = exec.executor.device.pool.clone();
+                    pool.spawn(move || exec.complete_wait(id, result));
+                } else {
+                    INLINE_DEPTH.with(|d| d.set(depth + 1));
+                    exec.complete_wait(id, result);
+                    INLINE_DEPTH.with(|d| d.set(depth));
+                }
+            }),
+        );
+    }
+
+    /// The value a waiting node was waiting for arrived (or the step aborted).
+    fn complete_wait(self: &Arc<Self>, id: u32, result: Result<Value>) {
+        let node = &self.plan().nodes[id as usize];
+        let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
+        match result {
+            Ok(v) => self.propagate(id, smallvec::smallvec![Some(v)], &mut stack),
+            Err(e) => self.fail(e.context(node.describe())),
+        }
+        self.node_done();
+        self.drain(&mut stack);
+    }
+
+    /// Hands `outputs` to the successors of `id` and schedules those that
+    /// became ready.
+    fn propagate(
+        self: &Arc<Self>,
+        id: u32,
+        mut outputs: SmallVec<[Option<Value>; 2]>,
+        stack: &mut SmallVec<[u32; 16]>,
+    ) {
+        let node = &self.plan().nodes[id as usize];
+        if let Some(missing) = outputs.iter().position(Option::is_none) {
+            self.fail(Status::internal(format!(
+                "{}: output {missing} was not set",
+                node.describe()
+            )));
+            return;
+        }
+        let frame = self.frame();
+        let mut ready: SmallVec<[u32; 8]> = SmallVec::new();
+        let edges = &node.out_edges;
+        for (i, edge) in edges.iter().enumerate() {
+            let last_of_port = edges.get(i + 1).is_none_or(|next| next.port != edge.port);
+            let value = if last_of_port {
+                outputs[edge.port as usize].take()
+            } else {
+                outputs[edge.port as usize].clone()
+            };
+            // SAFETY: this node is the only producer of `edge.slot`, and the
+            // consumer cannot run before the decrement below.
+            unsafe { *frame.slots[edge.slot as usize].0.get() = value };
+            if frame.pending[edge.dst as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+                ready.push(edge.dst);
+            }
+        }
+        for &c in &node.control_out {
+            if frame.pending[c as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+                ready.push(c);
+            }
+        }
+        self.schedule(&ready, stack, true);
+    }
+}
+
+/// A small stable number for the current thread, for stats.
+fn thread_number() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    thread_local! {
+        static ID: u32 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    ID.with(|id| *id)
+}

@@ -1,0 +1,216 @@
+//! Step state shared by every partition of one step in this process: its
+//! id, its rendezvous, the values handed in and out (the call frame), its
+//! cancellation, and optional per-node stats.
+//!
+//! Owns: [`StepContext`], [`CallFrame`], [`Retvals`], [`NodeStats`]. Must
+//! not schedule anything; executors read and write it.
+
+use super::rendezvous::{LocalRendezvous, Rendezvous, RendezvousKey};
+use crate::error::{Result, Status};
+use crate::ops::Value;
+use parking_lot::{Condvar, Mutex};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// Where `_Arg` nodes get their values.
+pub enum Args {
+    /// All feeds are known when the step starts (by feed index; indices
+    /// this process does not use may be empty).
+    Ready(Vec<Option<Value>>),
+    /// Feeds arrive later through the step's rendezvous under
+    /// [`arg_key`] (partial runs).
+    Partial,
+}
+
+/// The key under which a partial run delivers feed `index`.
+pub fn arg_key(index: usize) -> RendezvousKey {
+    RendezvousKey::raw(&format!("_arg;{index}"))
+}
+
+/// Where `_Retval` nodes leave their values; callers may wait on one.
+pub struct Retvals {
+    state: Mutex<RetvalState>,
+    cond: Condvar,
+}
+
+struct RetvalState {
+    values: Vec<Option<Value>>,
+    failed: Option<Status>,
+}
+
+impl Retvals {
+    pub fn new(count: usize) -> Retvals {
+        Retvals {
+            state: Mutex::new(RetvalState {
+                values: vec![None; count],
+                failed: None,
+            }),
+            cond: Condvar::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.state.lock().values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn set(&self, index: usize, value: Value) -> Result<()> {
+        let mut state = self.state.lock();
+        let slot = state
+            .values
+            .get_mut(index)
+            .ok_or_else(|| Status::internal(format!("retval index {index} out of range")))?;
+        if slot.is_some() {
+            return Err(Status::internal(format!("retval {index} set twice")));
+        }
+        *slot = Some(value);
+        drop(state);
+        self.cond.notify_all();
+        Ok(())
+    }
+
+    /// Marks the step failed; waiters for values not yet set get `status`.
+    pub fn fail(&self, status: Status) {
+        let mut state = self.state.lock();
+        if state.failed.is_none() {
+            state.failed = Some(status);
+        }
+        drop(state);
+        self.cond.notify_all();
+    }
+
+    /// Takes every value (after the step completed).
+    pub fn take_all(&self) -> Vec<Option<Value>> {
+        std::mem::take(&mut self.state.lock().values)
+    }
+
+    /// Waits for value `index` and takes it.
+    pub fn wait_take(&self, index: usize, deadline: Option<Instant>) -> Result<Value> {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(v) = state.values.get_mut(index).and_then(Option::take) {
+                return Ok(v);
+            }
+            if let Some(status) = &state.failed {
+                return Err(status.clone());
+            }
+            match deadline {
+                Some(d) => {
+                    if self.cond.wait_until(&mut state, d).timed_out() {
+                        return Err(Status::deadline_exceeded(
+                            "timed out waiting for a partial-run fetch",
+                        ));
+                    }
+                }
+                None => {
+                    self.cond
+                        .wait_for(&mut state, std::time::Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
+/// The values a step takes in and gives out.
+pub struct CallFrame {
+    pub args: Args,
+    pub retvals: Retvals,
+}
+
+/// Per-node timing for RunMetadata, recorded when a step asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeStats {
+    pub node: String,
+    pub op: String,
+    pub device: String,
+    /// Microseconds since the step started.
+    pub start_us: u64,
+    pub end_us: u64,
+    pub thread: u32,
+}
+
+/// One step, as seen by every executor in this process that runs part of it.
+pub struct StepContext {
+    pub step_id: u64,
+    pub rendezvous: Arc<dyn Rendezvous>,
+    pub frame: CallFrame,
+    cancelled: AtomicBool,
+    cancel_status: OnceLock<Status>,
+    stats: Option<Mutex<Vec<NodeStats>>>,
+    pub started: Instant,
+}
+
+impl StepContext {
+    pub fn new(
+        step_id: u64,
+        rendezvous: Arc<dyn Rendezvous>,
+        args: Args,
+        num_retvals: usize,
+        collect_stats: bool,
+    ) -> StepContext {
+        StepContext {
+            step_id,
+            rendezvous,
+            frame: CallFrame {
+                args,
+                retvals: Retvals::new(num_retvals),
+            },
+            cancelled: AtomicBool::new(false),
+            cancel_status: OnceLock::new(),
+            stats: collect_stats.then(|| Mutex::new(Vec::new())),
+            started: Instant::now(),
+        }
+    }
+
+    /// A step with a fresh local rendezvous.
+    pub fn local(step_id: u64, args: Args, num_retvals: usize, collect_stats: bool) -> StepContext {
+        StepContext::new(
+            step_id,
+            Arc::new(LocalRendezvous::new()),
+            args,
+            num_retvals,
+            collect_stats,
+        )
+    }
+
+    /// Stops the step: no further node starts, every Recv wakes with
+    /// `status`. The first cancellation's status wins.
+    pub fn cancel(&self, status: Status) {
+        if self.cancel_status.set(status.clone()).is_ok() {
+            self.cancelled.store(true, Ordering::Release);
+            self.rendezvous.abort(status.clone());
+            self.frame.retvals.fail(status);
+        }
+    }
+
+    #[inline]
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    pub fn cancel_status(&self) -> Option<&Status> {
+        self.cancel_status.get()
+    }
+
+    pub fn collects_stats(&self) -> bool {
+        self.stats.is_some()
+    }
+
+    pub fn record(&self, stats: NodeStats) {
+        if let Some(s) = &self.stats {
+            s.lock().push(stats);
+        }
+    }
+
+    pub fn take_stats(&self) -> Vec<NodeStats> {
+        self.stats
+            .as_ref()
+            .map(|s| std::mem::take(&mut *s.lock()))
+            .unwrap_or_default()
+    }
+}

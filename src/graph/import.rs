@@ -1,0 +1,601 @@
+//! TensorFlow GraphDef import: binary `.pb` → [`GraphSpec`].
+//!
+//! Owns: the protobuf message structs we decode (our own prost structs, with
+//! TensorFlow's field numbers) and their translation into our model. This is
+//! the only place TensorFlow's protobuf names appear. Must not validate op
+//! semantics; that is `graph::validate`'s job once the graph is ours.
+
+use super::spec::{
+    AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue,
+};
+use crate::error::{Result, Status};
+use crate::tensor::DType;
+use prost::Message;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The protobuf messages, field numbers as in TensorFlow's `graph.proto`,
+/// `node_def.proto`, `attr_value.proto`, `tensor.proto`,
+/// `tensor_shape.proto` and `versions.proto`.
+pub mod proto {
+    use std::collections::HashMap;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct GraphDef {
+        #[prost(message, repeated, tag = "1")]
+        pub node: Vec<NodeDef>,
+        #[prost(message, optional, tag = "4")]
+        pub versions: Option<VersionDef>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct VersionDef {
+        #[prost(int32, tag = "1")]
+        pub producer: i32,
+        #[prost(int32, tag = "2")]
+        pub min_consumer: i32,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct NodeDef {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(string, tag = "2")]
+        pub op: String,
+        #[prost(string, repeated, tag = "3")]
+        pub input: Vec<String>,
+        #[prost(string, tag = "4")]
+        pub device: String,
+        #[prost(map = "string, message", tag = "5")]
+        pub attr: HashMap<String, AttrValue>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct AttrValue {
+        #[prost(oneof = "attr_value::Value", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10")]
+        pub value: Option<attr_value::Value>,
+    }
+
+    pub mod attr_value {
+        #[derive(Clone, PartialEq, prost::Oneof)]
+        pub enum Value {
+            #[prost(message, tag = "1")]
+            List(super::ListValue),
+            #[prost(bytes, tag = "2")]
+            S(Vec<u8>),
+            #[prost(int64, tag = "3")]
+            I(i64),
+            #[prost(float, tag = "4")]
+            F(f32),
+            #[prost(bool, tag = "5")]
+            B(bool),
+            #[prost(int32, tag = "6")]
+            Type(i32),
+            #[prost(message, tag = "7")]
+            Shape(super::TensorShapeProto),
+            #[prost(message, tag = "8")]
+            Tensor(super::TensorProto),
+            #[prost(string, tag = "9")]
+            Placeholder(String),
+            #[prost(message, tag = "10")]
+            Func(super::NameAttrList),
+        }
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ListValue {
+        #[prost(bytes, repeated, tag = "2")]
+        pub s: Vec<Vec<u8>>,
+        #[prost(int64, repeated, tag = "3")]
+        pub i: Vec<i64>,
+        #[prost(float, repeated, tag = "4")]
+        pub f: Vec<f32>,
+        #[prost(bool, repeated, tag = "5")]
+        pub b: Vec<bool>,
+        #[prost(int32, repeated, tag = "6")]
+        pub r#type: Vec<i32>,
+        #[prost(message, repeated, tag = "7")]
+        pub shape: Vec<TensorShapeProto>,
+        #[prost(message, repeated, tag = "8")]
+        pub tensor: Vec<TensorProto>,
+        #[prost(message, repeated, tag = "9")]
+        pub func: Vec<NameAttrList>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct NameAttrList {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(map = "string, message", tag = "2")]
+        pub attr: HashMap<String, AttrValue>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TensorShapeProto {
+        #[prost(message, repeated, tag = "2")]
+        pub dim: Vec<tensor_shape_proto::Dim>,
+        #[prost(bool, tag = "3")]
+        pub unknown_rank: bool,
+    }
+
+    pub mod tensor_shape_proto {
+        #[derive(Clone, PartialEq, prost::Message)]
+        pub struct Dim {
+            #[prost(int64, tag = "1")]
+            pub size: i64,
+            #[prost(string, tag = "2")]
+            pub name: String,
+        }
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TensorProto {
+        #[prost(int32, tag = "1")]
+        pub dtype: i32,
+        #[prost(message, optional, tag = "2")]
+        pub tensor_shape: Option<TensorShapeProto>,
+        #[prost(int32, tag = "3")]
+        pub version_number: i32,
+        #[prost(bytes = "vec", tag = "4")]
+        pub tensor_content: Vec<u8>,
+        #[prost(float, repeated, tag = "5")]
+        pub float_val: Vec<f32>,
+        #[prost(double, repeated, tag = "6")]
+        pub double_val: Vec<f64>,
+        #[prost(int32, repeated, tag = "7")]
+        pub int_val: Vec<i32>,
+        #[prost(bytes, repeated, tag = "8")]
+        pub string_val: Vec<Vec<u8>>,
+        #[prost(int64, repeated, tag = "10")]
+        pub int64_val: Vec<i64>,
+        #[prost(bool, repeated, tag = "11")]
+        pub bool_val: Vec<bool>,
+        #[prost(int32, repeated, tag = "13")]
+        pub half_val: Vec<i32>,
+    }
+}
+
+/// TensorFlow's `DataType` numbers (refs are +100).
+fn data_type_of(tf: i32) -> DataType {
+    match tf {
+        1 => DataType::Tensor(DType::F32),
+        2 => DataType::Tensor(DType::F64),
+        3 => DataType::Tensor(DType::I32),
+        9 => DataType::Tensor(DType::I64),
+        10 => DataType::Tensor(DType::Bool),
+        7 => DataType::String,
+        20 => DataType::Resource,
+        21 => DataType::Variant,
+        other => DataType::Unsupported(other),
+    }
+}
+
+/// The TensorFlow `DataType` number of a dtype.
+pub fn tf_number_of(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => 1,
+        DType::F64 => 2,
+        DType::I32 => 3,
+        DType::I64 => 9,
+        DType::Bool => 10,
+    }
+}
+
+fn shape_of(proto: &proto::TensorShapeProto) -> ShapeSpec {
+    if proto.unknown_rank {
+        ShapeSpec::unknown()
+    } else {
+        ShapeSpec {
+            dims: Some(proto.dim.iter().map(|d| d.size).collect()),
+        }
+    }
+}
+
+/// Expands TensorFlow's compact forms: `tensor_content`, or typed values
+/// where fewer than the element count means "repeat the last one" and none
+/// means zeros.
+fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
+    let dtype = match data_type_of(proto.dtype) {
+        DataType::Tensor(d) => d,
+        other => {
+            return Err(Status::unimplemented(format!(
+                "constant tensors of {other} are not supported"
+            )));
+        }
+    };
+    let shape = proto
+        .tensor_shape
+        .as_ref()
+        .map(shape_of)
+        .unwrap_or(ShapeSpec { dims: Some(vec![]) });
+    let dims: Vec<u64> = match &shape.dims {
+        Some(d) if d.iter().all(|&x| x >= 0) => d.iter().map(|&x| x as u64).collect(),
+        _ => {
+            return Err(Status::invalid_argument(format!(
+                "constant tensor has partial shape {shape}"
+            )));
+        }
+    };
+    let count = dims
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| {
+            Status::invalid_argument(format!("constant tensor shape {shape} overflows"))
+        })?;
+    let byte_len = count.checked_mul(dtype.size()).ok_or_else(|| {
+        Status::invalid_argument(format!("constant tensor shape {shape} overflows"))
+    })?;
+    if !proto.tensor_content.is_empty() {
+        if proto.tensor_content.len() != byte_len {
+            return Err(Status::invalid_argument(format!(
+                "tensor_content has {} bytes, shape {shape} of {dtype} needs {byte_len}",
+                proto.tensor_content.len()
+            )));
+        }
+        if dtype == DType::Bool && proto.tensor_content.iter().any(|&b| b > 1) {
+            return Err(Status::invalid_argument(
+                "bool tensor_content holds a byte other than 0 or 1",
+            ));
+        }
+        return Ok(TensorValue {
+            dtype,
+            dims,
+            bytes: proto.tensor_content.clone(),
+        });
+    }
+    fn expand<T: Copy + Default>(values: &[T], count: usize, what: &str) -> Result<Vec<T>> {
+        if values.len() > count {
+            return Err(Status::invalid_argument(format!(
+                "{what} has {} values for {count} elements",
+                values.len()
+            )));
+        }
+        let fill = values.last().copied().unwrap_or_default();
+        let mut out = Vec::with_capacity(count);
+        out.extend_from_slice(values);
+        out.resize(count, fill);
+        Ok(out)
+    }
+    let bytes: Vec<u8> = match dtype {
+        DType::F32 => expand(&proto.float_val, count, "float_val")?
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::F64 => expand(&proto.double_val, count, "double_val")?
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::I32 => expand(&proto.int_val, count, "int_val")?
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::I64 => expand(&proto.int64_val, count, "int64_val")?
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::Bool => expand(&proto.bool_val, count, "bool_val")?
+            .iter()
+            .map(|&b| b as u8)
+            .collect(),
+    };
+    Ok(TensorValue { dtype, dims, bytes })
+}
+
+fn attr_of(value: &proto::AttrValue) -> Result<AttrValue> {
+    use proto::attr_value::Value;
+    Ok(match &value.value {
+        None => AttrValue::List(AttrList::Int(vec![])),
+        Some(Value::S(s)) => AttrValue::Bytes(s.clone()),
+        Some(Value::I(i)) => AttrValue::Int(*i),
+        Some(Value::F(f)) => AttrValue::Float(*f),
+        Some(Value::B(b)) => AttrValue::Bool(*b),
+        Some(Value::Type(t)) => AttrValue::Type(data_type_of(*t)),
+        Some(Value::Shape(s)) => AttrValue::Shape(shape_of(s)),
+        Some(Value::Tensor(t)) => AttrValue::Tensor(tensor_of(t)?),
+        Some(Value::Placeholder(p)) => AttrValue::Func(format!("${p}")),
+        Some(Value::Func(f)) => AttrValue::Func(f.name.clone()),
+        Some(Value::List(l)) => AttrValue::List(if !l.s.is_empty() {
+            AttrList::Bytes(l.s.clone())
+        } else if !l.i.is_empty() {
+            AttrList::Int(l.i.clone())
+        } else if !l.f.is_empty() {
+            AttrList::Float(l.f.clone())
+        } else if !l.b.is_empty() {
+            AttrList::Bool(l.b.clone())
+        } else if !l.r#type.is_empty() {
+            AttrList::Type(l.r#type.iter().map(|&t| data_type_of(t)).collect())
+        } else if !l.shape.is_empty() {
+            AttrList::Shape(l.shape.iter().map(shape_of).collect())
+        } else if !l.tensor.is_empty() {
+            AttrList::Tensor(l.tensor.iter().map(tensor_of).collect::<Result<_>>()?)
+        } else if !l.func.is_empty() {
+            AttrList::Func(l.func.iter().map(|f| f.name.clone()).collect())
+        } else {
+            AttrList::Int(vec![])
+        }),
+    })
+}
+
+fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
+    let here = |e: Status| e.context(format_args!("node '{}' ({})", def.name, def.op));
+    if def.name.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "a node of op '{}' has no name",
+            def.op
+        )));
+    }
+    let mut node = NodeSpec::new(def.name.clone(), def.op.clone());
+    node.device = def.device.clone();
+    for input in &def.input {
+        if let Some(control) = input.strip_prefix('^') {
+            if control.is_empty() {
+                return Err(here(Status::invalid_argument("empty control input '^'")));
+            }
+            node.control_inputs.push(control.to_string());
+        } else {
+            if !node.control_inputs.is_empty() {
+                return Err(here(Status::invalid_argument(format!(
+                    "data input '{input}' follows a control input"
+                ))));
+            }
+            node.inputs.push(Endpoint::parse(input).map_err(here)?);
+        }
+    }
+    // Sorted for determinism: the proto map has no order.
+    let mut keys: Vec<&String> = def.attr.keys().collect();
+    keys.sort();
+    for key in keys {
+        let value =
+            attr_of(&def.attr[key]).map_err(|e| here(e.context(format_args!("attr '{key}'"))))?;
+        node.attrs.insert(key.clone(), value);
+    }
+    Ok(node)
+}
+
+/// Decodes a binary GraphDef.
+pub fn graph_from_pb_bytes(bytes: &[u8]) -> Result<GraphSpec> {
+    let def = proto::GraphDef::decode(bytes)
+        .map_err(|e| Status::invalid_argument(format!("not a binary GraphDef: {e}")))?;
+    let nodes = def.node.iter().map(node_of).collect::<Result<Vec<_>>>()?;
+    Ok(GraphSpec { nodes })
+}
+
+/// Reads a binary GraphDef file; errors name the file.
+pub fn load_graph(path: impl AsRef<Path>) -> Result<GraphSpec> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path)
+        .map_err(|e| Status::not_found(format!("cannot read graph {}: {e}", path.display())))?;
+    graph_from_pb_bytes(&bytes).map_err(|e| e.context(path.display()))
+}
+
+fn attr_to_proto(value: &AttrValue) -> proto::AttrValue {
+    use proto::attr_value::Value;
+    let shape = |s: &ShapeSpec| proto::TensorShapeProto {
+        dim: s
+            .dims
+            .iter()
+            .flatten()
+            .map(|&size| proto::tensor_shape_proto::Dim {
+                size,
+                name: String::new(),
+            })
+            .collect(),
+        unknown_rank: s.dims.is_none(),
+    };
+    let tensor = |t: &TensorValue| proto::TensorProto {
+        dtype: tf_number_of(t.dtype),
+        tensor_shape: Some(shape(&ShapeSpec {
+            dims: Some(t.dims.iter().map(|&d| d as i64).collect()),
+        })),
+        tensor_content: t.bytes.clone(),
+        ..Default::default()
+    };
+    let ty = |t: &DataType| match t {
+        DataType::Tensor(d) => tf_number_of(*d),
+        DataType::String => 7,
+        DataType::Resource => 20,
+        DataType::Variant => 21,
+        DataType::Unsupported(n) => *n,
+    };
+    let value = match value {
+        AttrValue::Bytes(s) => Value::S(s.clone()),
+        AttrValue::Int(i) => Value::I(*i),
+        AttrValue::Float(f) => Value::F(*f),
+        AttrValue::Bool(b) => Value::B(*b),
+        AttrValue::Type(t) => Value::Type(ty(t)),
+        AttrValue::Shape(s) => Value::Shape(shape(s)),
+        AttrValue::Tensor(t) => Value::Tensor(tensor(t)),
+        AttrValue::Func(f) => Value::Func(proto::NameAttrList {
+            name: f.clone(),
+            attr: HashMap::new(),
+        }),
+        AttrValue::List(l) => {
+            let mut list = proto::ListValue::default();
+            match l {
+                AttrList::Bytes(v) => list.s = v.clone(),
+                AttrList::Int(v) => list.i = v.clone(),
+                AttrList::Float(v) => list.f = v.clone(),
+                AttrList::Bool(v) => list.b = v.clone(),
+                AttrList::Type(v) => list.r#type = v.iter().map(ty).collect(),
+                AttrList::Shape(v) => list.shape = v.iter().map(shape).collect(),
+                AttrList::Tensor(v) => list.tensor = v.iter().map(tensor).collect(),
+                AttrList::Func(v) => {
+                    list.func = v
+                        .iter()
+                        .map(|name| proto::NameAttrList {
+                            name: name.clone(),
+                            attr: HashMap::new(),
+                        })
+                        .collect()
+                }
+            }
+            Value::List(list)
+        }
+    };
+    proto::AttrValue { value: Some(value) }
+}
+
+/// Encodes a graph as a binary GraphDef (for tools and tests that build
+/// graphs in code and want to hand them to `ringflow run`).
+pub fn graph_to_pb_bytes(graph: &GraphSpec) -> Vec<u8> {
+    let def = proto::GraphDef {
+        node: graph
+            .nodes
+            .iter()
+            .map(|n| proto::NodeDef {
+                name: n.name.clone(),
+                op: n.op.clone(),
+                input: n
+                    .inputs
+                    .iter()
+                    .map(|e| {
+                        if e.port == 0 {
+                            e.node.clone()
+                        } else {
+                            e.to_string()
+                        }
+                    })
+                    .chain(n.control_inputs.iter().map(|c| format!("^{c}")))
+                    .collect(),
+                device: n.device.clone(),
+                attr: n
+                    .attrs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), attr_to_proto(v)))
+                    .collect(),
+            })
+            .collect(),
+        versions: Some(proto::VersionDef {
+            producer: 2474,
+            min_consumer: 0,
+        }),
+    };
+    def.encode_to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn float_const(name: &str, values: Vec<f32>, dims: Vec<i64>) -> proto::NodeDef {
+        let mut attr = HashMap::new();
+        attr.insert(
+            "value".to_string(),
+            proto::AttrValue {
+                value: Some(proto::attr_value::Value::Tensor(proto::TensorProto {
+                    dtype: 1,
+                    tensor_shape: Some(proto::TensorShapeProto {
+                        dim: dims
+                            .into_iter()
+                            .map(|size| proto::tensor_shape_proto::Dim {
+                                size,
+                                name: String::new(),
+                            })
+                            .collect(),
+                        unknown_rank: false,
+                    }),
+                    float_val: values,
+                    ..Default::default()
+                })),
+            },
+        );
+        attr.insert(
+            "dtype".to_string(),
+            proto::AttrValue {
+                value: Some(proto::attr_value::Value::Type(1)),
+            },
+        );
+        proto::NodeDef {
+            name: name.to_string(),
+            op: "Const".to_string(),
+            attr,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn compact_float_val_is_expanded() {
+        let def = proto::GraphDef {
+            node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])],
+            versions: None,
+        };
+        let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
+        let t = g.nodes[0]
+            .attr_tensor("value")
+            .unwrap()
+            .to_tensor()
+            .unwrap();
+        assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 2.0, 2.0]);
+    }
+
+    #[test]
+    fn inputs_split_into_data_and_control() {
+        let mut n = proto::NodeDef {
+            name: "n".into(),
+            op: "AddV2".into(),
+            input: vec!["a".into(), "b:1".into(), "^c".into()],
+            ..Default::default()
+        };
+        let g = graph_from_pb_bytes(
+            &proto::GraphDef {
+                node: vec![n.clone()],
+                versions: None,
+            }
+            .encode_to_vec(),
+        )
+        .unwrap();
+        assert_eq!(
+            g.nodes[0].inputs,
+            vec![Endpoint::new("a", 0), Endpoint::new("b", 1)]
+        );
+        assert_eq!(g.nodes[0].control_inputs, vec!["c".to_string()]);
+        n.input = vec!["^c".into(), "a".into()];
+        let err = graph_from_pb_bytes(
+            &proto::GraphDef {
+                node: vec![n],
+                versions: None,
+            }
+            .encode_to_vec(),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("node 'n'") && err.message.contains("follows a control input"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_bytes_and_bad_content_are_errors() {
+        assert!(graph_from_pb_bytes(b"\xff\xff\xff").is_err());
+        let mut c = float_const("c", vec![], vec![2]);
+        if let Some(proto::attr_value::Value::Tensor(t)) =
+            &mut c.attr.get_mut("value").unwrap().value
+        {
+            t.tensor_content = vec![0; 7];
+        }
+        let err = graph_from_pb_bytes(
+            &proto::GraphDef {
+                node: vec![c],
+                versions: None,
+            }
+            .encode_to_vec(),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("node 'c'") && err.message.contains("tensor_content has 7 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn export_then_import_is_identity() {
+        let def = proto::GraphDef {
+            node: vec![float_const("c", vec![3.0], vec![])],
+            versions: None,
+        };
+        let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
+        let again = graph_from_pb_bytes(&graph_to_pb_bytes(&g)).unwrap();
+        assert_eq!(g, again);
+    }
+}

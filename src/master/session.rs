@@ -1,0 +1,771 @@
+//! MasterSession: a client session's graph and everything cached per step
+//! signature. For a (feeds, fetches, targets) signature it prunes, places
+//! across every task's devices, partitions per task and registers each
+//! partition once; each step then only issues RunGraph to the tasks
+//! involved, in parallel, and gathers the fetches.
+//!
+//! Owns: the session graph and its version, the signature cache, callables,
+//! partial runs, step ids. Talks to workers only through
+//! [`WorkerInterface`], so the same code serves the in-process session (one
+//! local worker) and a cluster (remote workers).
+
+use crate::cluster::DeviceName;
+use crate::error::{Result, Status};
+use crate::executor::{NodeStats, Notification};
+use crate::graph::{
+    ClientGraph, Endpoint, Graph, GraphSpec, PartitionOptions, partition, place, prune,
+};
+use crate::tensor::Tensor;
+use crate::worker::{
+    ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphRequest, RunGraphResponse,
+    WorkerInterface,
+};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Per-session settings.
+#[derive(Debug, Clone, Default)]
+pub struct SessionConfig {
+    /// Deadline for every step that does not set its own.
+    pub operation_timeout: Option<Duration>,
+}
+
+/// Per-step settings.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub timeout: Option<Duration>,
+    /// Record per-node stats into the RunMetadata.
+    pub trace: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunMetadata {
+    pub step_stats: Vec<NodeStats>,
+}
+
+/// A task of the cluster and how to reach its worker.
+#[derive(Clone)]
+pub struct TaskHandle {
+    pub name: String,
+    pub worker: Arc<dyn WorkerInterface>,
+}
+
+/// A signature's registered partitions.
+struct Part {
+    task: usize,
+    graph_handle: String,
+    arg_indices: Vec<u32>,
+    retval_indices: Vec<u32>,
+}
+
+struct ClientExecution {
+    client: ClientGraph,
+    parts: Vec<Part>,
+}
+
+struct PartialRun {
+    exec: Arc<ClientExecution>,
+    step_id: u64,
+    state: Mutex<PartialState>,
+}
+
+struct PartialState {
+    fed: Vec<bool>,
+    fetched: Vec<bool>,
+    done: bool,
+}
+
+struct GraphState {
+    graph: Graph,
+    version: u64,
+}
+
+pub struct MasterSession {
+    handle: String,
+    tasks: Arc<[TaskHandle]>,
+    devices: Vec<DeviceAttributes>,
+    device_names: Vec<DeviceName>,
+    default_device: DeviceName,
+    config: SessionConfig,
+    graph: Mutex<GraphState>,
+    signatures: Mutex<HashMap<String, Arc<ClientExecution>>>,
+    callables: Mutex<HashMap<u64, Arc<ClientExecution>>>,
+    partial_runs: Mutex<HashMap<String, Arc<PartialRun>>>,
+    next_id: AtomicU64,
+    step_ids: AtomicU64,
+    closed: AtomicBool,
+}
+
+fn signature_key(feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]) -> String {
+    let mut sorted_targets = targets.to_vec();
+    sorted_targets.sort();
+    let join = |v: Vec<String>| v.join("\u{1f}");
+    format!(
+        "{}\u{1e}{}\u{1e}{}",
+        join(feeds.iter().map(|e| e.to_string()).collect()),
+        join(fetches.iter().map(|e| e.to_string()).collect()),
+        join(sorted_targets)
+    )
+}
+
+fn parse_endpoints(names: &[String]) -> Result<Vec<Endpoint>> {
+    names.iter().map(|n| Endpoint::parse(n)).collect()
+}
+
+/// Collects RunGraph results until every part answered or one failed.
+struct StepWaiter {
+    remaining: Mutex<usize>,
+    responses: Mutex<Vec<Option<RunGraphResponse>>>,
+    error: Mutex<Option<Status>>,
+    ready: Notification,
+}
+
+impl StepWaiter {
+    fn new(parts: usize) -> Arc<StepWaiter> {
+        Arc::new(StepWaiter {
+            remaining: Mutex::new(parts),
+            responses: Mutex::new((0..parts).map(|_| None).collect()),
+            error: Mutex::new(None),
+            ready: Notification::new(),
+        })
+    }
+
+    fn part_done(&self, part: usize, result: Result<RunGraphResponse>) {
+        match result {
+            Ok(r) => self.responses.lock()[part] = Some(r),
+            Err(e) => {
+                let mut first = self.error.lock();
+                if first.is_none() {
+                    *first = Some(e);
+                }
+                drop(first);
+                // The first error ends the wait; the caller aborts the rest.
+                self.ready.notify();
+            }
+        }
+        let mut remaining = self.remaining.lock();
+        *remaining -= 1;
+        if *remaining == 0 {
+            self.ready.notify();
+        }
+    }
+}
+
+impl MasterSession {
+    /// Discovers every task's devices and creates the worker sessions.
+    pub fn create(
+        handle: String,
+        tasks: Vec<TaskHandle>,
+        default_task: &str,
+        cluster: &ClusterInfo,
+        graph: GraphSpec,
+        config: SessionConfig,
+    ) -> Result<MasterSession> {
+        let graph = Graph::build(graph)?;
+        let mut devices = Vec::new();
+        for task in &tasks {
+            let attrs = task
+                .worker
+                .get_status()
+                .map_err(|e| e.context(format_args!("discovering devices of {}", task.name)))?;
+            devices.extend(attrs);
+        }
+        let device_names = devices
+            .iter()
+            .map(|d| DeviceName::parse(&d.name))
+            .collect::<Result<Vec<_>>>()?;
+        let default_device = DeviceName::parse(&format!("{default_task}/device:CPU:0"))?;
+        let mut created = Vec::new();
+        for task in &tasks {
+            if let Err(e) = task.worker.create_worker_session(&handle, cluster) {
+                for t in &created {
+                    let t: &TaskHandle = t;
+                    let _ = t.worker.delete_worker_session(&handle);
+                }
+                return Err(e.context(format_args!("creating the session on {}", task.name)));
+            }
+            created.push(task.clone());
+        }
+        let seed = crate::executor::new_incarnation() & 0x0000_ffff_ffff_0000;
+        Ok(MasterSession {
+            handle,
+            tasks: tasks.into(),
+            devices,
+            device_names,
+            default_device,
+            config,
+            graph: Mutex::new(GraphState { graph, version: 0 }),
+            signatures: Mutex::new(HashMap::new()),
+            callables: Mutex::new(HashMap::new()),
+            partial_runs: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            step_ids: AtomicU64::new(seed),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
+
+    pub fn graph_version(&self) -> u64 {
+        self.graph.lock().version
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Status::cancelled(format!(
+                "session '{}' is closed",
+                self.handle
+            )));
+        }
+        Ok(())
+    }
+
+    /// Adds nodes; `current_version` must be the version the caller last saw.
+    pub fn extend(&self, more: GraphSpec, current_version: u64) -> Result<u64> {
+        self.check_open()?;
+        let mut state = self.graph.lock();
+        if state.version != current_version {
+            return Err(Status::failed_precondition(format!(
+                "graph version mismatch: the session is at version {}, the extension was made against version {current_version}",
+                state.version
+            )));
+        }
+        state.graph = state.graph.extended(more)?;
+        state.version += 1;
+        Ok(state.version)
+    }
+
+    pub fn list_devices(&self) -> Vec<DeviceAttributes> {
+        self.devices.clone()
+    }
+
+    fn build_execution(
+        &self,
+        feeds: &[Endpoint],
+        fetches: &[Endpoint],
+        targets: &[String],
+    ) -> Result<ClientExecution> {
+        let graph = self.graph.lock().graph.clone();
+        let client = prune(&graph, feeds, fetches, targets)?;
+        let placed = place(
+            &Graph::build(client.graph.clone())?,
+            &self.device_names,
+            &self.default_device,
+        )?;
+        let incarnations: HashMap<&str, u64> = self
+            .devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.incarnation))
+            .collect();
+        let per_task = partition(
+            &placed,
+            &PartitionOptions {
+                location_of: &|d: &DeviceName| d.task_name(),
+                incarnation_of: &|name: &str| incarnations.get(name).copied().unwrap_or(0),
+            },
+        )?;
+        let mut parts = Vec::with_capacity(per_task.len());
+        for (task_name, graph) in per_task {
+            let task = self
+                .tasks
+                .iter()
+                .position(|t| t.name == task_name)
+                .ok_or_else(|| {
+                    Status::internal(format!("partition for unknown task {task_name}"))
+                })?;
+            let index_of = |node: &crate::graph::NodeSpec| node.attr_int("index").map(|i| i as u32);
+            let arg_indices = graph
+                .nodes
+                .iter()
+                .filter(|n| n.op == "_Arg")
+                .map(index_of)
+                .collect::<Result<_>>()?;
+            let retval_indices = graph
+                .nodes
+                .iter()
+                .filter(|n| n.op == "_Retval")
+                .map(index_of)
+                .collect::<Result<_>>()?;
+            let graph_handle =
+                match self.tasks[task]
+                    .worker
+                    .register_graph(&self.handle, graph, false)
+                {
+                    Ok(h) => h,
+                    Err(e) => {
+                        self.deregister_parts(&parts);
+                        return Err(e);
+                    }
+                };
+            parts.push(Part {
+                task,
+                graph_handle,
+                arg_indices,
+                retval_indices,
+            });
+        }
+        Ok(ClientExecution { client, parts })
+    }
+
+    fn deregister_parts(&self, parts: &[Part]) {
+        for p in parts {
+            let _ = self.tasks[p.task]
+                .worker
+                .deregister_graph(&self.handle, &p.graph_handle);
+        }
+    }
+
+    /// The cached execution of a signature, built on first use.
+    fn execution(
+        &self,
+        feeds: &[Endpoint],
+        fetches: &[Endpoint],
+        targets: &[String],
+        prefix: &str,
+    ) -> Result<Arc<ClientExecution>> {
+        let key = format!("{prefix}{}", signature_key(feeds, fetches, targets));
+        if let Some(e) = self.signatures.lock().get(&key) {
+            return Ok(e.clone());
+        }
+        let built = Arc::new(self.build_execution(feeds, fetches, targets)?);
+        let mut cache = self.signatures.lock();
+        // Another thread may have built the same signature meanwhile; keep one.
+        if let Some(e) = cache.get(&key) {
+            self.deregister_parts(&built.parts);
+            return Ok(e.clone());
+        }
+        cache.insert(key, built.clone());
+        Ok(built)
+    }
+
+    fn check_feeds(exec: &ClientExecution, feeds: &[Tensor]) -> Result<()> {
+        if feeds.len() != exec.client.feeds.len() {
+            return Err(Status::invalid_argument(format!(
+                "expected {} feeds, got {}",
+                exec.client.feeds.len(),
+                feeds.len()
+            )));
+        }
+        for (i, t) in feeds.iter().enumerate() {
+            if t.dtype() != exec.client.feed_types[i] {
+                return Err(Status::invalid_argument(format!(
+                    "feed '{}' expects {}, got a {} tensor of shape {}",
+                    exec.client.feeds[i],
+                    exec.client.feed_types[i],
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn deadline(&self, options: &RunOptions) -> Option<Instant> {
+        options
+            .timeout
+            .or(self.config.operation_timeout)
+            .map(|t| Instant::now() + t)
+    }
+
+    fn abort_parts(&self, exec: &ClientExecution, step_id: u64, status: &Status) {
+        for part in &exec.parts {
+            self.tasks[part.task]
+                .worker
+                .abort_step(&self.handle, step_id, status.clone());
+        }
+    }
+
+    /// Runs one step of `exec` with `feeds` in the signature's feed order.
+    fn run_execution(
+        &self,
+        exec: &ClientExecution,
+        feeds: Vec<Tensor>,
+        options: &RunOptions,
+    ) -> Result<(Vec<Tensor>, RunMetadata)> {
+        Self::check_feeds(exec, &feeds)?;
+        let step_id = self.step_ids.fetch_add(1, Ordering::Relaxed);
+        let deadline = self.deadline(options);
+        let waiter = StepWaiter::new(exec.parts.len());
+        for (i, part) in exec.parts.iter().enumerate() {
+            let request = RunGraphRequest {
+                session_handle: self.handle.clone(),
+                graph_handle: part.graph_handle.clone(),
+                step_id,
+                feeds: part
+                    .arg_indices
+                    .iter()
+                    .map(|&a| (a, feeds[a as usize].clone()))
+                    .collect(),
+                fetches: Vec::new(),
+                partial: None,
+                deadline,
+                collect_stats: options.trace,
+            };
+            let w = waiter.clone();
+            self.tasks[part.task]
+                .worker
+                .run_graph(request, Box::new(move |r| w.part_done(i, r)));
+        }
+        if !waiter
+            .ready
+            .wait_until(deadline, crate::executor::notification::DEFAULT_SPIN)
+        {
+            let timeout = options
+                .timeout
+                .or(self.config.operation_timeout)
+                .unwrap_or_default();
+            let status = Status::deadline_exceeded(format!(
+                "step {step_id} exceeded its deadline of {} ms",
+                timeout.as_millis()
+            ));
+            self.abort_parts(exec, step_id, &status);
+            return Err(status);
+        }
+        if let Some(e) = waiter.error.lock().take() {
+            self.abort_parts(exec, step_id, &e);
+            return Err(e);
+        }
+        let mut outputs: Vec<Option<Tensor>> = vec![None; exec.client.fetches.len()];
+        let mut metadata = RunMetadata::default();
+        for response in waiter.responses.lock().iter_mut() {
+            let response = response
+                .take()
+                .ok_or_else(|| Status::internal("a partition answered nothing"))?;
+            for (index, tensor) in response.fetches {
+                if let Some(slot) = outputs.get_mut(index as usize) {
+                    *slot = Some(tensor);
+                }
+            }
+            metadata.step_stats.extend(response.stats);
+        }
+        let outputs = outputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| {
+                t.ok_or_else(|| {
+                    Status::internal(format!(
+                        "fetch '{}' was not produced",
+                        exec.client.fetches[i]
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((outputs, metadata))
+    }
+
+    /// TensorFlow's `Session::Run`.
+    pub fn run(
+        &self,
+        options: &RunOptions,
+        feeds: Vec<(String, Tensor)>,
+        fetches: &[String],
+        targets: &[String],
+    ) -> Result<(Vec<Tensor>, RunMetadata)> {
+        self.check_open()?;
+        let feed_names: Vec<String> = feeds.iter().map(|(n, _)| n.clone()).collect();
+        let exec = self.execution(
+            &parse_endpoints(&feed_names)?,
+            &parse_endpoints(fetches)?,
+            targets,
+            "",
+        )?;
+        self.run_execution(&exec, feeds.into_iter().map(|(_, t)| t).collect(), options)
+    }
+
+    pub fn make_callable(
+        &self,
+        feeds: &[String],
+        fetches: &[String],
+        targets: &[String],
+    ) -> Result<u64> {
+        self.check_open()?;
+        let exec = self.execution(
+            &parse_endpoints(feeds)?,
+            &parse_endpoints(fetches)?,
+            targets,
+            "",
+        )?;
+        let handle = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.callables.lock().insert(handle, exec);
+        Ok(handle)
+    }
+
+    pub fn run_callable(
+        &self,
+        handle: u64,
+        feeds: Vec<Tensor>,
+        options: &RunOptions,
+    ) -> Result<(Vec<Tensor>, RunMetadata)> {
+        self.check_open()?;
+        let exec = self.callables.lock().get(&handle).cloned().ok_or_else(|| {
+            Status::invalid_argument(format!("callable handle {handle} is not valid"))
+        })?;
+        self.run_execution(&exec, feeds, options)
+    }
+
+    pub fn release_callable(&self, handle: u64) -> Result<()> {
+        self.callables
+            .lock()
+            .remove(&handle)
+            .map(|_| ())
+            .ok_or_else(|| {
+                Status::invalid_argument(format!("callable handle {handle} is not valid"))
+            })
+    }
+
+    /// Starts a step whose feeds and fetches arrive over several calls.
+    pub fn partial_run_setup(
+        &self,
+        feeds: &[String],
+        fetches: &[String],
+        targets: &[String],
+    ) -> Result<String> {
+        self.check_open()?;
+        let exec = self.execution(
+            &parse_endpoints(feeds)?,
+            &parse_endpoints(fetches)?,
+            targets,
+            "partial\u{1d}",
+        )?;
+        let step_id = self.step_ids.fetch_add(1, Ordering::Relaxed);
+        let waiter = StepWaiter::new(exec.parts.len());
+        for (i, part) in exec.parts.iter().enumerate() {
+            let request = RunGraphRequest {
+                session_handle: self.handle.clone(),
+                graph_handle: part.graph_handle.clone(),
+                step_id,
+                feeds: Vec::new(),
+                fetches: Vec::new(),
+                partial: Some(PartialRunFlags {
+                    first: true,
+                    last: false,
+                }),
+                deadline: self.deadline(&RunOptions::default()),
+                collect_stats: false,
+            };
+            let w = waiter.clone();
+            self.tasks[part.task]
+                .worker
+                .run_graph(request, Box::new(move |r| w.part_done(i, r)));
+        }
+        waiter.ready.wait_until(None, Duration::ZERO);
+        if let Some(e) = waiter.error.lock().take() {
+            self.abort_parts(&exec, step_id, &e);
+            return Err(e);
+        }
+        let handle = format!("partial-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (nfeeds, nfetches) = (exec.client.feeds.len(), exec.client.fetches.len());
+        self.partial_runs.lock().insert(
+            handle.clone(),
+            Arc::new(PartialRun {
+                exec,
+                step_id,
+                state: Mutex::new(PartialState {
+                    fed: vec![false; nfeeds],
+                    fetched: vec![false; nfetches],
+                    done: false,
+                }),
+            }),
+        );
+        Ok(handle)
+    }
+
+    /// Feeds some of a partial run's feeds and fetches some of its fetches.
+    pub fn partial_run(
+        &self,
+        handle: &str,
+        feeds: Vec<(String, Tensor)>,
+        fetches: &[String],
+        options: &RunOptions,
+    ) -> Result<Vec<Tensor>> {
+        self.check_open()?;
+        let run = self
+            .partial_runs
+            .lock()
+            .get(handle)
+            .cloned()
+            .ok_or_else(|| {
+                Status::invalid_argument(format!(
+                    "partial run handle '{handle}' is not valid (finished or never set up)"
+                ))
+            })?;
+        let client = &run.exec.client;
+        let mut feed_values: Vec<(u32, Tensor)> = Vec::new();
+        let mut fetch_indices = Vec::new();
+        let last;
+        {
+            let mut state = run.state.lock();
+            if state.done {
+                return Err(Status::invalid_argument(format!(
+                    "partial run '{handle}' has finished"
+                )));
+            }
+            let mut feeding = state.fed.clone();
+            for (name, tensor) in feeds {
+                let e = Endpoint::parse(&name)?;
+                let i = client.feeds.iter().position(|f| *f == e).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "'{name}' is not one of the feeds declared by partial_run_setup"
+                    ))
+                })?;
+                if feeding[i] {
+                    return Err(Status::invalid_argument(format!(
+                        "'{name}' has already been fed in this partial run"
+                    )));
+                }
+                if tensor.dtype() != client.feed_types[i] {
+                    return Err(Status::invalid_argument(format!(
+                        "feed '{name}' expects {}, got {}",
+                        client.feed_types[i],
+                        tensor.dtype()
+                    )));
+                }
+                feeding[i] = true;
+                feed_values.push((i as u32, tensor));
+            }
+            for name in fetches {
+                let e = Endpoint::parse(name)?;
+                let i = client.fetches.iter().position(|f| *f == e).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "'{name}' is not one of the fetches declared by partial_run_setup"
+                    ))
+                })?;
+                if state.fetched[i] || fetch_indices.contains(&(i as u32)) {
+                    return Err(Status::invalid_argument(format!(
+                        "'{name}' has already been fetched in this partial run"
+                    )));
+                }
+                if let Some(&missing) = client.fetch_feed_deps[i].iter().find(|&&f| !feeding[f]) {
+                    return Err(Status::invalid_argument(format!(
+                        "fetch '{name}' cannot be computed yet: it depends on feed '{}', which has not been fed",
+                        client.feeds[missing]
+                    )));
+                }
+                fetch_indices.push(i as u32);
+            }
+            let mut fetched = state.fetched.clone();
+            for &i in &fetch_indices {
+                fetched[i as usize] = true;
+            }
+            last = fetched.iter().all(|&f| f) && feeding.iter().all(|&f| f);
+            state.fed = feeding;
+            state.fetched = fetched;
+            state.done = last;
+        }
+        let deadline = self.deadline(options);
+        let waiter = StepWaiter::new(run.exec.parts.len());
+        for (i, part) in run.exec.parts.iter().enumerate() {
+            let request = RunGraphRequest {
+                session_handle: self.handle.clone(),
+                graph_handle: part.graph_handle.clone(),
+                step_id: run.step_id,
+                feeds: feed_values
+                    .iter()
+                    .filter(|(a, _)| part.arg_indices.contains(a))
+                    .cloned()
+                    .collect(),
+                fetches: fetch_indices
+                    .iter()
+                    .copied()
+                    .filter(|f| part.retval_indices.contains(f))
+                    .collect(),
+                partial: Some(PartialRunFlags { first: false, last }),
+                deadline,
+                collect_stats: false,
+            };
+            let w = waiter.clone();
+            self.tasks[part.task]
+                .worker
+                .run_graph(request, Box::new(move |r| w.part_done(i, r)));
+        }
+        let finished = waiter
+            .ready
+            .wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
+        let failure = if !finished {
+            Some(Status::deadline_exceeded(format!(
+                "partial run '{handle}' exceeded its deadline"
+            )))
+        } else {
+            waiter.error.lock().take()
+        };
+        if let Some(e) = failure {
+            self.abort_parts(&run.exec, run.step_id, &e);
+            self.partial_runs.lock().remove(handle);
+            return Err(e);
+        }
+        if last {
+            self.partial_runs.lock().remove(handle);
+        }
+        let mut by_index: HashMap<u32, Tensor> = HashMap::new();
+        for response in waiter.responses.lock().iter_mut().flatten() {
+            by_index.extend(std::mem::take(&mut response.fetches));
+        }
+        fetch_indices
+            .iter()
+            .map(|i| {
+                by_index
+                    .remove(i)
+                    .ok_or_else(|| Status::internal(format!("fetch #{i} was not produced")))
+            })
+            .collect()
+    }
+
+    /// Clears resource containers on every task of this session.
+    pub fn reset(&self, containers: &[String]) -> Result<()> {
+        for task in self.tasks.iter() {
+            task.worker
+                .reset_session(&self.handle, containers)
+                .map_err(|e| e.context(&task.name))?;
+        }
+        Ok(())
+    }
+
+    /// Releases every worker's graphs and sessions.
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let executions: Vec<_> = self.signatures.lock().drain().map(|(_, e)| e).collect();
+        self.callables.lock().clear();
+        let partial: Vec<_> = self.partial_runs.lock().drain().map(|(_, p)| p).collect();
+        for p in partial {
+            self.abort_parts(
+                &p.exec,
+                p.step_id,
+                &Status::cancelled("the session was closed"),
+            );
+        }
+        let mut first_error = None;
+        for exec in executions {
+            for part in &exec.parts {
+                if let Err(e) = self.tasks[part.task]
+                    .worker
+                    .deregister_graph(&self.handle, &part.graph_handle)
+                {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        for task in self.tasks.iter() {
+            if let Err(e) = task.worker.delete_worker_session(&self.handle) {
+                first_error.get_or_insert(e.context(&task.name));
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    pub fn tasks(&self) -> &[TaskHandle] {
+        &self.tasks
+    }
+}
+
+impl Drop for MasterSession {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}

@@ -1,0 +1,103 @@
+//! What a master asks of a worker: TensorFlow's WorkerService, as a Rust
+//! trait. The in-process worker implements it with direct calls; the remote
+//! one with RPCs. The master cannot tell which it talks to.
+//!
+//! Owns: [`WorkerInterface`] and its plain request/response structs. Values
+//! are addressed by feed/fetch index (the `_Arg`/`_Retval` index of the
+//! client graph), never by name, so a step does no string lookups.
+
+use crate::error::Result;
+use crate::executor::NodeStats;
+use crate::graph::GraphSpec;
+use crate::tensor::Tensor;
+use std::time::Instant;
+
+/// A device as the cluster sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceAttributes {
+    pub name: String,
+    pub device_type: String,
+    pub incarnation: u64,
+    pub memory_limit: u64,
+}
+
+/// A partial run's position in its sequence of RunGraph calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartialRunFlags {
+    /// The first call starts the step.
+    pub first: bool,
+    /// The last call waits for the step to end and releases it.
+    pub last: bool,
+}
+
+pub struct RunGraphRequest {
+    pub session_handle: String,
+    pub graph_handle: String,
+    pub step_id: u64,
+    /// (feed index, value) for the `_Arg` nodes of this partition.
+    pub feeds: Vec<(u32, Tensor)>,
+    /// For partial runs: the fetch indices this call waits for. Ordinary
+    /// runs return every `_Retval` of the partition.
+    pub fetches: Vec<u32>,
+    pub partial: Option<PartialRunFlags>,
+    pub deadline: Option<Instant>,
+    pub collect_stats: bool,
+}
+
+#[derive(Default)]
+pub struct RunGraphResponse {
+    /// (fetch index, value).
+    pub fetches: Vec<(u32, Tensor)>,
+    pub stats: Vec<NodeStats>,
+}
+
+pub type RunGraphDone = Box<dyn FnOnce(Result<RunGraphResponse>) + Send>;
+
+/// The jobs and task addresses of a cluster, as a master tells a worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// (task name `/job:J/replica:0/task:T`, address `host:port`).
+    pub tasks: Vec<(String, String)>,
+}
+
+/// TensorFlow's WorkerService.
+pub trait WorkerInterface: Send + Sync {
+    /// The task this worker is, e.g. `/job:worker/replica:0/task:1`.
+    fn task_name(&self) -> &str;
+
+    fn get_status(&self) -> Result<Vec<DeviceAttributes>>;
+
+    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo) -> Result<()>;
+
+    fn delete_worker_session(&self, session_handle: &str) -> Result<()>;
+
+    /// Registers one partition (every node placed on this task); returns
+    /// its handle.
+    fn register_graph(
+        &self,
+        session_handle: &str,
+        graph: GraphSpec,
+        collect_stats: bool,
+    ) -> Result<String>;
+
+    fn deregister_graph(&self, session_handle: &str, graph_handle: &str) -> Result<()>;
+
+    /// Runs a registered partition for one step; `done` runs once.
+    fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone);
+
+    /// Releases what a step left behind (its rendezvous).
+    fn cleanup_graph(&self, session_handle: &str, step_id: u64) -> Result<()>;
+
+    /// Clears resource containers of every session on this worker (all
+    /// containers when `containers` is empty).
+    fn cleanup_all(&self, containers: &[String]) -> Result<()>;
+
+    /// Clears resource containers of one session.
+    fn reset_session(&self, session_handle: &str, containers: &[String]) -> Result<()>;
+
+    /// Cancels a running step: its Recvs wake, no node starts.
+    fn abort_step(&self, session_handle: &str, step_id: u64, status: crate::error::Status);
+
+    /// How many graphs the session has registered (for checks after close).
+    fn registered_graphs(&self, session_handle: &str) -> Result<usize>;
+}

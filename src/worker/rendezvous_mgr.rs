@@ -1,0 +1,152 @@
+//! Per-step rendezvous on a worker, and the remote kind that forwards a
+//! Send whose receiver lives in another task.
+//!
+//! Owns: [`RendezvousMgr`] (step id → rendezvous, created by whichever comes
+//! first: the local RunGraph or a tensor pushed by a peer) and
+//! [`WorkerRendezvous`]. The tensor exchange is push: the sender's task
+//! sends the tensor as soon as it exists, so a Recv costs no request
+//! round trip (see ARCHITECTURE.md for the measurement behind the choice).
+//! Must not know the wire format: it calls a [`RemoteSend`].
+
+use crate::cluster::task_of;
+use crate::error::{Result, Status};
+use crate::executor::{LocalRendezvous, Rendezvous, RendezvousKey};
+use crate::ops::Value;
+use crate::tensor::Tensor;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Sends a tensor to the task that will receive it.
+pub trait RemoteSend: Send + Sync {
+    /// `dst_task` is `/job:J/replica:R/task:T`.
+    fn send_remote(
+        &self,
+        dst_task: &str,
+        step_id: u64,
+        key: &RendezvousKey,
+        tensor: Tensor,
+    ) -> Result<()>;
+}
+
+/// A step's rendezvous on a worker: local table, plus forwarding of sends
+/// addressed to other tasks.
+pub struct WorkerRendezvous {
+    local: LocalRendezvous,
+    step_id: u64,
+    task_name: Arc<str>,
+    remote: Option<Arc<dyn RemoteSend>>,
+    created: Instant,
+}
+
+impl WorkerRendezvous {
+    /// A tensor a peer pushed for this step.
+    pub fn deliver(&self, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
+        self.local.send(key, Value::Tensor(tensor))
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.local.aborted().is_some()
+    }
+}
+
+impl Rendezvous for WorkerRendezvous {
+    fn send(&self, key: &RendezvousKey, value: Value) -> Result<()> {
+        let dst_task = match key.parts() {
+            Ok(parts) => task_of(parts.dst_device),
+            Err(_) => return self.local.send(key, value),
+        };
+        if dst_task == &*self.task_name {
+            return self.local.send(key, value);
+        }
+        let remote = self.remote.as_ref().ok_or_else(|| {
+            Status::internal(format!(
+                "no transport to send '{}' to {dst_task}",
+                key.as_str()
+            ))
+        })?;
+        let tensor = value.into_tensor()?;
+        remote.send_remote(dst_task, self.step_id, key, tensor)
+    }
+
+    fn recv_async(&self, key: &RendezvousKey, done: crate::executor::rendezvous::RecvCallback) {
+        self.local.recv_async(key, done)
+    }
+
+    fn abort(&self, status: Status) {
+        self.local.abort(status)
+    }
+}
+
+/// Step id → rendezvous, for one worker session.
+pub struct RendezvousMgr {
+    task_name: Arc<str>,
+    remote: Option<Arc<dyn RemoteSend>>,
+    steps: Mutex<HashMap<u64, Arc<WorkerRendezvous>>>,
+}
+
+/// A rendezvous nobody cleaned up is dropped after this long (a step whose
+/// master died before CleanupGraph).
+const ABANDONED_AFTER: Duration = Duration::from_secs(600);
+
+impl RendezvousMgr {
+    pub fn new(task_name: &str, remote: Option<Arc<dyn RemoteSend>>) -> RendezvousMgr {
+        RendezvousMgr {
+            task_name: Arc::from(task_name),
+            remote,
+            steps: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The rendezvous of `step_id`, created if this is its first mention.
+    pub fn find_or_create(&self, step_id: u64) -> Arc<WorkerRendezvous> {
+        let mut steps = self.steps.lock();
+        if steps.len() > 1024 {
+            steps.retain(|_, r| r.created.elapsed() < ABANDONED_AFTER);
+        }
+        steps
+            .entry(step_id)
+            .or_insert_with(|| {
+                Arc::new(WorkerRendezvous {
+                    local: LocalRendezvous::new(),
+                    step_id,
+                    task_name: self.task_name.clone(),
+                    remote: self.remote.clone(),
+                    created: Instant::now(),
+                })
+            })
+            .clone()
+    }
+
+    pub fn cleanup(&self, step_id: u64) {
+        let removed = self.steps.lock().remove(&step_id);
+        if let Some(r) = removed {
+            r.abort(Status::cancelled(format!("step {step_id} was cleaned up")));
+        }
+    }
+
+    /// Forgets a finished step's rendezvous (every Recv of it completed).
+    pub fn remove(&self, step_id: u64) {
+        self.steps.lock().remove(&step_id);
+    }
+
+    pub fn abort(&self, step_id: u64, status: Status) {
+        self.find_or_create(step_id).abort(status);
+    }
+
+    pub fn abort_all(&self, status: Status) {
+        let steps: Vec<_> = self.steps.lock().drain().map(|(_, r)| r).collect();
+        for r in steps {
+            r.abort(status.clone());
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.steps.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
