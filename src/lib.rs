@@ -8,6 +8,7 @@
 //! - [`ops`]: the op registry and kernels.
 
 pub mod bench;
+pub mod cli;
 pub mod cluster;
 pub mod error;
 pub mod executor;

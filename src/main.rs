@@ -1,8 +1,16 @@
-//! The one ringflow binary (commands are added as the layers land).
+//! The one ringflow binary: master, worker or client by how it is invoked.
+//! Everything lives in the library; this file picks the allocator and hands
+//! over to `cli`.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    println!("ringflow {}", env!("CARGO_PKG_VERSION"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RINGFLOW_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    std::process::exit(ringflow::cli::main());
 }

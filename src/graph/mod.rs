@@ -6,6 +6,7 @@
 //! Owns: everything that turns a user's graph into graphs an executor can
 //! run. Must not run anything: no threads, no kernel computation, no sockets.
 
+pub mod builder;
 pub mod import;
 pub mod partition;
 pub mod place;

@@ -1,0 +1,83 @@
+//! `ringflow run`: one step of a GraphDef in process, feeds from .npy files,
+//! fetches printed or written as .npy.
+//!
+//! Owns: parsing `NAME=FILE.npy` feed arguments and writing outputs. Must
+//! not know how sessions work beyond the `Session` trait.
+
+use crate::error::{Result, Status};
+use crate::graph::load_graph;
+use crate::session::{RunOptions, SessionOptions, create_session};
+use crate::tensor::{Tensor, npy};
+use std::path::{Path, PathBuf};
+
+pub struct RunArgs {
+    pub graph: PathBuf,
+    pub feeds: Vec<String>,
+    pub fetches: Vec<String>,
+    pub targets: Vec<String>,
+    pub out: Option<PathBuf>,
+    pub target: String,
+}
+
+/// `x:0=feeds/x.npy` → ("x:0", tensor).
+pub fn parse_feed(arg: &str) -> Result<(String, Tensor)> {
+    let (name, file) = arg.split_once('=').ok_or_else(|| {
+        Status::invalid_argument(format!("--feed '{arg}': expected NAME=FILE.npy"))
+    })?;
+    if name.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "--feed '{arg}': empty tensor name"
+        )));
+    }
+    Ok((name.to_string(), npy::read_npy(file)?))
+}
+
+/// A file name for a fetched tensor: `a/b:0` → `a_b_0.npy`.
+pub fn output_file_name(fetch: &str) -> String {
+    let safe: String = fetch
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}.npy")
+}
+
+pub fn run(args: &RunArgs) -> Result<Vec<(String, Tensor)>> {
+    if args.fetches.is_empty() && args.targets.is_empty() {
+        return Err(Status::invalid_argument(
+            "name at least one --fetch or --op",
+        ));
+    }
+    let graph = load_graph(&args.graph)?;
+    let feeds = args
+        .feeds
+        .iter()
+        .map(|f| parse_feed(f))
+        .collect::<Result<Vec<_>>>()?;
+    let options = SessionOptions {
+        target: args.target.clone(),
+        ..SessionOptions::default()
+    };
+    let session = create_session(graph, &options)?;
+    let (outputs, _) = session.run(&RunOptions::default(), feeds, &args.fetches, &args.targets)?;
+    session.close()?;
+    let named: Vec<(String, Tensor)> = args.fetches.iter().cloned().zip(outputs).collect();
+    if let Some(dir) = &args.out {
+        write_outputs(dir, &named)?;
+    }
+    Ok(named)
+}
+
+fn write_outputs(dir: &Path, outputs: &[(String, Tensor)]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Status::permission_denied(format!("cannot create {}: {e}", dir.display())))?;
+    for (name, tensor) in outputs {
+        npy::write_npy(tensor, dir.join(output_file_name(name)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! Golden cases: a directory with `graph.pb` and `case.json` (a list of
+//! steps run in order in one session, each with `feeds` (tensor name →
+//! .npy), `fetches` (tensor name → expected .npy) and `targets`), checked
+//! against TensorFlow's outputs with rtol 1e-5 / atol 1e-6.
+//!
+//! Owns: case loading and checking; `ringflow verify` and the tests use it.
+//! Must not choose where the session runs: the caller passes a factory.
+
+use crate::error::{Result, Status};
+use crate::graph::{GraphSpec, load_graph};
+use crate::session::{RunOptions, Session};
+use crate::tensor::{Tensor, npy};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const RTOL: f64 = 1e-5;
+pub const ATOL: f64 = 1e-6;
+
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct CaseStep {
+    #[serde(default)]
+    pub feeds: BTreeMap<String, String>,
+    #[serde(default)]
+    pub fetches: BTreeMap<String, String>,
+    #[serde(default)]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct CaseFile {
+    #[serde(default)]
+    pub note: String,
+    pub steps: Vec<CaseStep>,
+    #[serde(default)]
+    pub devices: Vec<String>,
+}
+
+/// A loaded case: its graph and steps, with every .npy read.
+pub struct GoldenCase {
+    pub name: String,
+    pub dir: PathBuf,
+    pub graph: GraphSpec,
+    pub file: CaseFile,
+    /// Per step: feeds and expected fetches, in case.json order.
+    pub steps: Vec<LoadedStep>,
+}
+
+pub struct LoadedStep {
+    pub feeds: Vec<(String, Tensor)>,
+    pub fetches: Vec<(String, Tensor)>,
+    pub targets: Vec<String>,
+}
+
+impl GoldenCase {
+    pub fn load(dir: &Path) -> Result<GoldenCase> {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.display().to_string());
+        let case_path = dir.join("case.json");
+        let text = std::fs::read_to_string(&case_path)
+            .map_err(|e| Status::not_found(format!("cannot read {}: {e}", case_path.display())))?;
+        let file: CaseFile = serde_json::from_str(&text)
+            .map_err(|e| Status::invalid_argument(format!("{}: {e}", case_path.display())))?;
+        let graph = load_graph(dir.join("graph.pb"))?;
+        let mut steps = Vec::with_capacity(file.steps.len());
+        for step in &file.steps {
+            let read = |m: &BTreeMap<String, String>| -> Result<Vec<(String, Tensor)>> {
+                m.iter()
+                    .map(|(name, f)| Ok((name.clone(), npy::read_npy(dir.join(f))?)))
+                    .collect()
+            };
+            steps.push(LoadedStep {
+                feeds: read(&step.feeds)?,
+                fetches: read(&step.fetches)?,
+                targets: step.targets.clone(),
+            });
+        }
+        Ok(GoldenCase {
+            name,
+            dir: dir.to_path_buf(),
+            graph,
+            file,
+            steps,
+        })
+    }
+
+    /// The number of worker tasks the case's device pins need.
+    pub fn tasks_needed(&self) -> usize {
+        self.file
+            .devices
+            .iter()
+            .filter_map(|d| crate::cluster::DeviceName::parse(d).ok()?.task)
+            .map(|t| t as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Runs every step in `session`, comparing fetches.
+    pub fn check(&self, session: &dyn Session) -> Result<()> {
+        for (i, step) in self.steps.iter().enumerate() {
+            let names: Vec<String> = step.fetches.iter().map(|(n, _)| n.clone()).collect();
+            let (outputs, _) = session
+                .run(
+                    &RunOptions::default(),
+                    step.feeds.clone(),
+                    &names,
+                    &step.targets,
+                )
+                .map_err(|e| e.context(format_args!("step {i}")))?;
+            for ((name, expected), got) in step.fetches.iter().zip(&outputs) {
+                got.all_close(expected, RTOL, ATOL).map_err(|why| {
+                    Status::invalid_argument(format!("step {i}: fetch '{name}': {why}"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Loads and checks one case directory in a session made by `make_session`;
+/// returns `Ok` or the reason it failed.
+pub fn verify_case(
+    dir: &Path,
+    make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>,
+) -> Result<()> {
+    let case = GoldenCase::load(dir)?;
+    let session = make_session(&case)?;
+    let result = case.check(session.as_ref());
+    let closed = session.close();
+    result.and(closed)
+}

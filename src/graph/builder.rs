@@ -1,0 +1,154 @@
+//! Building graphs in code (benchmarks, the demo, tests): a thin layer
+//! over [`GraphSpec`] that names tensors `node:port` and fills in the attrs
+//! the common ops need.
+//!
+//! Owns: [`GraphBuilder`]. Must not validate; sessions do that.
+
+use super::spec::{AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, TensorValue};
+use crate::tensor::{DType, Tensor};
+
+#[derive(Default)]
+pub struct GraphBuilder {
+    nodes: Vec<NodeSpec>,
+    device: String,
+}
+
+fn ty(d: DType) -> AttrValue {
+    AttrValue::Type(DataType::Tensor(d))
+}
+
+impl GraphBuilder {
+    pub fn new() -> GraphBuilder {
+        GraphBuilder::default()
+    }
+
+    /// Device requested for the nodes added from now on ("" for none).
+    pub fn set_device(&mut self, device: &str) -> &mut Self {
+        self.device = device.to_string();
+        self
+    }
+
+    /// Adds a node; `inputs` are tensor names (`node` or `node:port`).
+    pub fn add(
+        &mut self,
+        name: &str,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<(&str, AttrValue)>,
+    ) -> String {
+        let mut node = NodeSpec::new(name, op).on(self.device.clone());
+        for input in inputs {
+            let e = Endpoint::parse(input).unwrap_or_else(|_| Endpoint::new(*input, 0));
+            node.inputs.push(e);
+        }
+        for (k, v) in attrs {
+            node.attrs.insert(k.to_string(), v);
+        }
+        self.nodes.push(node);
+        format!("{name}:0")
+    }
+
+    pub fn placeholder(&mut self, name: &str, dtype: DType) -> String {
+        self.add(name, "Placeholder", &[], vec![("dtype", ty(dtype))])
+    }
+
+    pub fn constant(&mut self, name: &str, value: &Tensor) -> String {
+        self.add(
+            name,
+            "Const",
+            &[],
+            vec![
+                ("value", AttrValue::Tensor(TensorValue::from_tensor(value))),
+                ("dtype", ty(value.dtype())),
+            ],
+        )
+    }
+
+    /// An elementwise binary op (AddV2, Mul, ...) of dtype `dtype`.
+    pub fn binary(&mut self, name: &str, op: &str, a: &str, b: &str, dtype: DType) -> String {
+        self.add(name, op, &[a, b], vec![("T", ty(dtype))])
+    }
+
+    pub fn unary(&mut self, name: &str, op: &str, a: &str, dtype: DType) -> String {
+        self.add(name, op, &[a], vec![("T", ty(dtype))])
+    }
+
+    pub fn matmul(&mut self, name: &str, a: &str, b: &str, dtype: DType) -> String {
+        self.add(
+            name,
+            "MatMul",
+            &[a, b],
+            vec![
+                ("T", ty(dtype)),
+                ("transpose_a", AttrValue::Bool(false)),
+                ("transpose_b", AttrValue::Bool(false)),
+            ],
+        )
+    }
+
+    pub fn add_n(&mut self, name: &str, inputs: &[&str], dtype: DType) -> String {
+        self.add(
+            name,
+            "AddN",
+            inputs,
+            vec![("T", ty(dtype)), ("N", AttrValue::Int(inputs.len() as i64))],
+        )
+    }
+
+    /// Adds a control dependency of the last-added node named `node` on `on`.
+    pub fn control(&mut self, node: &str, on: &str) {
+        if let Some(n) = self.nodes.iter_mut().find(|n| n.name == node) {
+            n.control_inputs.push(on.to_string());
+        }
+    }
+
+    pub fn finish(self) -> GraphSpec {
+        GraphSpec { nodes: self.nodes }
+    }
+}
+
+/// `y = x + 1` on a float scalar: the trivial step of the benchmarks.
+pub fn trivial_add_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    b.binary("y", "AddV2", &x, &one, DType::F32);
+    b.finish()
+}
+
+/// `y = x + 1 + 1 + ...`: a chain of `length` scalar adds.
+pub fn chain_graph(length: usize) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let mut prev = b.placeholder("x", DType::F32);
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    for i in 0..length {
+        let name = if i + 1 == length {
+            "y".to_string()
+        } else {
+            format!("add_{i}")
+        };
+        prev = b.binary(&name, "AddV2", &prev, &one, DType::F32);
+    }
+    b.finish()
+}
+
+/// `total = AddN(x @ w_i for i in 0..branches)` with `size`×`size` floats:
+/// independent MatMul branches joined at the end.
+pub fn fanout_graph(branches: usize, size: usize) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    let mut outs = Vec::with_capacity(branches);
+    for i in 0..branches {
+        let w = Tensor::build::<f32>([size, size], |v| {
+            for (k, e) in v.iter_mut().enumerate() {
+                *e = ((k * 7 + i * 13) % 17) as f32 / 17.0 - 0.5;
+            }
+        })
+        .expect("a small weight matrix");
+        let w = b.constant(&format!("w_{i}"), &w);
+        outs.push(b.matmul(&format!("branch_{i}"), &x, &w, DType::F32));
+    }
+    let refs: Vec<&str> = outs.iter().map(String::as_str).collect();
+    b.add_n("total", &refs, DType::F32);
+    b.finish()
+}
