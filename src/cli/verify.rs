@@ -98,24 +98,47 @@ impl GoldenCase {
 
     /// Runs every step in `session`, comparing fetches.
     pub fn check(&self, session: &dyn Session) -> Result<()> {
+        self.check_with(session, RunMode::Run)
+    }
+
+    /// Runs every step through the API `mode` names, comparing fetches.
+    pub fn check_with(&self, session: &dyn Session, mode: RunMode) -> Result<()> {
         for (i, step) in self.steps.iter().enumerate() {
             let names: Vec<String> = step.fetches.iter().map(|(n, _)| n.clone()).collect();
-            let (outputs, _) = session
-                .run(
-                    &RunOptions::default(),
-                    step.feeds.clone(),
-                    &names,
-                    &step.targets,
-                )
-                .map_err(|e| e.context(format_args!("step {i}")))?;
+            let outputs = match mode {
+                RunMode::Run => session.run(&RunOptions::default(), step.feeds.clone(), &names, &step.targets).map(|(o, _)| o),
+                RunMode::Callable => {
+                    let feed_names: Vec<String> = step.feeds.iter().map(|(n, _)| n.clone()).collect();
+                    let handle = session.make_callable(&feed_names, &names, &step.targets);
+                    handle.and_then(|h| {
+                        let values = step.feeds.iter().map(|(_, t)| t.clone()).collect();
+                        let out = session.run_callable(h, values, &RunOptions::default()).map(|(o, _)| o);
+                        session.release_callable(h).and(out)
+                    })
+                }
+                RunMode::Partial => {
+                    let feed_names: Vec<String> = step.feeds.iter().map(|(n, _)| n.clone()).collect();
+                    session
+                        .partial_run_setup(&feed_names, &names, &step.targets)
+                        .and_then(|h| session.partial_run(&h, step.feeds.clone(), &names))
+                }
+            }
+            .map_err(|e| e.context(format_args!("step {i}")))?;
             for ((name, expected), got) in step.fetches.iter().zip(&outputs) {
-                got.all_close(expected, RTOL, ATOL).map_err(|why| {
-                    Status::invalid_argument(format!("step {i}: fetch '{name}': {why}"))
-                })?;
+                got.all_close(expected, RTOL, ATOL)
+                    .map_err(|why| Status::invalid_argument(format!("step {i}: fetch '{name}': {why}")))?;
             }
         }
         Ok(())
     }
+}
+
+/// Which session API a case is checked through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunMode {
+    Run,
+    Callable,
+    Partial,
 }
 
 /// Loads and checks one case directory in a session made by `make_session`;

@@ -5,5 +5,7 @@
 //! lands, cluster specs from a file or `TF_CONFIG`. Must not open sockets.
 
 pub mod device_name;
+pub mod spec;
 
 pub use device_name::{DeviceName, task_of};
+pub use spec::{ClusterSpec, TaskId};

@@ -1,15 +1,17 @@
-//! In-process session tests on graphs built in code.
+//! In-process session tests: the Session API end to end, the executor's
+//! parallelism, failure and timeout behaviour, variables, partial runs,
+//! callables, and a multi-threaded stress run.
 
 use super::*;
+use crate::error::Code;
+use crate::graph::builder::{GraphBuilder, chain_graph};
 use crate::graph::{AttrValue, DataType, NodeSpec, TensorValue};
 use crate::tensor::DType;
+use std::sync::Arc;
 
 fn f32_const(name: &str, v: f32) -> NodeSpec {
     NodeSpec::new(name, "Const")
-        .attr(
-            "value",
-            AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))),
-        )
+        .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))))
         .attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
 }
 
@@ -23,26 +25,243 @@ fn placeholder(name: &str) -> NodeSpec {
     NodeSpec::new(name, "Placeholder").attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
 }
 
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn session_with(graph: GraphSpec, cpu_devices: usize, threads: usize) -> Box<dyn Session> {
+    let options = SessionOptions {
+        cpu_devices,
+        threads_per_device: threads,
+        ..SessionOptions::default()
+    };
+    create_session(graph, &options).unwrap()
+}
+
+fn scalar(t: &Tensor) -> f32 {
+    t.scalar_value::<f32>().unwrap()
+}
+
 #[test]
 fn smoke_feed_fetch_identity() {
+    let g = GraphSpec { nodes: vec![placeholder("x"), identity("y", "x"), f32_const("c", 2.5), identity("d", "c")] };
+    let s = create_session(g, &SessionOptions::default()).unwrap();
+    let out = s.run_simple(&[("x", Tensor::scalar(1.5f32))], &["y:0", "d"], &[]).unwrap();
+    assert_eq!(scalar(&out[0]), 1.5);
+    assert_eq!(scalar(&out[1]), 2.5);
+    let err = s.run_simple(&[], &["y:0"], &[]).unwrap_err();
+    assert!(err.message.contains("You must feed a value for placeholder tensor 'x'"), "{err}");
+    let err = s.run_simple(&[("x", Tensor::scalar(1i32))], &["y:0"], &[]).unwrap_err();
+    assert_eq!(err.message, "feed 'x:0' expects float32, got a int32 tensor of shape []");
+}
+
+#[test]
+fn parallel_branches_run_concurrently() {
+    // Each _TestMeet returns only when both are inside compute at once.
+    let meet = |name: &str| {
+        NodeSpec::new(name, "_TestMeet")
+            .attr("group", AttrValue::Bytes(b"parallel_branches".to_vec()))
+            .attr("count", AttrValue::Int(2))
+    };
+    let g = GraphSpec { nodes: vec![meet("a"), meet("b")] };
+    let s = session_with(g, 1, 2);
+    let out = s.run_simple(&[], &["a", "b"], &[]).unwrap();
+    assert_eq!(out.len(), 2);
+}
+
+#[test]
+fn failing_kernel_aborts_a_blocked_recv_in_another_partition() {
+    // `fail` runs on CPU:0 after a delay, so `y` on CPU:1 is already waiting
+    // in the rendezvous for it; the step must end with fail's error.
     let g = GraphSpec {
         nodes: vec![
-            placeholder("x"),
-            identity("y", "x"),
-            f32_const("c", 2.5),
-            identity("d", "c"),
+            NodeSpec::new("fail", "_TestFail").attr("delay_ms", AttrValue::Int(50)).on("/device:CPU:0"),
+            identity("y", "fail").on("/device:CPU:1"),
         ],
     };
-    let s = create_session(g, &SessionOptions::default()).unwrap();
-    let out = s
-        .run_simple(&[("x", Tensor::scalar(1.5f32))], &["y:0", "d"], &[])
-        .unwrap();
-    assert_eq!(out[0].scalar_value::<f32>().unwrap(), 1.5);
-    assert_eq!(out[1].scalar_value::<f32>().unwrap(), 2.5);
-    let err = s.run_simple(&[], &["y:0"], &[]).unwrap_err();
-    assert!(
-        err.message
-            .contains("You must feed a value for placeholder tensor 'x'"),
-        "{err}"
+    let s = session_with(g, 2, 1);
+    let start = std::time::Instant::now();
+    let err = s.run_simple(&[], &["y"], &[]).unwrap_err();
+    assert_eq!(err.code, Code::InvalidArgument);
+    assert_eq!(err.message, "node 'fail' (_TestFail): the test kernel failed on purpose");
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn timeout_is_deadline_exceeded_and_the_session_stays_usable() {
+    let g = GraphSpec {
+        nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(400)), f32_const("c", 3.0)],
+    };
+    let s = session_with(g, 1, 1);
+    let options = RunOptions {
+        timeout: Some(std::time::Duration::from_millis(30)),
+        trace: false,
+    };
+    let err = s.run(&options, vec![], &strings(&["slow"]), &[]).unwrap_err();
+    assert_eq!(err.code, Code::DeadlineExceeded, "{err}");
+    let out = s.run_simple(&[], &["c"], &[]).unwrap();
+    assert_eq!(scalar(&out[0]), 3.0);
+    // The slow step can also finish when given the time.
+    let out = s.run_simple(&[], &["slow"], &[]).unwrap();
+    assert_eq!(scalar(&out[0]), 1.0);
+}
+
+#[test]
+fn operation_timeout_applies_to_every_step() {
+    let g = GraphSpec { nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(300))] };
+    let options = SessionOptions {
+        config: SessionConfig {
+            operation_timeout: Some(std::time::Duration::from_millis(20)),
+        },
+        ..SessionOptions::default()
+    };
+    let s = create_session(g, &options).unwrap();
+    assert_eq!(s.run_simple(&[], &["slow"], &[]).unwrap_err().code, Code::DeadlineExceeded);
+}
+
+fn counter_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let zeros = b.constant("zeros", &Tensor::from_slice::<f32>([2], &[0.0, 0.0]).unwrap());
+    let inc = b.constant("inc", &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap());
+    let ty = |d| AttrValue::Type(DataType::Tensor(d));
+    let v = b.add(
+        "v",
+        "VarHandleOp",
+        &[],
+        vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(crate::graph::ShapeSpec::known(&[2])))],
     );
+    b.add("init", "AssignVariableOp", &[&v, &zeros], vec![("dtype", ty(DType::F32))]);
+    b.add("bump", "AssignAddVariableOp", &[&v, &inc], vec![("dtype", ty(DType::F32))]);
+    b.add("read", "ReadVariableOp", &[&v], vec![("dtype", ty(DType::F32))]);
+    b.control("read", "bump");
+    b.finish()
+}
+
+#[test]
+fn variables_persist_across_steps_and_reset_clears_them() {
+    let s = session_with(counter_graph(), 1, 1);
+    let err = s.run_simple(&[], &["read"], &[]).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition, "{err}");
+    assert!(err.message.contains("'v'"), "{err}");
+    s.run_simple(&[], &[], &["init"]).unwrap();
+    for step in 1..=3 {
+        let out = s.run_simple(&[], &["read"], &[]).unwrap();
+        assert_eq!(out[0].as_slice::<f32>().unwrap(), &[step as f32, 2.0 * step as f32]);
+    }
+    s.reset(&[]).unwrap();
+    assert_eq!(s.run_simple(&[], &["read"], &[]).unwrap_err().code, Code::FailedPrecondition);
+}
+
+#[test]
+fn extend_adds_nodes_and_rejects_stale_versions() {
+    let s = session_with(GraphSpec { nodes: vec![placeholder("x")] }, 1, 1);
+    assert_eq!(s.graph_version().unwrap(), 0);
+    let v1 = s.extend(GraphSpec { nodes: vec![identity("y", "x")] }, 0).unwrap();
+    assert_eq!(v1, 1);
+    let out = s.run_simple(&[("x", Tensor::scalar(4.0f32))], &["y"], &[]).unwrap();
+    assert_eq!(scalar(&out[0]), 4.0);
+    let err = s.extend(GraphSpec { nodes: vec![identity("z", "x")] }, 0).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition);
+    assert!(err.message.contains("version"), "{err}");
+    let err = s.extend(GraphSpec { nodes: vec![identity("y", "x")] }, 1).unwrap_err();
+    assert!(err.message.contains("duplicate node name 'y'"), "{err}");
+}
+
+fn partial_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let a = b.placeholder("a", DType::F32);
+    let bb = b.placeholder("b", DType::F32);
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    let c = b.binary("c", "AddV2", &a, &one, DType::F32);
+    b.binary("d", "Mul", &c, &bb, DType::F32);
+    b.finish()
+}
+
+#[test]
+fn partial_runs_deliver_fetches_as_feeds_arrive() {
+    let s = session_with(partial_graph(), 1, 1);
+    let h = s.partial_run_setup(&strings(&["a", "b"]), &strings(&["c", "d"]), &[]).unwrap();
+    let err = s.partial_run(&h, vec![], &strings(&["d"])).unwrap_err();
+    assert!(err.message.contains("depends on feed 'a:0'"), "{err}");
+    let c = s.partial_run(&h, vec![("a".into(), Tensor::scalar(2.0f32))], &strings(&["c"])).unwrap();
+    assert_eq!(scalar(&c[0]), 3.0);
+    let err = s.partial_run(&h, vec![("a".into(), Tensor::scalar(2.0f32))], &[]).unwrap_err();
+    assert!(err.message.contains("already been fed"), "{err}");
+    let d = s.partial_run(&h, vec![("b".into(), Tensor::scalar(5.0f32))], &strings(&["d"])).unwrap();
+    assert_eq!(scalar(&d[0]), 15.0);
+    // Finished: the handle is gone.
+    assert!(s.partial_run(&h, vec![], &strings(&["c"])).is_err());
+}
+
+#[test]
+fn callables_run_without_names_and_release() {
+    let s = session_with(partial_graph(), 1, 1);
+    let h = s.make_callable(&strings(&["a", "b"]), &strings(&["d", "c"]), &[]).unwrap();
+    let (out, _) = s.run_callable(h, vec![Tensor::scalar(1.0f32), Tensor::scalar(3.0f32)], &RunOptions::default()).unwrap();
+    assert_eq!((scalar(&out[0]), scalar(&out[1])), (6.0, 2.0));
+    s.release_callable(h).unwrap();
+    assert!(s.run_callable(h, vec![], &RunOptions::default()).is_err());
+}
+
+#[test]
+fn run_metadata_has_node_stats_when_traced() {
+    let s = session_with(partial_graph(), 1, 1);
+    let options = RunOptions { timeout: None, trace: true };
+    let (_, meta) = s
+        .run(&options, vec![("a".into(), Tensor::scalar(1.0f32)), ("b".into(), Tensor::scalar(1.0f32))], &strings(&["d"]), &[])
+        .unwrap();
+    let names: Vec<&str> = meta.step_stats.iter().map(|n| n.node.as_str()).collect();
+    assert!(names.contains(&"c") && names.contains(&"d"), "{names:?}");
+    assert!(meta.step_stats.iter().all(|n| n.end_us >= n.start_us && n.device.ends_with("CPU:0")));
+}
+
+#[test]
+fn close_releases_graphs_and_later_calls_fail() {
+    let s = direct::DirectSession::new(partial_graph(), &SessionOptions::default()).unwrap();
+    s.run_simple(&[("a", Tensor::scalar(1.0f32))], &["c"], &[]).unwrap();
+    assert_eq!(s.registered_graphs(), 1);
+    s.close().unwrap();
+    assert_eq!(s.registered_graphs(), 0);
+    assert_eq!(s.run_simple(&[("a", Tensor::scalar(1.0f32))], &["c"], &[]).unwrap_err().code, Code::Cancelled);
+}
+
+#[test]
+fn list_devices_names_every_cpu() {
+    let s = session_with(partial_graph(), 3, 1);
+    let names: Vec<String> = s.list_devices().unwrap().into_iter().map(|d| d.name).collect();
+    assert_eq!(
+        names,
+        (0..3).map(|i| format!("/job:localhost/replica:0/task:0/device:CPU:{i}")).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_chain_runs_on_one_thread() {
+    let s = session_with(chain_graph(200), 1, 2);
+    let options = RunOptions { timeout: None, trace: true };
+    let (out, meta) = s.run(&options, vec![("x".into(), Tensor::scalar(0.0f32))], &strings(&["y"]), &[]).unwrap();
+    assert_eq!(scalar(&out[0]), 200.0);
+    let threads: std::collections::HashSet<u32> = meta.step_stats.iter().map(|n| n.thread).collect();
+    assert_eq!(threads.len(), 1, "a chain of cheap nodes hopped threads");
+}
+
+#[test]
+fn stress_10000_steps_from_4_threads() {
+    let s: Arc<dyn Session> = Arc::from(session_with(partial_graph(), 2, 2));
+    let workers: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..2500 {
+                    let (a, b) = ((t * 10_000 + i) as f32, (i % 7) as f32);
+                    let out = s.run_simple(&[("a", Tensor::scalar(a)), ("b", Tensor::scalar(b))], &["d", "c"], &[]).unwrap();
+                    assert_eq!(scalar(&out[0]), (a + 1.0) * b);
+                    assert_eq!(scalar(&out[1]), a + 1.0);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
 }

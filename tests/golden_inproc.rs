@@ -1,0 +1,25 @@
+//! Every golden case without device pins, through the in-process session:
+//! by `run`, by callables and by partial runs, each its own test.
+
+use ringflow::cli::verify::{GoldenCase, RunMode};
+use ringflow::session::{SessionOptions, create_session};
+use std::path::PathBuf;
+
+fn check(case: &str, mode: RunMode) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs").join(case);
+    let golden = GoldenCase::load(&dir).unwrap();
+    assert_eq!(golden.tasks_needed(), 0, "{case} is pinned to tasks; the distributed tests run it");
+    let session = create_session(golden.graph.clone(), &SessionOptions::default()).unwrap();
+    golden.check_with(session.as_ref(), mode).unwrap_or_else(|e| panic!("{case} ({mode:?}): {e}"));
+    session.close().unwrap();
+}
+
+macro_rules! golden {
+    ($($case:ident),* $(,)?) => {
+        mod by_run { $( #[test] fn $case() { super::check(stringify!($case), super::RunMode::Run) } )* }
+        mod by_callable { $( #[test] fn $case() { super::check(stringify!($case), super::RunMode::Callable) } )* }
+        mod by_partial_run { $( #[test] fn $case() { super::check(stringify!($case), super::RunMode::Partial) } )* }
+    };
+}
+
+golden!(add_scalar, broadcast_reduce, counter_resource_var, mlp2_frozen, ref_variable, shapes);
