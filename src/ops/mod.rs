@@ -210,6 +210,31 @@ pub fn attr_count(node: &NodeSpec, key: &str, min: usize) -> Result<usize> {
     }
 }
 
+/// The elements of an int32 or int64 tensor (a shape, axes, a
+/// permutation) as i64; `what` names the operand in errors.
+pub fn index_values(t: &Tensor, what: &str) -> Result<smallvec::SmallVec<[i64; 8]>> {
+    match t.dtype() {
+        DType::I32 => Ok(t.as_slice::<i32>()?.iter().map(|&v| v as i64).collect()),
+        DType::I64 => Ok(t.as_slice::<i64>()?.iter().copied().collect()),
+        other => Err(Status::invalid_argument(format!(
+            "{what} must be int32 or int64, got {other}"
+        ))),
+    }
+}
+
+/// An index-typed attribute (`Tidx`, `Tshape`, `Tperm`, ...): int32 or
+/// int64, with a default when absent.
+pub fn attr_index_type_or(node: &NodeSpec, key: &str, default: DType) -> Result<DType> {
+    let d = node.attr_dtype_or(key, default)?;
+    if !d.is_integer() {
+        return Err(Status::invalid_argument(format!(
+            "node '{}' ({}): attr '{key}' must be int32 or int64, got {d}",
+            node.name, node.op
+        )));
+    }
+    Ok(d)
+}
+
 /// A kernel's view of one execution: its inputs, its output slots, and its
 /// device's resources.
 pub struct OpContext<'a> {
