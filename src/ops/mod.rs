@@ -13,6 +13,8 @@
 
 pub mod array;
 pub mod broadcast;
+#[cfg(test)]
+mod golden_tests;
 pub mod math;
 pub mod matmul;
 pub mod nn;
