@@ -415,7 +415,7 @@ macro_rules! cast_float_to_int {
                 // of two, so both bounds are exact in either float type.
                 const LOW: $from = <$to>::MIN as $from;
                 const HIGH: $from = -(<$to>::MIN as $from);
-                if self >= LOW && self < HIGH {
+                if (LOW..HIGH).contains(&self) {
                     self as $to
                 } else {
                     <$to>::MIN

@@ -1227,14 +1227,14 @@ mod tests {
         );
 
         let y = iota(&[1, 3, 1]);
-        let out = run1(&op("Squeeze"), &[y.clone()]).unwrap();
+        let out = run1(&op("Squeeze"), std::slice::from_ref(&y)).unwrap();
         assert_eq!(out.dims(), &[3]);
         let sq = |dims: Vec<i64>| {
             op("Squeeze").attr("squeeze_dims", AttrValue::List(AttrList::Int(dims)))
         };
-        let out = run1(&sq(vec![-1]), &[y.clone()]).unwrap();
+        let out = run1(&sq(vec![-1]), std::slice::from_ref(&y)).unwrap();
         assert_eq!(out.dims(), &[1, 3]);
-        let err = run1(&sq(vec![1]), &[y.clone()]).unwrap_err();
+        let err = run1(&sq(vec![1]), std::slice::from_ref(&y)).unwrap_err();
         assert_eq!(
             err.message,
             "Can not squeeze dim[1], expected a dimension of 1, got 3"
@@ -1245,14 +1245,18 @@ mod tests {
             "{err}"
         );
 
-        let shape = run1(&op("Shape"), &[x.clone()]).unwrap();
+        let shape = run1(&op("Shape"), std::slice::from_ref(&x)).unwrap();
         assert_eq!(shape.dtype(), DType::I32);
         assert_eq!(shape.as_slice::<i32>().unwrap(), &[2, 3]);
-        let shape64 = run1(&op("Shape").attr("out_type", ty(DType::I64)), &[x.clone()]).unwrap();
+        let shape64 = run1(
+            &op("Shape").attr("out_type", ty(DType::I64)),
+            std::slice::from_ref(&x),
+        )
+        .unwrap();
         assert_eq!(shape64.as_slice::<i64>().unwrap(), &[2, 3]);
         let scalar_shape = run1(&op("Shape"), &[Tensor::scalar(1.0f32)]).unwrap();
         assert_eq!(scalar_shape.dims(), &[0]);
-        let size = run1(&op("Size"), &[x.clone()]).unwrap();
+        let size = run1(&op("Size"), std::slice::from_ref(&x)).unwrap();
         assert!(size.shape().is_scalar());
         assert_eq!(size.scalar_value::<i32>().unwrap(), 6);
         let rank = run1(&op("Rank"), &[x]).unwrap();
@@ -1264,14 +1268,14 @@ mod tests {
         let cast =
             |src: DType, dst: DType| node("Cast").attr("SrcT", ty(src)).attr("DstT", ty(dst));
         let f = f32s(&[6], &[-1.7, -0.5, 0.0, 0.5, 2.9, f32::NAN]);
-        let out = run1(&cast(DType::F32, DType::I32), &[f.clone()]).unwrap();
+        let out = run1(&cast(DType::F32, DType::I32), std::slice::from_ref(&f)).unwrap();
         assert_eq!(out.as_slice::<i32>().unwrap(), &[-1, 0, 0, 0, 2, i32::MIN]);
-        let out = run1(&cast(DType::F32, DType::Bool), &[f.clone()]).unwrap();
+        let out = run1(&cast(DType::F32, DType::Bool), std::slice::from_ref(&f)).unwrap();
         assert_eq!(
             out.as_slice::<bool>().unwrap(),
             &[true, true, false, true, true, true]
         );
-        let out = run1(&cast(DType::F32, DType::F32), &[f.clone()]).unwrap();
+        let out = run1(&cast(DType::F32, DType::F32), std::slice::from_ref(&f)).unwrap();
         assert!(out.shares_bytes_with(&f));
         let b = Tensor::from_slice::<bool>([2], &[true, false]).unwrap();
         let out = run1(&cast(DType::Bool, DType::F64), &[b]).unwrap();
@@ -1304,7 +1308,11 @@ mod tests {
         let err = run1(&fill, &[Tensor::scalar(2i32), Tensor::scalar(1.5f32)]).unwrap_err();
         assert!(err.message.contains("dims must be a vector"), "{err}");
         let x = Tensor::from_slice::<i64>([3], &[5, 6, 7]).unwrap();
-        let z = run1(&node("ZerosLike").attr("T", ty(DType::I64)), &[x.clone()]).unwrap();
+        let z = run1(
+            &node("ZerosLike").attr("T", ty(DType::I64)),
+            std::slice::from_ref(&x),
+        )
+        .unwrap();
         assert_eq!(z.as_slice::<i64>().unwrap(), &[0, 0, 0]);
         let o = run1(&node("OnesLike").attr("T", ty(DType::I64)), &[x]).unwrap();
         assert_eq!(o.as_slice::<i64>().unwrap(), &[1, 1, 1]);
