@@ -1,5 +1,532 @@
-//! (placeholder: filled in by the kernels work)
-#[allow(unused_imports)]
-use super::registry::OpDef;
+//! Matrix products: MatMul (with transpose_a/transpose_b) and BatchMatMul /
+//! BatchMatMulV2 (batch dimensions broadcast, adj_x/adj_y).
+//!
+//! Owns: these kernels and [`Gemm`], the one matrix-multiply primitive:
+//! float32/float64 go to the `matrixmultiply` crate's sgemm/dgemm, which
+//! take arbitrary strides, so a transposed operand is read in place rather
+//! than copied; int32/int64 use a plain loop (wrapping, as TF's Eigen
+//! integer products do). Tiny products skip the gemm's packing overhead.
+//! Must not spawn threads: the executor decides what runs in parallel, and
+//! these kernels say they are expensive so it can.
 
-pub const DEFS: &[OpDef] = &[];
+use super::broadcast::{Plan, broadcast_shape};
+use super::math::{REAL, binary_signature};
+use super::numeric::Num;
+use super::registry::OpDef;
+use super::{KernelInit, OpContext, OpKernel, unsupported_dtype};
+use crate::bail;
+use crate::error::Result;
+use crate::tensor::{DType, Shape, Tensor};
+
+pub const DEFS: &[OpDef] = &[
+    OpDef::kernel("MatMul", binary_signature, build_matmul),
+    OpDef::kernel("BatchMatMul", binary_signature, build_batch_matmul),
+    OpDef::kernel("BatchMatMulV2", binary_signature, build_batch_matmul),
+];
+
+/// Below this many multiply-adds a direct loop beats packing for the gemm.
+const DIRECT_LIMIT: usize = 4096;
+
+/// One strided matrix product `c = op(a) · op(b)` into a zeroed, row-major
+/// `m x n` buffer. `a` is read at `a[i * rsa + p * csa]` for `i < m`,
+/// `p < k`; `b` at `b[p * rsb + j * csb]`.
+pub trait Gemm: Num {
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[Self],
+        rsa: usize,
+        csa: usize,
+        b: &[Self],
+        rsb: usize,
+        csb: usize,
+        c: &mut [Self],
+    );
+}
+
+/// The loop every type can use: i-p-j order, so with a row-major `b` the
+/// inner loop runs along contiguous rows of `b` and `c`.
+#[allow(clippy::too_many_arguments)]
+fn direct<T: Num>(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    rsa: usize,
+    csa: usize,
+    b: &[T],
+    rsb: usize,
+    csb: usize,
+    c: &mut [T],
+) {
+    for i in 0..m {
+        let c_row = &mut c[i * n..(i + 1) * n];
+        for p in 0..k {
+            let x = a[i * rsa + p * csa];
+            let b_row = p * rsb;
+            for (j, cj) in c_row.iter_mut().enumerate() {
+                *cj = cj.add(x.mul(b[b_row + j * csb]));
+            }
+        }
+    }
+}
+
+/// Whether a matrix read with these strides stays inside `len` elements.
+fn fits(rows: usize, cols: usize, rs: usize, cs: usize, len: usize) -> bool {
+    rows == 0 || cols == 0 || (rows - 1) * rs + (cols - 1) * cs < len
+}
+
+macro_rules! float_gemm {
+    ($t:ty, $f:path) => {
+        impl Gemm for $t {
+            fn gemm(
+                m: usize,
+                k: usize,
+                n: usize,
+                a: &[$t],
+                rsa: usize,
+                csa: usize,
+                b: &[$t],
+                rsb: usize,
+                csb: usize,
+                c: &mut [$t],
+            ) {
+                if m == 0 || n == 0 || k == 0 {
+                    return;
+                }
+                if m * n * k <= DIRECT_LIMIT {
+                    return direct(m, k, n, a, rsa, csa, b, rsb, csb, c);
+                }
+                // The gemm reads through raw pointers: prove the extents.
+                assert!(
+                    fits(m, k, rsa, csa, a.len())
+                        && fits(k, n, rsb, csb, b.len())
+                        && c.len() >= m * n,
+                    "gemm operands smaller than their strides imply"
+                );
+                // SAFETY: the assert above shows every element the gemm
+                // reads of `a` and `b` and writes of `c` (rows `m`, cols `n`,
+                // row stride `n`) lies inside the slices; `c` is a unique
+                // borrow, so nothing aliases the writes. Strides are element
+                // counts of in-memory slices, so they fit in isize.
+                unsafe {
+                    $f(
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        a.as_ptr(),
+                        rsa as isize,
+                        csa as isize,
+                        b.as_ptr(),
+                        rsb as isize,
+                        csb as isize,
+                        0.0,
+                        c.as_mut_ptr(),
+                        n as isize,
+                        1,
+                    )
+                }
+            }
+        }
+    };
+}
+
+float_gemm!(f32, matrixmultiply::sgemm);
+float_gemm!(f64, matrixmultiply::dgemm);
+
+macro_rules! int_gemm {
+    ($t:ty) => {
+        impl Gemm for $t {
+            fn gemm(
+                m: usize,
+                k: usize,
+                n: usize,
+                a: &[$t],
+                rsa: usize,
+                csa: usize,
+                b: &[$t],
+                rsb: usize,
+                csb: usize,
+                c: &mut [$t],
+            ) {
+                direct(m, k, n, a, rsa, csa, b, rsb, csb, c)
+            }
+        }
+    };
+}
+
+int_gemm!(i32);
+int_gemm!(i64);
+
+/// (row stride, column stride) of op(x) for a row-major matrix with `cols`
+/// columns, read as itself or, when `transposed`, as its transpose.
+fn op_strides(cols: usize, transposed: bool) -> (usize, usize) {
+    if transposed { (1, cols) } else { (cols, 1) }
+}
+
+// ---------------------------------------------------------------------------
+// MatMul
+
+struct MatMulKernel {
+    compute: fn(&Tensor, &Tensor, bool, bool) -> Result<Tensor>,
+    transpose_a: bool,
+    transpose_b: bool,
+}
+
+fn build_matmul(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    Ok(Box::new(MatMulKernel {
+        compute: pick(
+            &init.node.op,
+            dtype,
+            matmul::<f32>,
+            matmul::<f64>,
+            matmul::<i32>,
+            matmul::<i64>,
+        )?,
+        transpose_a: init.node.attr_bool_or("transpose_a", false)?,
+        transpose_b: init.node.attr_bool_or("transpose_b", false)?,
+    }))
+}
+
+type MatMulFn = fn(&Tensor, &Tensor, bool, bool) -> Result<Tensor>;
+
+fn pick(
+    op: &str,
+    dtype: DType,
+    f32: MatMulFn,
+    f64: MatMulFn,
+    i32: MatMulFn,
+    i64: MatMulFn,
+) -> Result<MatMulFn> {
+    match dtype {
+        DType::F32 => Ok(f32),
+        DType::F64 => Ok(f64),
+        DType::I32 => Ok(i32),
+        DType::I64 => Ok(i64),
+        DType::Bool => Err(unsupported_dtype(op, dtype, REAL)),
+    }
+}
+
+fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+    for (i, x) in [a, b].iter().enumerate() {
+        if x.rank() != 2 {
+            bail!(
+                invalid_argument,
+                "In[{i}] is not a matrix. Instead it has shape {}",
+                x.shape()
+            );
+        }
+    }
+    let (ad, bd) = (a.dims(), b.dims());
+    let (m, k) = if ta { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
+    let (k2, n) = if tb { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
+    if k != k2 {
+        bail!(
+            invalid_argument,
+            "Matrix size-incompatible: In[0]: {}, In[1]: {}",
+            a.shape(),
+            b.shape()
+        );
+    }
+    let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+    let (rsa, csa) = op_strides(ad[1], ta);
+    let (rsb, csb) = op_strides(bd[1], tb);
+    Tensor::build::<T>([m, n], |c| T::gemm(m, k, n, sa, rsa, csa, sb, rsb, csb, c))
+}
+
+impl OpKernel for MatMulKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let out = (self.compute)(
+            ctx.input(0)?,
+            ctx.input(1)?,
+            self.transpose_a,
+            self.transpose_b,
+        )?;
+        ctx.set_output(0, out);
+        Ok(())
+    }
+
+    fn is_expensive(&self) -> bool {
+        true
+    }
+}
+
+// ---------------------------------------------------------------------------
+// BatchMatMul
+
+fn build_batch_matmul(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    Ok(Box::new(MatMulKernel {
+        compute: pick(
+            &init.node.op,
+            dtype,
+            batch_matmul::<f32>,
+            batch_matmul::<f64>,
+            batch_matmul::<i32>,
+            batch_matmul::<i64>,
+        )?,
+        // For real types the adjoint is the transpose.
+        transpose_a: init.node.attr_bool_or("adj_x", false)?,
+        transpose_b: init.node.attr_bool_or("adj_y", false)?,
+    }))
+}
+
+fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+    for (i, x) in [a, b].iter().enumerate() {
+        if x.rank() < 2 {
+            bail!(invalid_argument, "In[{i}] ndims must be >= 2: {}", x.rank());
+        }
+    }
+    let (ad, bd) = (a.dims(), b.dims());
+    let (ra, rb) = (ad.len(), bd.len());
+    let (a_rows, a_cols) = (ad[ra - 2], ad[ra - 1]);
+    let (b_rows, b_cols) = (bd[rb - 2], bd[rb - 1]);
+    let (m, k) = if ta {
+        (a_cols, a_rows)
+    } else {
+        (a_rows, a_cols)
+    };
+    let (k2, n) = if tb {
+        (b_cols, b_rows)
+    } else {
+        (b_rows, b_cols)
+    };
+    if k != k2 {
+        bail!(
+            invalid_argument,
+            "Matrix size-incompatible: In[0]: {}, In[1]: {}",
+            a.shape(),
+            b.shape()
+        );
+    }
+    let (a_batch, b_batch) = (&ad[..ra - 2], &bd[..rb - 2]);
+    let batch = broadcast_shape(a_batch, b_batch).map_err(|_| {
+        crate::error::Status::invalid_argument(format!(
+            "In[0] and In[1] must have compatible batch dimensions: {} vs. {}",
+            a.shape(),
+            b.shape()
+        ))
+    })?;
+    let mut out_dims = batch.dims().to_vec();
+    out_dims.extend([m, n]);
+    let out_shape = Shape::from_vec(out_dims);
+    let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+    if out_shape.num_elements() == 0 {
+        return Tensor::zeros(T::DTYPE, out_shape);
+    }
+    let (a_size, b_size, c_size) = (a_rows * a_cols, b_rows * b_cols, m * n);
+    let (rsa, csa) = op_strides(a_cols, ta);
+    let (rsb, csb) = op_strides(b_cols, tb);
+    let plan = Plan::new(a_batch, b_batch, batch.dims());
+    Tensor::build::<T>(out_shape, |c| {
+        let mut out_batch = 0;
+        plan.for_each_index(|ia, ib| {
+            T::gemm(
+                m,
+                k,
+                n,
+                &sa[ia * a_size..(ia + 1) * a_size],
+                rsa,
+                csa,
+                &sb[ib * b_size..(ib + 1) * b_size],
+                rsb,
+                csb,
+                &mut c[out_batch * c_size..(out_batch + 1) * c_size],
+            );
+            out_batch += 1;
+        });
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::spec::{AttrValue, NodeSpec};
+    use crate::ops::testing::{node, run1, ty};
+
+    fn mm(t: DType, ta: bool, tb: bool) -> NodeSpec {
+        node("MatMul")
+            .attr("T", ty(t))
+            .attr("transpose_a", AttrValue::Bool(ta))
+            .attr("transpose_b", AttrValue::Bool(tb))
+    }
+
+    /// Row-major `r x c` matrix transposed.
+    fn transpose(v: &[f64], r: usize, c: usize) -> Vec<f64> {
+        let mut out = vec![0.0; v.len()];
+        for i in 0..r {
+            for j in 0..c {
+                out[j * r + i] = v[i * c + j];
+            }
+        }
+        out
+    }
+
+    /// Naive reference product of row-major matrices.
+    fn reference(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    fn values(len: usize, seed: u64) -> Vec<f64> {
+        // Small integers keep f32 products exact, so results compare
+        // exactly whatever the summation order.
+        (0..len as u64)
+            .map(|i| (((i * 7919 + seed * 104729) % 17) as f64) - 8.0)
+            .collect()
+    }
+
+    #[test]
+    fn all_transpose_combinations_match_reference() {
+        // Sizes on both sides of DIRECT_LIMIT.
+        for &(m, k, n) in &[(2, 3, 4), (1, 1, 1), (33, 17, 29), (64, 40, 3)] {
+            let a = values(m * k, 1);
+            let b = values(k * n, 2);
+            let want = reference(&a, &b, m, k, n);
+            for ta in [false, true] {
+                for tb in [false, true] {
+                    // Store each operand as TF would receive it.
+                    let (a_dims, a_vals) = if ta {
+                        ([k, m], transpose(&a, m, k))
+                    } else {
+                        ([m, k], a.clone())
+                    };
+                    let (b_dims, b_vals) = if tb {
+                        ([n, k], transpose(&b, k, n))
+                    } else {
+                        ([k, n], b.clone())
+                    };
+                    for dtype in [DType::F32, DType::F64, DType::I32, DType::I64] {
+                        let mk = |dims: [usize; 2], v: &[f64]| {
+                            match dtype {
+                                DType::F32 => Tensor::from_slice::<f32>(
+                                    dims,
+                                    &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                                ),
+                                DType::F64 => Tensor::from_slice::<f64>(dims, v),
+                                DType::I32 => Tensor::from_slice::<i32>(
+                                    dims,
+                                    &v.iter().map(|&x| x as i32).collect::<Vec<_>>(),
+                                ),
+                                _ => Tensor::from_slice::<i64>(
+                                    dims,
+                                    &v.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                                ),
+                            }
+                            .unwrap()
+                        };
+                        let out = run1(
+                            &mm(dtype, ta, tb),
+                            &[mk(a_dims, &a_vals), mk(b_dims, &b_vals)],
+                        )
+                        .unwrap();
+                        assert_eq!(out.dims(), &[m, n]);
+                        assert_eq!(out.dtype(), dtype);
+                        assert_eq!(
+                            out.to_f64_vec(),
+                            want,
+                            "{dtype} {m}x{k}x{n} ta={ta} tb={tb}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn errors_and_empty_products() {
+        let a = Tensor::zeros(DType::F32, [2, 3]).unwrap();
+        let b = Tensor::zeros(DType::F32, [4, 5]).unwrap();
+        let err = run1(&mm(DType::F32, false, false), &[a.clone(), b]).unwrap_err();
+        assert_eq!(
+            err.message,
+            "Matrix size-incompatible: In[0]: [2,3], In[1]: [4,5]"
+        );
+        let err = run1(
+            &mm(DType::F32, false, false),
+            &[a.clone(), Tensor::zeros(DType::F32, [3]).unwrap()],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "In[1] is not a matrix. Instead it has shape [3]"
+        );
+        // k = 0: a zero matrix of the right shape.
+        let out = run1(
+            &mm(DType::F32, false, false),
+            &[
+                Tensor::zeros(DType::F32, [2, 0]).unwrap(),
+                Tensor::zeros(DType::F32, [0, 3]).unwrap(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(out.dims(), &[2, 3]);
+        assert_eq!(out.as_slice::<f32>().unwrap(), &[0.; 6]);
+        assert!(run1(&mm(DType::Bool, false, false), &[]).is_err());
+        let kernel = build_matmul(&crate::ops::KernelInit {
+            node: &mm(DType::F32, false, false),
+            signature: &crate::ops::OpSignature::default(),
+        })
+        .unwrap();
+        assert!(kernel.is_expensive());
+    }
+
+    #[test]
+    fn batch_matmul_broadcasts_batches() {
+        // a: [2,1,2,3], b: [3,3,2] -> [2,3,2,2].
+        let a_vals = values(12, 3);
+        let b_vals = values(18, 4);
+        let a = Tensor::from_slice::<f64>([2, 1, 2, 3], &a_vals).unwrap();
+        let b = Tensor::from_slice::<f64>([3, 3, 2], &b_vals).unwrap();
+        let n = node("BatchMatMulV2").attr("T", ty(DType::F64));
+        let out = run1(&n, &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(out.dims(), &[2, 3, 2, 2]);
+        let got = out.as_slice::<f64>().unwrap();
+        for i in 0..2 {
+            for j in 0..3 {
+                let want = reference(
+                    &a_vals[i * 6..i * 6 + 6],
+                    &b_vals[j * 6..j * 6 + 6],
+                    2,
+                    3,
+                    2,
+                );
+                assert_eq!(
+                    &got[(i * 3 + j) * 4..(i * 3 + j + 1) * 4],
+                    &want[..],
+                    "batch {i},{j}"
+                );
+            }
+        }
+        // adj_x: a [3,2] per batch read as its transpose [2,3].
+        let at = Tensor::from_slice::<f64>([1, 3, 2], &transpose(&a_vals[..6], 2, 3)).unwrap();
+        let bt = Tensor::from_slice::<f64>([1, 3, 2], &b_vals[..6]).unwrap();
+        let adj = n.clone().attr("adj_x", AttrValue::Bool(true));
+        let out = run1(&adj, &[at, bt]).unwrap();
+        assert_eq!(
+            out.as_slice::<f64>().unwrap(),
+            &reference(&a_vals[..6], &b_vals[..6], 2, 3, 2)[..]
+        );
+        let err = run1(
+            &n,
+            &[
+                Tensor::zeros(DType::F64, [2, 2, 3]).unwrap(),
+                Tensor::zeros(DType::F64, [3, 3, 2]).unwrap(),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.message,
+            "In[0] and In[1] must have compatible batch dimensions: [2,2,3] vs. [3,3,2]"
+        );
+    }
+}

@@ -13,9 +13,12 @@
 
 pub mod array;
 pub mod broadcast;
+#[cfg(test)]
+mod golden_tests;
 pub mod math;
 pub mod matmul;
 pub mod nn;
+pub mod numeric;
 pub mod reduce;
 pub mod registry;
 pub mod resource;
@@ -139,6 +142,99 @@ pub trait OpKernel: Send + Sync + 'static {
     fn is_expensive(&self) -> bool {
         false
     }
+}
+
+/// The compute step of a kernel without per-node state: one monomorphised
+/// function chosen at build time for the node's dtype, so a step pays one
+/// indirect call and no dtype dispatch.
+pub type ComputeFn = fn(&mut OpContext<'_>) -> Result<()>;
+
+/// A kernel that is just a [`ComputeFn`].
+pub struct FnKernel {
+    pub compute: ComputeFn,
+    pub expensive: bool,
+}
+
+impl FnKernel {
+    pub fn boxed(compute: ComputeFn) -> Box<dyn OpKernel> {
+        Box::new(FnKernel {
+            compute,
+            expensive: false,
+        })
+    }
+}
+
+impl OpKernel for FnKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        (self.compute)(ctx)
+    }
+
+    fn is_expensive(&self) -> bool {
+        self.expensive
+    }
+}
+
+/// The error for a dtype an op has no kernel for.
+pub fn unsupported_dtype(op: &str, dtype: DType, supported: &[DType]) -> Status {
+    let names: Vec<&str> = supported.iter().map(|d| d.name()).collect();
+    Status::invalid_argument(format!(
+        "{op} does not support dtype {dtype} (supported: {})",
+        names.join(", ")
+    ))
+}
+
+/// An optional list-of-ints attribute (`squeeze_dims`, ...).
+pub fn attr_int_list_or(node: &NodeSpec, key: &str, default: &[i64]) -> Result<Vec<i64>> {
+    use crate::graph::spec::{AttrList, AttrValue};
+    match node.get_attr(key) {
+        None => Ok(default.to_vec()),
+        Some(AttrValue::List(AttrList::Int(v))) => Ok(v.clone()),
+        // An empty list carries no element kind on the wire.
+        Some(AttrValue::List(AttrList::Bytes(v))) if v.is_empty() => Ok(Vec::new()),
+        Some(AttrValue::List(AttrList::Type(v))) if v.is_empty() => Ok(Vec::new()),
+        Some(AttrValue::List(AttrList::Float(v))) if v.is_empty() => Ok(Vec::new()),
+        Some(other) => Err(Status::invalid_argument(format!(
+            "node '{}' ({}): attr '{key}' should be a list of ints, got {other:?}",
+            node.name, node.op
+        ))),
+    }
+}
+
+/// The `N` attribute of ops with a variable number of inputs, at least `min`.
+pub fn attr_count(node: &NodeSpec, key: &str, min: usize) -> Result<usize> {
+    let n = node.attr_int(key)?;
+    match usize::try_from(n) {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(Status::invalid_argument(format!(
+            "node '{}' ({}): attr '{key}' is {n}, must be at least {min}",
+            node.name, node.op
+        ))),
+    }
+}
+
+/// The elements of an int32 or int64 tensor (a shape, axes, a
+/// permutation) as i64; `what` names the operand in errors.
+pub fn index_values(t: &Tensor, what: &str) -> Result<smallvec::SmallVec<[i64; 8]>> {
+    match t.dtype() {
+        DType::I32 => Ok(t.as_slice::<i32>()?.iter().map(|&v| v as i64).collect()),
+        DType::I64 => Ok(t.as_slice::<i64>()?.iter().copied().collect()),
+        other => Err(Status::invalid_argument(format!(
+            "{what} must be int32 or int64, got {other}"
+        ))),
+    }
+}
+
+/// An index-typed attribute (`Tidx`, `Tshape`, `Tperm`, ...): int32 or
+/// int64, with a default when absent.
+pub fn attr_index_type_or(node: &NodeSpec, key: &str, default: DType) -> Result<DType> {
+    let d = node.attr_dtype_or(key, default)?;
+    if !d.is_integer() {
+        return Err(Status::invalid_argument(format!(
+            "node '{}' ({}): attr '{key}' must be int32 or int64, got {d}",
+            node.name, node.op
+        )));
+    }
+    Ok(d)
 }
 
 /// A kernel's view of one execution: its inputs, its output slots, and its

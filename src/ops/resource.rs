@@ -11,16 +11,21 @@
 //! value never sees a torn update.
 
 use crate::error::{Result, Status};
+use crate::graph::spec::ShapeSpec;
 use crate::tensor::{DType, Tensor};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A named, typed, mutable slot for a tensor.
 pub struct Variable {
     name: String,
     dtype: DType,
     value: RwLock<Option<Tensor>>,
+    /// The shape a `VariableV2` declared, which a shape-validating
+    /// assignment must match even before the first value (TensorFlow
+    /// allocates the variable's tensor with that shape up front).
+    declared_shape: OnceLock<ShapeSpec>,
 }
 
 impl Variable {
@@ -29,7 +34,14 @@ impl Variable {
             name: name.into(),
             dtype,
             value: RwLock::new(None),
+            declared_shape: OnceLock::new(),
         }
+    }
+
+    /// Records the shape the variable was declared with; the first
+    /// declaration wins.
+    pub fn declare_shape(&self, shape: &ShapeSpec) {
+        self.declared_shape.get_or_init(|| shape.clone());
     }
 
     pub fn name(&self) -> &str {
@@ -67,20 +79,25 @@ impl Variable {
     }
 
     /// Installs `value`. With `validate_shape`, an initialised variable keeps
-    /// its shape.
+    /// its shape, and an uninitialised one takes only values that fit its
+    /// declared shape.
     pub fn assign(&self, value: Tensor, validate_shape: bool) -> Result<()> {
         self.check_dtype(&value)?;
         let mut slot = self.value.write();
         if validate_shape {
-            if let Some(old) = slot.as_ref() {
-                if old.shape() != value.shape() {
-                    return Err(Status::invalid_argument(format!(
-                        "variable '{}' has shape {}, cannot assign shape {}",
-                        self.name,
-                        old.shape(),
-                        value.shape()
-                    )));
+            let lhs = match (slot.as_ref(), self.declared_shape.get()) {
+                (Some(old), _) if old.shape() != value.shape() => Some(old.shape().to_string()),
+                (None, Some(declared)) if !declared.admits(value.shape()) => {
+                    Some(declared.to_string())
                 }
+                _ => None,
+            };
+            if let Some(lhs) = lhs {
+                return Err(Status::invalid_argument(format!(
+                    "Assign requires shapes of both tensors to match. lhs shape= {lhs} rhs shape= {} (variable '{}')",
+                    value.shape(),
+                    self.name
+                )));
             }
         }
         *slot = Some(value);
@@ -139,8 +156,8 @@ impl ResourceMgr {
         dtype: DType,
     ) -> Result<Arc<Variable>> {
         let mut containers = self.containers.lock();
-        let vars = containers.entry(container.to_string()).or_default();
-        if let Some(var) = vars.get(name) {
+        // The hit path (every step of a VariableV2) allocates nothing.
+        if let Some(var) = containers.get(container).and_then(|vars| vars.get(name)) {
             if var.dtype() != dtype {
                 return Err(Status::invalid_argument(format!(
                     "variable '{name}' in container '{container}' holds {}, requested as {dtype}",
@@ -149,6 +166,7 @@ impl ResourceMgr {
             }
             return Ok(var.clone());
         }
+        let vars = containers.entry(container.to_string()).or_default();
         let var = Arc::new(Variable::new(name, dtype));
         vars.insert(name.to_string(), var.clone());
         Ok(var)
@@ -157,6 +175,14 @@ impl ResourceMgr {
     /// The variable `container/name`, if it exists.
     pub fn lookup(&self, container: &str, name: &str) -> Option<Arc<Variable>> {
         self.containers.lock().get(container)?.get(name).cloned()
+    }
+
+    /// Removes the variable `container/name` and clears it, so kernels that
+    /// still hold it see it uninitialised. Returns it if it existed.
+    pub fn remove(&self, container: &str, name: &str) -> Option<Arc<Variable>> {
+        let var = self.containers.lock().get_mut(container)?.remove(name)?;
+        var.clear();
+        Some(var)
     }
 
     /// Drops every variable of the named containers (all of them when
