@@ -23,6 +23,8 @@ pub mod reduce;
 pub mod registry;
 pub mod resource;
 pub mod shape_ops;
+#[cfg(test)]
+pub mod test_kernels;
 pub mod variable;
 
 pub use registry::{Builtin, Implementation, OpDef, lookup};

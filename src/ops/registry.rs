@@ -72,6 +72,8 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::shape_ops::DEFS,
             super::variable::DEFS,
             BUILTINS,
+            #[cfg(test)]
+            super::test_kernels::DEFS,
         ];
         let mut map = HashMap::new();
         for defs in modules {
