@@ -458,3 +458,20 @@ fn counter_resource_var_across_steps() {
         check(case, &got, &[&format!("step{step}_expect_after_0.npy")]);
     }
 }
+
+#[test]
+fn add_scalar() {
+    let mut s = Session::default();
+    s.add(placeholder("x"))
+        .add(konst("y/y", &Tensor::scalar(1.0f32)))
+        .add(f("y", "AddV2", &["x", "y/y"]));
+    let case = "add_scalar";
+    let got = s
+        .step(
+            &[("x:0", expected(case, "step0_feed_x_0.npy"))],
+            &["y:0"],
+            &[],
+        )
+        .unwrap();
+    check(case, &got, &["step0_expect_y_0.npy"]);
+}
