@@ -42,11 +42,7 @@ impl Figure {
     /// Attaches a baseline measured in the same run; `ratio = value / baseline`.
     pub fn with_baseline(mut self, baseline: f64) -> Figure {
         self.baseline = Some(baseline);
-        self.ratio = if baseline != 0.0 {
-            Some(self.value / baseline)
-        } else {
-            None
-        };
+        self.ratio = if baseline != 0.0 { Some(self.value / baseline) } else { None };
         self
     }
 
@@ -94,10 +90,7 @@ pub struct LatencyRecorder {
 
 impl Default for LatencyRecorder {
     fn default() -> Self {
-        LatencyRecorder {
-            histogram: Histogram::new_with_bounds(1, 60_000_000_000, 3)
-                .expect("valid histogram bounds"),
-        }
+        LatencyRecorder { histogram: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds") }
     }
 }
 
@@ -135,10 +128,7 @@ mod tests {
         let f = Figure::new("pingpong", "p50", 12.0, "us", 1).with_baseline(10.0);
         assert_eq!(f.ratio, Some(1.2));
         let line = f.to_json_line();
-        assert!(
-            line.contains("\"scenario\":\"pingpong\"") && line.contains("\"ratio\":1.2"),
-            "{line}"
-        );
+        assert!(line.contains("\"scenario\":\"pingpong\"") && line.contains("\"ratio\":1.2"), "{line}");
         let mut r = LatencyRecorder::default();
         for us in 1..=100 {
             r.record(Duration::from_micros(us));

@@ -52,11 +52,7 @@ impl Code {
     ];
 
     pub fn from_u8(value: u8) -> Code {
-        Code::ALL
-            .iter()
-            .copied()
-            .find(|c| *c as u8 == value)
-            .unwrap_or(Code::Unknown)
+        Code::ALL.iter().copied().find(|c| *c as u8 == value).unwrap_or(Code::Unknown)
     }
 
     pub fn name(self) -> &'static str {
@@ -132,19 +128,13 @@ status_constructors! {
 
 impl Status {
     pub fn new(code: Code, message: impl Into<String>) -> Status {
-        Status {
-            code,
-            message: message.into(),
-        }
+        Status { code, message: message.into() }
     }
 
     /// Prefixes the message with where the error happened, keeping the code:
     /// `node 'mul' (Mul): Incompatible shapes ...`.
     pub fn context(self, prefix: impl fmt::Display) -> Status {
-        Status {
-            code: self.code,
-            message: format!("{prefix}: {}", self.message),
-        }
+        Status { code: self.code, message: format!("{prefix}: {}", self.message) }
     }
 }
 
@@ -193,9 +183,6 @@ mod tests {
     fn context_keeps_code_and_prefixes_message() {
         let s = Status::invalid_argument("Incompatible shapes").context("node 'mul' (Mul)");
         assert_eq!(s.code, Code::InvalidArgument);
-        assert_eq!(
-            s.to_string(),
-            "InvalidArgument: node 'mul' (Mul): Incompatible shapes"
-        );
+        assert_eq!(s.to_string(), "InvalidArgument: node 'mul' (Mul): Incompatible shapes");
     }
 }

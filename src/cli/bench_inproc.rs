@@ -45,24 +45,17 @@ fn time_each(iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<LatencyR
 /// A direct AddV2 kernel call on a scalar: allocation of the output and the
 /// arithmetic, nothing else. The floor a runtime adds its overhead to.
 fn direct_add_kernel(iters: usize) -> Result<LatencyRecorder> {
-    let node =
-        NodeSpec::new("add", "AddV2").attr("T", AttrValue::Type(DataType::Tensor(DType::F32)));
+    let node = NodeSpec::new("add", "AddV2").attr("T", AttrValue::Type(DataType::Tensor(DType::F32)));
     let def = lookup("AddV2").ok_or_else(|| Status::not_found("AddV2 is not registered"))?;
     let signature = (def.signature)(&node)?;
     let crate::ops::Implementation::Kernel(build) = def.implementation else {
         return Err(Status::internal("AddV2 is not a kernel"));
     };
-    let kernel = build(&KernelInit {
-        node: &node,
-        signature: &signature,
-    })?;
+    let kernel = build(&KernelInit { node: &node, signature: &signature })?;
     let resources = ResourceMgr::default();
     let (x, one) = (Tensor::scalar(1.0f32), Tensor::scalar(1.0f32));
     time_each(iters, || {
-        let mut inputs = [
-            Some(Value::Tensor(x.clone())),
-            Some(Value::Tensor(one.clone())),
-        ];
+        let mut inputs = [Some(Value::Tensor(x.clone())), Some(Value::Tensor(one.clone()))];
         let mut outputs = [None];
         kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, &resources))?;
         std::hint::black_box(&outputs);
@@ -92,24 +85,12 @@ pub fn step_inproc(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let threads = options.threads_per_device;
     let note = "callable, y = x + 1; baseline: direct AddV2 kernel call";
     Ok(vec![
-        Figure::new(
-            "step-inproc",
-            "p50",
-            steps.percentile_us(50.0),
-            "us",
-            threads,
-        )
-        .with_baseline(direct.percentile_us(50.0))
-        .with_note(note),
-        Figure::new(
-            "step-inproc",
-            "p99",
-            steps.percentile_us(99.0),
-            "us",
-            threads,
-        )
-        .with_baseline(direct.percentile_us(99.0))
-        .with_note(note),
+        Figure::new("step-inproc", "p50", steps.percentile_us(50.0), "us", threads)
+            .with_baseline(direct.percentile_us(50.0))
+            .with_note(note),
+        Figure::new("step-inproc", "p99", steps.percentile_us(99.0), "us", threads)
+            .with_baseline(direct.percentile_us(99.0))
+            .with_note(note),
     ])
 }
 
@@ -133,20 +114,13 @@ pub fn chain(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let per_node = |p: f64| steps.percentile_ns(p) / LENGTH as f64;
     let note = "1000 scalar AddV2, callable; baseline: direct AddV2 kernel call";
     Ok(vec![
-        Figure::new("chain", "p50", per_node(50.0), "ns", 1)
-            .with_baseline(direct.percentile_ns(50.0))
-            .with_note(note),
-        Figure::new("chain", "p99", per_node(99.0), "ns", 1)
-            .with_baseline(direct.percentile_ns(99.0))
-            .with_note(note),
+        Figure::new("chain", "p50", per_node(50.0), "ns", 1).with_baseline(direct.percentile_ns(50.0)).with_note(note),
+        Figure::new("chain", "p99", per_node(99.0), "ns", 1).with_baseline(direct.percentile_ns(99.0)).with_note(note),
     ])
 }
 
 fn fanout_median(threads: usize, iters: usize, x: &Tensor) -> Result<Duration> {
-    let options = SessionOptions {
-        threads_per_device: threads,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions { threads_per_device: threads, ..SessionOptions::default() };
     let session = create_session(fanout_graph(8, 256), &options)?;
     let handle = callable(session.as_ref(), &["x:0"], &["total:0"])?;
     let run_options = RunOptions::default();
@@ -161,11 +135,8 @@ fn fanout_median(threads: usize, iters: usize, x: &Tensor) -> Result<Duration> {
 
 pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let iters = iters_or(opts, 200);
-    let x = Tensor::build::<f32>([256, 256], |v| {
-        v.iter_mut()
-            .enumerate()
-            .for_each(|(i, e)| *e = (i % 13) as f32 / 13.0)
-    })?;
+    let x =
+        Tensor::build::<f32>([256, 256], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 13) as f32 / 13.0))?;
     let counts: Vec<usize> = if opts.threads > 0 {
         vec![opts.threads]
     } else {
@@ -189,14 +160,8 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
                 .with_note("baseline: the same graph with 1 pool thread"),
         );
         figures.push(
-            Figure::new(
-                "fanout",
-                "speedup",
-                one.as_secs_f64() / t.as_secs_f64(),
-                "x",
-                threads,
-            )
-            .with_note("p50 step time with 1 thread / with this many"),
+            Figure::new("fanout", "speedup", one.as_secs_f64() / t.as_secs_f64(), "x", threads)
+                .with_note("p50 step time with 1 thread / with this many"),
         );
     }
     Ok(figures)
@@ -206,11 +171,7 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
 pub fn demo(steps: usize) -> Result<()> {
     let graph = crate::graph::builder::fanout_graph(2, 64);
     let session = create_session(graph, &SessionOptions::default())?;
-    let x = Tensor::build::<f32>([64, 64], |v| {
-        v.iter_mut()
-            .enumerate()
-            .for_each(|(i, e)| *e = (i % 7) as f32 / 7.0)
-    })?;
+    let x = Tensor::build::<f32>([64, 64], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 7) as f32 / 7.0))?;
     let handle = callable(session.as_ref(), &["x:0"], &["total:0"])?;
     let rec = time_each(steps, || {
         session.run_callable(handle, vec![x.clone()], &RunOptions::default())?;

@@ -15,11 +15,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "ringflow",
-    version,
-    about = "A distributed dataflow-graph runtime, rebuilt for latency"
-)]
+#[command(name = "ringflow", version, about = "A distributed dataflow-graph runtime, rebuilt for latency")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -99,29 +95,12 @@ pub fn main() -> i32 {
 
 fn dispatch(command: Command) -> Result<bool> {
     match command {
-        Command::Run {
-            graph,
-            feeds,
-            fetches,
-            targets,
-            out,
-            target,
-        } => {
-            let outputs = run::run(&run::RunArgs {
-                graph,
-                feeds,
-                fetches,
-                targets,
-                out: out.clone(),
-                target,
-            })?;
+        Command::Run { graph, feeds, fetches, targets, out, target } => {
+            let outputs = run::run(&run::RunArgs { graph, feeds, fetches, targets, out: out.clone(), target })?;
             match out {
                 Some(dir) => {
                     for (name, _) in &outputs {
-                        println!(
-                            "{name} -> {}",
-                            dir.join(run::output_file_name(name)).display()
-                        );
+                        println!("{name} -> {}", dir.join(run::output_file_name(name)).display());
                     }
                 }
                 None => {
@@ -135,15 +114,10 @@ fn dispatch(command: Command) -> Result<bool> {
         Command::Verify { target, cases } => {
             let mut all_passed = true;
             for dir in &cases {
-                let name = dir.file_name().map_or_else(
-                    || dir.display().to_string(),
-                    |n| n.to_string_lossy().into_owned(),
-                );
+                let name =
+                    dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
                 let result = verify::verify_case(dir, &|case| {
-                    let options = SessionOptions {
-                        target: target.clone(),
-                        ..SessionOptions::default()
-                    };
+                    let options = SessionOptions { target: target.clone(), ..SessionOptions::default() };
                     create_session(case.graph.clone(), &options)
                 });
                 match result {
@@ -156,12 +130,7 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(all_passed)
         }
-        Command::Bench {
-            scenarios,
-            json,
-            iters,
-            threads,
-        } => {
+        Command::Bench { scenarios, json, iters, threads } => {
             let scenarios = if scenarios.is_empty() {
                 vec!["step-inproc".into(), "chain".into(), "fanout".into()]
             } else {
@@ -175,9 +144,7 @@ fn dispatch(command: Command) -> Result<bool> {
                     "chain" => bench_inproc::chain(&opts)?,
                     "fanout" => bench_inproc::fanout(&opts)?,
                     other => {
-                        return Err(Status::invalid_argument(format!(
-                            "unknown bench scenario '{other}'"
-                        )));
+                        return Err(Status::invalid_argument(format!("unknown bench scenario '{other}'")));
                     }
                 };
                 if !json {

@@ -21,48 +21,29 @@ pub struct RunArgs {
 
 /// `x:0=feeds/x.npy` → ("x:0", tensor).
 pub fn parse_feed(arg: &str) -> Result<(String, Tensor)> {
-    let (name, file) = arg.split_once('=').ok_or_else(|| {
-        Status::invalid_argument(format!("--feed '{arg}': expected NAME=FILE.npy"))
-    })?;
+    let (name, file) = arg
+        .split_once('=')
+        .ok_or_else(|| Status::invalid_argument(format!("--feed '{arg}': expected NAME=FILE.npy")))?;
     if name.is_empty() {
-        return Err(Status::invalid_argument(format!(
-            "--feed '{arg}': empty tensor name"
-        )));
+        return Err(Status::invalid_argument(format!("--feed '{arg}': empty tensor name")));
     }
     Ok((name.to_string(), npy::read_npy(file)?))
 }
 
 /// A file name for a fetched tensor: `a/b:0` → `a_b_0.npy`.
 pub fn output_file_name(fetch: &str) -> String {
-    let safe: String = fetch
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe: String =
+        fetch.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect();
     format!("{safe}.npy")
 }
 
 pub fn run(args: &RunArgs) -> Result<Vec<(String, Tensor)>> {
     if args.fetches.is_empty() && args.targets.is_empty() {
-        return Err(Status::invalid_argument(
-            "name at least one --fetch or --op",
-        ));
+        return Err(Status::invalid_argument("name at least one --fetch or --op"));
     }
     let graph = load_graph(&args.graph)?;
-    let feeds = args
-        .feeds
-        .iter()
-        .map(|f| parse_feed(f))
-        .collect::<Result<Vec<_>>>()?;
-    let options = SessionOptions {
-        target: args.target.clone(),
-        ..SessionOptions::default()
-    };
+    let feeds = args.feeds.iter().map(|f| parse_feed(f)).collect::<Result<Vec<_>>>()?;
+    let options = SessionOptions { target: args.target.clone(), ..SessionOptions::default() };
     let session = create_session(graph, &options)?;
     let (outputs, _) = session.run(&RunOptions::default(), feeds, &args.fetches, &args.targets)?;
     session.close()?;

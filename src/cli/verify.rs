@@ -53,10 +53,8 @@ pub struct LoadedStep {
 
 impl GoldenCase {
     pub fn load(dir: &Path) -> Result<GoldenCase> {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| dir.display().to_string());
+        let name =
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
         let case_path = dir.join("case.json");
         let text = std::fs::read_to_string(&case_path)
             .map_err(|e| Status::not_found(format!("cannot read {}: {e}", case_path.display())))?;
@@ -66,9 +64,7 @@ impl GoldenCase {
         let mut steps = Vec::with_capacity(file.steps.len());
         for step in &file.steps {
             let read = |m: &BTreeMap<String, String>| -> Result<Vec<(String, Tensor)>> {
-                m.iter()
-                    .map(|(name, f)| Ok((name.clone(), npy::read_npy(dir.join(f))?)))
-                    .collect()
+                m.iter().map(|(name, f)| Ok((name.clone(), npy::read_npy(dir.join(f))?))).collect()
             };
             steps.push(LoadedStep {
                 feeds: read(&step.feeds)?,
@@ -76,13 +72,7 @@ impl GoldenCase {
                 targets: step.targets.clone(),
             });
         }
-        Ok(GoldenCase {
-            name,
-            dir: dir.to_path_buf(),
-            graph,
-            file,
-            steps,
-        })
+        Ok(GoldenCase { name, dir: dir.to_path_buf(), graph, file, steps })
     }
 
     /// The number of worker tasks the case's device pins need.
@@ -106,7 +96,9 @@ impl GoldenCase {
         for (i, step) in self.steps.iter().enumerate() {
             let names: Vec<String> = step.fetches.iter().map(|(n, _)| n.clone()).collect();
             let outputs = match mode {
-                RunMode::Run => session.run(&RunOptions::default(), step.feeds.clone(), &names, &step.targets).map(|(o, _)| o),
+                RunMode::Run => {
+                    session.run(&RunOptions::default(), step.feeds.clone(), &names, &step.targets).map(|(o, _)| o)
+                }
                 RunMode::Callable => {
                     let feed_names: Vec<String> = step.feeds.iter().map(|(n, _)| n.clone()).collect();
                     let handle = session.make_callable(&feed_names, &names, &step.targets);
@@ -143,10 +135,7 @@ pub enum RunMode {
 
 /// Loads and checks one case directory in a session made by `make_session`;
 /// returns `Ok` or the reason it failed.
-pub fn verify_case(
-    dir: &Path,
-    make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>,
-) -> Result<()> {
+pub fn verify_case(dir: &Path, make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>) -> Result<()> {
     let case = GoldenCase::load(dir)?;
     let session = make_session(&case)?;
     let result = case.check(session.as_ref());

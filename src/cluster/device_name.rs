@@ -53,16 +53,10 @@ impl DeviceName {
             if part.is_empty() {
                 return Err(bad("empty component"));
             }
-            let (key, rest) = part
-                .split_once(':')
-                .ok_or_else(|| bad(&format!("component '{part}' has no ':'")))?;
+            let (key, rest) = part.split_once(':').ok_or_else(|| bad(&format!("component '{part}' has no ':'")))?;
             match key {
                 "job" => {
-                    if rest.is_empty()
-                        || !rest
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                    {
+                    if rest.is_empty() || !rest.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
                         return Err(bad(&format!("bad job name '{rest}'")));
                     }
                     name.job = Some(rest.to_string());
@@ -186,39 +180,20 @@ mod tests {
         let full = DeviceName::parse("/job:worker/replica:0/task:1/device:CPU:0").unwrap();
         assert_eq!(full, DeviceName::cpu("worker", 0, 1, 0));
         assert!(full.is_full());
-        assert_eq!(
-            full.to_string(),
-            "/job:worker/replica:0/task:1/device:CPU:0"
-        );
+        assert_eq!(full.to_string(), "/job:worker/replica:0/task:1/device:CPU:0");
         let partial = DeviceName::parse("/job:worker/task:1").unwrap();
         assert!(partial.matches(&full));
-        assert!(
-            !DeviceName::parse("/job:worker/task:0")
-                .unwrap()
-                .matches(&full)
-        );
-        assert_eq!(
-            DeviceName::parse("/cpu:0").unwrap().device_type.as_deref(),
-            Some("CPU")
-        );
+        assert!(!DeviceName::parse("/job:worker/task:0").unwrap().matches(&full));
+        assert_eq!(DeviceName::parse("/cpu:0").unwrap().device_type.as_deref(), Some("CPU"));
         assert_eq!(DeviceName::parse("/device:cpu:0").unwrap().id, Some(0));
         assert!(DeviceName::parse("").unwrap().is_empty());
         assert!(DeviceName::parse("").unwrap().matches(&full));
-        assert_eq!(
-            task_of("/job:w/replica:0/task:3/device:CPU:0"),
-            "/job:w/replica:0/task:3"
-        );
+        assert_eq!(task_of("/job:w/replica:0/task:3/device:CPU:0"), "/job:w/replica:0/task:3");
     }
 
     #[test]
     fn rejects_garbage_naming_the_spec() {
-        for bad in [
-            "/job:",
-            "/task:x",
-            "/job:w//task:1",
-            "/foo",
-            "/job:w/task:1/device:",
-        ] {
+        for bad in ["/job:", "/task:x", "/job:w//task:1", "/foo", "/job:w/task:1/device:"] {
             let err = DeviceName::parse(bad).unwrap_err();
             assert!(err.message.contains(bad), "{bad}: {err}");
         }
@@ -228,10 +203,7 @@ mod tests {
     fn merge_detects_conflicts() {
         let a = DeviceName::parse("/job:worker").unwrap();
         let b = DeviceName::parse("/task:1/device:CPU:0").unwrap();
-        assert_eq!(
-            a.merge(&b).unwrap().to_string(),
-            "/job:worker/task:1/device:CPU:0"
-        );
+        assert_eq!(a.merge(&b).unwrap().to_string(), "/job:worker/task:1/device:CPU:0");
         let c = DeviceName::parse("/task:2").unwrap();
         assert!(b.merge(&c).is_none());
     }

@@ -66,7 +66,8 @@ impl ClusterSpec {
                 return Err(Status::invalid_argument(format!("{source}: job '{job}' has no tasks")));
             }
             for (i, addr) in tasks.iter().enumerate() {
-                let ok = addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+                let ok =
+                    addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
                 if !ok {
                     return Err(Status::invalid_argument(format!(
                         "{source}: task {i} of job '{job}' has address '{addr}', expected host:port"
@@ -84,7 +85,8 @@ impl ClusterSpec {
 
     pub fn from_file(path: &Path) -> Result<ClusterSpec> {
         let source = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| Status::not_found(format!("cannot read cluster spec {source}: {e}")))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Status::not_found(format!("cannot read cluster spec {source}: {e}")))?;
         ClusterSpec::from_toml_str(&text, &source)
     }
 
@@ -118,10 +120,7 @@ impl ClusterSpec {
         self.cluster
             .iter()
             .flat_map(|(job, addrs)| {
-                addrs
-                    .iter()
-                    .enumerate()
-                    .map(move |(i, a)| (format!("/job:{job}/replica:0/task:{i}"), a.clone()))
+                addrs.iter().enumerate().map(move |(i, a)| (format!("/job:{job}/replica:0/task:{i}"), a.clone()))
             })
             .collect()
     }
@@ -140,7 +139,8 @@ mod tests {
 
     #[test]
     fn toml_and_tf_config() {
-        let spec = ClusterSpec::from_toml_str("[cluster]\nworker = [\"a:1\", \"b:2\"]\nps = [\"c:3\"]\n", "c.toml").unwrap();
+        let spec =
+            ClusterSpec::from_toml_str("[cluster]\nworker = [\"a:1\", \"b:2\"]\nps = [\"c:3\"]\n", "c.toml").unwrap();
         assert_eq!(
             spec.tasks(),
             vec![
@@ -151,8 +151,10 @@ mod tests {
         );
         let again = ClusterSpec::from_toml_str(&spec.to_toml(), "round trip").unwrap();
         assert_eq!(again, spec);
-        let (tf, task) =
-            ClusterSpec::from_tf_config(r#"{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1}}"#).unwrap();
+        let (tf, task) = ClusterSpec::from_tf_config(
+            r#"{"cluster": {"worker": ["h:1", "h:2"]}, "task": {"type": "worker", "index": 1}}"#,
+        )
+        .unwrap();
         assert_eq!(task, Some(TaskId { job: "worker".into(), index: 1 }));
         assert_eq!(tf.address_of(&task.unwrap()).unwrap(), "h:2");
     }
@@ -161,7 +163,9 @@ mod tests {
     fn errors_name_the_source_and_the_culprit() {
         let e = ClusterSpec::from_toml_str("[cluster]\nworker = [\"nohost\"]\n", "c.toml").unwrap_err();
         assert_eq!(e.message, "c.toml: task 0 of job 'worker' has address 'nohost', expected host:port");
-        let e = ClusterSpec::from_tf_config(r#"{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 3}}"#).unwrap_err();
+        let e =
+            ClusterSpec::from_tf_config(r#"{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 3}}"#)
+                .unwrap_err();
         assert!(e.message.contains("/job:worker/replica:0/task:3"), "{e}");
         assert!(ClusterSpec::from_tf_config("not json").unwrap_err().message.starts_with("TF_CONFIG"));
         assert!(ClusterSpec::from_file(Path::new("/nope.toml")).unwrap_err().message.contains("/nope.toml"));

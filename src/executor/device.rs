@@ -24,32 +24,18 @@ pub fn new_incarnation() -> u64 {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(std::process::id() as u64);
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     h.finish().max(1)
 }
 
 impl Device {
     pub fn new(name: DeviceName, pool: Arc<ThreadPool>) -> Device {
-        Device {
-            name_str: name.to_string(),
-            name,
-            incarnation: new_incarnation(),
-            pool,
-        }
+        Device { name_str: name.to_string(), name, incarnation: new_incarnation(), pool }
     }
 
     /// `count` CPU devices of one task, each with its own pool.
-    pub fn cpus(
-        job: &str,
-        task: u32,
-        count: usize,
-        pool: &PoolOptions,
-    ) -> Result<Vec<Arc<Device>>> {
+    pub fn cpus(job: &str, task: u32, count: usize, pool: &PoolOptions) -> Result<Vec<Arc<Device>>> {
         (0..count)
             .map(|i| {
                 let name = DeviceName::cpu(job, 0, task, i as u32);
@@ -58,9 +44,8 @@ impl Device {
                     pin_first_cpu: pool.pin_first_cpu.map(|first| first + i * pool.threads),
                     ..pool.clone()
                 };
-                let pool = ThreadPool::new(options).map_err(|e| {
-                    Status::resource_exhausted(format!("cannot start threads for {name}: {e}"))
-                })?;
+                let pool = ThreadPool::new(options)
+                    .map_err(|e| Status::resource_exhausted(format!("cannot start threads for {name}: {e}")))?;
                 Ok(Arc::new(Device::new(name, Arc::new(pool))))
             })
             .collect()

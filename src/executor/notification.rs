@@ -95,21 +95,14 @@ mod tests {
     fn wakes_a_parked_waiter_and_honours_deadlines() {
         let n = Arc::new(Notification::new());
         let n2 = n.clone();
-        let t = std::thread::spawn(move || {
-            n2.wait_until(
-                Some(Instant::now() + Duration::from_secs(10)),
-                Duration::ZERO,
-            )
-        });
+        let t =
+            std::thread::spawn(move || n2.wait_until(Some(Instant::now() + Duration::from_secs(10)), Duration::ZERO));
         std::thread::sleep(Duration::from_millis(20));
         n.notify();
         assert!(t.join().unwrap());
         let never = Notification::new();
         let start = Instant::now();
-        assert!(!never.wait_until(
-            Some(start + Duration::from_millis(20)),
-            Duration::from_micros(10)
-        ));
+        assert!(!never.wait_until(Some(start + Duration::from_millis(20)), Duration::from_micros(10)));
         assert!(start.elapsed() >= Duration::from_millis(20));
     }
 }

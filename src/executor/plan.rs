@@ -15,10 +15,7 @@ use crate::ops::{Builtin, Implementation, KernelInit, OpKernel, ValueType};
 use std::collections::HashMap;
 
 pub(crate) enum NodeKind {
-    Kernel {
-        kernel: Box<dyn OpKernel>,
-        expensive: bool,
-    },
+    Kernel { kernel: Box<dyn OpKernel>, expensive: bool },
     Arg(usize),
     Retval(usize),
     Send(RendezvousKey),
@@ -63,13 +60,9 @@ pub(crate) struct Plan {
 
 fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
     let text = |k: &str| match spec.get_attr(k) {
-        Some(AttrValue::Bytes(b)) => String::from_utf8(b.clone()).map_err(|_| {
-            Status::invalid_argument(format!("node '{}': attr '{k}' is not UTF-8", spec.name))
-        }),
-        _ => Err(Status::invalid_argument(format!(
-            "node '{}' ({}): missing attr '{k}'",
-            spec.name, spec.op
-        ))),
+        Some(AttrValue::Bytes(b)) => String::from_utf8(b.clone())
+            .map_err(|_| Status::invalid_argument(format!("node '{}': attr '{k}' is not UTF-8", spec.name))),
+        _ => Err(Status::invalid_argument(format!("node '{}' ({}): missing attr '{k}'", spec.name, spec.op))),
     };
     let incarnation = spec.attr_int("send_device_incarnation")? as u64;
     RendezvousKey::parse(&rendezvous_key(
@@ -81,12 +74,8 @@ fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
 }
 
 fn index_attr(spec: &NodeSpec) -> Result<usize> {
-    usize::try_from(spec.attr_int("index")?).map_err(|_| {
-        Status::invalid_argument(format!(
-            "node '{}' ({}): negative index",
-            spec.name, spec.op
-        ))
-    })
+    usize::try_from(spec.attr_int("index")?)
+        .map_err(|_| Status::invalid_argument(format!("node '{}' ({}): negative index", spec.name, spec.op)))
 }
 
 impl Plan {
@@ -110,11 +99,8 @@ impl Plan {
             let r = &resolved[&id];
             let kind = match r.def.implementation {
                 Implementation::Kernel(build) => {
-                    let kernel = build(&KernelInit {
-                        node: spec,
-                        signature: &r.signature,
-                    })
-                    .map_err(|e| e.context(format_args!("node '{}' ({})", spec.name, spec.op)))?;
+                    let kernel = build(&KernelInit { node: spec, signature: &r.signature })
+                        .map_err(|e| e.context(format_args!("node '{}' ({})", spec.name, spec.op)))?;
                     let expensive = kernel.is_expensive();
                     NodeKind::Kernel { kernel, expensive }
                 }
@@ -127,10 +113,7 @@ impl Plan {
             for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
                 let produced = resolved[&producer].signature.outputs[port as usize];
                 let wanted = r.signature.inputs[slot];
-                slot_deref.push(matches!(
-                    (produced, wanted),
-                    (ValueType::Ref(_), ValueType::Tensor(_))
-                ));
+                slot_deref.push(matches!((produced, wanted), (ValueType::Ref(_), ValueType::Tensor(_))));
             }
             nodes.push(PlanNode {
                 name: spec.name.clone(),
@@ -149,11 +132,7 @@ impl Plan {
             let dst = position[id];
             for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
                 let base = nodes[dst as usize].input_base;
-                nodes[position[producer] as usize].out_edges.push(OutEdge {
-                    port,
-                    dst,
-                    slot: base + slot as u32,
-                });
+                nodes[position[producer] as usize].out_edges.push(OutEdge { port, dst, slot: base + slot as u32 });
             }
             for &c in &gnode.control_inputs {
                 nodes[position[c] as usize].control_out.push(dst);
@@ -162,16 +141,9 @@ impl Plan {
         for node in &mut nodes {
             node.out_edges.sort_by_key(|e| e.port);
         }
-        let roots = (0..nodes.len() as u32)
-            .filter(|&i| nodes[i as usize].initial_pending == 0)
-            .collect();
+        let roots = (0..nodes.len() as u32).filter(|&i| nodes[i as usize].initial_pending == 0).collect();
         let initial_pending = nodes.iter().map(|n| n.initial_pending).collect();
-        Ok(Plan {
-            nodes,
-            roots,
-            slot_deref,
-            initial_pending,
-        })
+        Ok(Plan { nodes, roots, slot_deref, initial_pending })
     }
 
     pub fn num_slots(&self) -> usize {

@@ -94,21 +94,15 @@ impl ThreadPool {
         for (index, local) in workers.into_iter().enumerate() {
             let shared = shared.clone();
             let pin = options.pin_first_cpu.map(|first| (first + index) % ncpus);
-            let handle = std::thread::Builder::new()
-                .name(format!("{}-{index}", options.name))
-                .spawn(move || {
-                    if let Some(cpu) = pin {
-                        pin_to_cpu(cpu);
-                    }
-                    worker_main(&shared, index, local)
-                })?;
+            let handle = std::thread::Builder::new().name(format!("{}-{index}", options.name)).spawn(move || {
+                if let Some(cpu) = pin {
+                    pin_to_cpu(cpu);
+                }
+                worker_main(&shared, index, local)
+            })?;
             handles.push(handle);
         }
-        Ok(ThreadPool {
-            shared,
-            threads: Mutex::new(handles),
-            size: threads,
-        })
+        Ok(ThreadPool { shared, threads: Mutex::new(handles), size: threads })
     }
 
     pub fn size(&self) -> usize {
@@ -304,9 +298,7 @@ mod tests {
                 tx.send(1).unwrap();
             });
         }
-        let total: usize = (0..1500)
-            .map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap())
-            .sum();
+        let total: usize = (0..1500).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).sum();
         assert_eq!(total, 1500);
     }
 
@@ -324,8 +316,7 @@ mod tests {
             });
         }
         for _ in 0..2 {
-            rx.recv_timeout(Duration::from_secs(10))
-                .expect("both jobs ran at the same time");
+            rx.recv_timeout(Duration::from_secs(10)).expect("both jobs ran at the same time");
         }
     }
 
@@ -336,8 +327,7 @@ mod tests {
         for _ in 0..200 {
             let (tx, rx) = mpsc::channel();
             p.spawn(move || tx.send(()).unwrap());
-            rx.recv_timeout(Duration::from_millis(50))
-                .expect("a parked thread was woken (not the 100 ms safety net)");
+            rx.recv_timeout(Duration::from_millis(50)).expect("a parked thread was woken (not the 100 ms safety net)");
         }
     }
 

@@ -52,10 +52,7 @@ impl RendezvousKey {
 
     /// A key used only inside one process (partial-run feeds), not parsed.
     pub fn raw(text: &str) -> RendezvousKey {
-        RendezvousKey {
-            text: Arc::from(text),
-            hash: hash_str(text),
-        }
+        RendezvousKey { text: Arc::from(text), hash: hash_str(text) }
     }
 
     pub fn as_str(&self) -> &str {
@@ -65,14 +62,9 @@ impl RendezvousKey {
     pub fn parts(&self) -> Result<ParsedKey<'_>> {
         let bad = || Status::invalid_argument(format!("malformed rendezvous key '{}'", self.text));
         let mut it = self.text.split(';');
-        let (Some(src), Some(inc), Some(dst), Some(name), Some(fi), None) = (
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-            it.next(),
-        ) else {
+        let (Some(src), Some(inc), Some(dst), Some(name), Some(fi), None) =
+            (it.next(), it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
             return Err(bad());
         };
         if src.is_empty() || dst.is_empty() || name.is_empty() {
@@ -180,9 +172,7 @@ impl Rendezvous for LocalRendezvous {
                 Some(Item::Waiting(done)) => done,
                 Some(Item::Value(old)) => {
                     table.items.insert(key.clone(), Item::Value(old));
-                    return Err(Status::aborted(format!(
-                        "duplicate send of rendezvous key '{key:?}'"
-                    )));
+                    return Err(Status::aborted(format!("duplicate send of rendezvous key '{key:?}'")));
                 }
                 None => {
                     table.items.insert(key.clone(), Item::Value(value));
@@ -204,9 +194,7 @@ impl Rendezvous for LocalRendezvous {
                     Some(Item::Value(v)) => Ok(v),
                     Some(Item::Waiting(other)) => {
                         table.items.insert(key.clone(), Item::Waiting(other));
-                        Err(Status::aborted(format!(
-                            "two receivers for rendezvous key '{key:?}'"
-                        )))
+                        Err(Status::aborted(format!("two receivers for rendezvous key '{key:?}'")))
                     }
                     None => {
                         table.items.insert(key.clone(), Item::Waiting(done));
@@ -247,7 +235,10 @@ mod tests {
     use std::sync::mpsc;
 
     fn key(name: &str) -> RendezvousKey {
-        RendezvousKey::parse(&format!("/job:a/replica:0/task:0/device:CPU:0;00000000000000ff;/job:a/replica:0/task:0/device:CPU:1;{name};0:0")).unwrap()
+        RendezvousKey::parse(&format!(
+            "/job:a/replica:0/task:0/device:CPU:0;00000000000000ff;/job:a/replica:0/task:0/device:CPU:1;{name};0:0"
+        ))
+        .unwrap()
     }
 
     #[test]
@@ -264,38 +255,18 @@ mod tests {
     #[test]
     fn either_side_may_come_first() {
         let r = LocalRendezvous::new();
-        r.send(&key("a"), Value::Tensor(Tensor::scalar(1.0f32)))
-            .unwrap();
+        r.send(&key("a"), Value::Tensor(Tensor::scalar(1.0f32))).unwrap();
         let (tx, rx) = mpsc::channel();
         let tx2 = tx.clone();
         r.recv_async(
             &key("a"),
-            Box::new(move |v| {
-                tx2.send(
-                    v.unwrap()
-                        .into_tensor()
-                        .unwrap()
-                        .scalar_value::<f32>()
-                        .unwrap(),
-                )
-                .unwrap()
-            }),
+            Box::new(move |v| tx2.send(v.unwrap().into_tensor().unwrap().scalar_value::<f32>().unwrap()).unwrap()),
         );
         r.recv_async(
             &key("b"),
-            Box::new(move |v| {
-                tx.send(
-                    v.unwrap()
-                        .into_tensor()
-                        .unwrap()
-                        .scalar_value::<f32>()
-                        .unwrap(),
-                )
-                .unwrap()
-            }),
+            Box::new(move |v| tx.send(v.unwrap().into_tensor().unwrap().scalar_value::<f32>().unwrap()).unwrap()),
         );
-        r.send(&key("b"), Value::Tensor(Tensor::scalar(2.0f32)))
-            .unwrap();
+        r.send(&key("b"), Value::Tensor(Tensor::scalar(2.0f32))).unwrap();
         assert_eq!(rx.recv().unwrap(), 1.0);
         assert_eq!(rx.recv().unwrap(), 2.0);
     }
@@ -305,31 +276,19 @@ mod tests {
         let r = LocalRendezvous::new();
         let (tx, rx) = mpsc::channel();
         let tx2 = tx.clone();
-        r.recv_async(
-            &key("a"),
-            Box::new(move |v| tx2.send(v.err().unwrap()).unwrap()),
-        );
+        r.recv_async(&key("a"), Box::new(move |v| tx2.send(v.err().unwrap()).unwrap()));
         r.abort(Status::internal("partition 2 failed"));
         assert_eq!(rx.recv().unwrap().message, "partition 2 failed");
-        r.recv_async(
-            &key("b"),
-            Box::new(move |v| tx.send(v.err().unwrap()).unwrap()),
-        );
+        r.recv_async(&key("b"), Box::new(move |v| tx.send(v.err().unwrap()).unwrap()));
         assert_eq!(rx.recv().unwrap().message, "partition 2 failed");
-        assert!(
-            r.send(&key("c"), Value::Tensor(Tensor::scalar(1i32)))
-                .is_err()
-        );
+        assert!(r.send(&key("c"), Value::Tensor(Tensor::scalar(1i32))).is_err());
     }
 
     #[test]
     fn duplicate_send_is_an_error() {
         let r = LocalRendezvous::new();
-        r.send(&key("a"), Value::Tensor(Tensor::scalar(1i32)))
-            .unwrap();
-        let err = r
-            .send(&key("a"), Value::Tensor(Tensor::scalar(1i32)))
-            .unwrap_err();
+        r.send(&key("a"), Value::Tensor(Tensor::scalar(1i32))).unwrap();
+        let err = r.send(&key("a"), Value::Tensor(Tensor::scalar(1i32))).unwrap_err();
         assert!(err.message.contains("duplicate send"));
     }
 }

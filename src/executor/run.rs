@@ -51,14 +51,8 @@ struct Frame {
 impl Frame {
     fn new(plan: &Plan) -> Frame {
         Frame {
-            pending: plan
-                .initial_pending
-                .iter()
-                .map(|&p| AtomicU32::new(p))
-                .collect(),
-            slots: (0..plan.num_slots())
-                .map(|_| Slot(UnsafeCell::new(None)))
-                .collect(),
+            pending: plan.initial_pending.iter().map(|&p| AtomicU32::new(p)).collect(),
+            slots: (0..plan.num_slots()).map(|_| Slot(UnsafeCell::new(None))).collect(),
         }
     }
 
@@ -85,18 +79,9 @@ pub struct Executor {
 
 impl Executor {
     /// Builds the plan and the kernels of `graph` for `device`.
-    pub fn new(
-        graph: &GraphSpec,
-        device: Arc<Device>,
-        resources: Arc<ResourceMgr>,
-    ) -> Result<Arc<Executor>> {
+    pub fn new(graph: &GraphSpec, device: Arc<Device>, resources: Arc<ResourceMgr>) -> Result<Arc<Executor>> {
         let plan = Plan::build(graph)?;
-        Ok(Arc::new(Executor {
-            plan,
-            device,
-            resources,
-            frames: Mutex::new(Vec::new()),
-        }))
+        Ok(Arc::new(Executor { plan, device, resources, frames: Mutex::new(Vec::new()) }))
     }
 
     pub fn device(&self) -> &Arc<Device> {
@@ -110,11 +95,7 @@ impl Executor {
     /// Starts a step on the calling thread; `done` runs once, when the
     /// partition has finished (possibly before this returns).
     pub fn run_async(self: &Arc<Self>, step: Arc<StepContext>, done: StepDone) {
-        let mut frame = self
-            .frames
-            .lock()
-            .pop()
-            .unwrap_or_else(|| Box::new(Frame::new(&self.plan)));
+        let mut frame = self.frames.lock().pop().unwrap_or_else(|| Box::new(Frame::new(&self.plan)));
         frame.reset(&self.plan);
         if self.plan.nodes.is_empty() {
             done(Ok(()));
@@ -200,12 +181,7 @@ impl Execution {
 
     /// Accounts `ready` newly runnable nodes and hands them out: expensive
     /// ones to the device pool, cheap ones to `stack` (run by this thread).
-    fn schedule(
-        self: &Arc<Self>,
-        ready: &[u32],
-        stack: &mut SmallVec<[u32; 16]>,
-        count_added: bool,
-    ) {
+    fn schedule(self: &Arc<Self>, ready: &[u32], stack: &mut SmallVec<[u32; 16]>, count_added: bool) {
         if ready.is_empty() {
             return;
         }
@@ -218,9 +194,7 @@ impl Execution {
         for (i, &id) in ready.iter().enumerate() {
             let node = &self.plan().nodes[id as usize];
             let expensive = match node.kind {
-                NodeKind::Kernel { expensive, .. } => {
-                    expensive || self.input_bytes(node) > EXPENSIVE_INPUT_BYTES
-                }
+                NodeKind::Kernel { expensive, .. } => expensive || self.input_bytes(node) > EXPENSIVE_INPUT_BYTES,
                 _ => false,
             };
             let last = i + 1 == ready.len();
@@ -272,19 +246,13 @@ impl Execution {
             self.node_done();
             return;
         }
-        let start_us = self
-            .step
-            .collects_stats()
-            .then(|| self.step.started.elapsed().as_micros() as u64);
+        let start_us = self.step.collects_stats().then(|| self.step.started.elapsed().as_micros() as u64);
         let outputs: Result<SmallVec<[Option<Value>; 2]>> = match &node.kind {
             NodeKind::Kernel { kernel, .. } => self.compute(node, kernel.as_ref()),
             NodeKind::Arg(index) => match &self.step.frame.args {
                 Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
                     Some(v) => Ok(smallvec::smallvec![Some(v.clone())]),
-                    None => Err(Status::internal(format!(
-                        "{}: no feed #{index}",
-                        node.describe()
-                    ))),
+                    None => Err(Status::internal(format!("{}: no feed #{index}", node.describe()))),
                 },
                 Args::Partial => {
                     self.wait_for(id, &arg_key(*index));
@@ -330,33 +298,24 @@ impl Execution {
         let slot = node.input_base + i;
         match self.take_slot(slot) {
             Some(v) => v.into_tensor().map_err(|e| e.context(node.describe())),
-            None => Err(Status::internal(format!(
-                "{}: input {i} missing",
-                node.describe()
-            ))),
+            None => Err(Status::internal(format!("{}: input {i} missing", node.describe()))),
         }
     }
 
-    fn compute(
-        &self,
-        node: &PlanNode,
-        kernel: &dyn crate::ops::OpKernel,
-    ) -> Result<SmallVec<[Option<Value>; 2]>> {
-        let mut inputs: SmallVec<[Option<Value>; 4]> =
-            SmallVec::with_capacity(node.num_inputs as usize);
+    fn compute(&self, node: &PlanNode, kernel: &dyn crate::ops::OpKernel) -> Result<SmallVec<[Option<Value>; 2]>> {
+        let mut inputs: SmallVec<[Option<Value>; 4]> = SmallVec::with_capacity(node.num_inputs as usize);
         for i in 0..node.num_inputs {
             let slot = node.input_base + i;
             let value = self.take_slot(slot);
             let value = match value {
-                Some(Value::Ref(var)) if self.plan().slot_deref[slot as usize] => Some(
-                    Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?),
-                ),
+                Some(Value::Ref(var)) if self.plan().slot_deref[slot as usize] => {
+                    Some(Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?))
+                }
                 other => other,
             };
             inputs.push(value);
         }
-        let mut outputs: SmallVec<[Option<Value>; 2]> =
-            smallvec::smallvec![None; node.num_outputs as usize];
+        let mut outputs: SmallVec<[Option<Value>; 2]> = smallvec::smallvec![None; node.num_outputs as usize];
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
             kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, resources))
@@ -370,10 +329,7 @@ impl Execution {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
-                Err(Status::internal(format!(
-                    "{}: kernel panicked: {what}",
-                    node.describe()
-                )))
+                Err(Status::internal(format!("{}: kernel panicked: {what}", node.describe())))
             }
         }
     }
@@ -420,10 +376,7 @@ impl Execution {
     ) {
         let node = &self.plan().nodes[id as usize];
         if let Some(missing) = outputs.iter().position(Option::is_none) {
-            self.fail(Status::internal(format!(
-                "{}: output {missing} was not set",
-                node.describe()
-            )));
+            self.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
             return;
         }
         let frame = self.frame();
@@ -431,11 +384,8 @@ impl Execution {
         let edges = &node.out_edges;
         for (i, edge) in edges.iter().enumerate() {
             let last_of_port = edges.get(i + 1).is_none_or(|next| next.port != edge.port);
-            let value = if last_of_port {
-                outputs[edge.port as usize].take()
-            } else {
-                outputs[edge.port as usize].clone()
-            };
+            let value =
+                if last_of_port { outputs[edge.port as usize].take() } else { outputs[edge.port as usize].clone() };
             // SAFETY: this node is the only producer of `edge.slot`, and the
             // consumer cannot run before the decrement below.
             unsafe { *frame.slots[edge.slot as usize].0.get() = value };

@@ -42,13 +42,7 @@ struct RetvalState {
 
 impl Retvals {
     pub fn new(count: usize) -> Retvals {
-        Retvals {
-            state: Mutex::new(RetvalState {
-                values: vec![None; count],
-                failed: None,
-            }),
-            cond: Condvar::new(),
-        }
+        Retvals { state: Mutex::new(RetvalState { values: vec![None; count], failed: None }), cond: Condvar::new() }
     }
 
     pub fn len(&self) -> usize {
@@ -102,14 +96,11 @@ impl Retvals {
             match deadline {
                 Some(d) => {
                     if self.cond.wait_until(&mut state, d).timed_out() {
-                        return Err(Status::deadline_exceeded(
-                            "timed out waiting for a partial-run fetch",
-                        ));
+                        return Err(Status::deadline_exceeded("timed out waiting for a partial-run fetch"));
                     }
                 }
                 None => {
-                    self.cond
-                        .wait_for(&mut state, std::time::Duration::from_secs(1));
+                    self.cond.wait_for(&mut state, std::time::Duration::from_secs(1));
                 }
             }
         }
@@ -156,10 +147,7 @@ impl StepContext {
         StepContext {
             step_id,
             rendezvous,
-            frame: CallFrame {
-                args,
-                retvals: Retvals::new(num_retvals),
-            },
+            frame: CallFrame { args, retvals: Retvals::new(num_retvals) },
             cancelled: AtomicBool::new(false),
             cancel_status: OnceLock::new(),
             stats: collect_stats.then(|| Mutex::new(Vec::new())),
@@ -169,13 +157,7 @@ impl StepContext {
 
     /// A step with a fresh local rendezvous.
     pub fn local(step_id: u64, args: Args, num_retvals: usize, collect_stats: bool) -> StepContext {
-        StepContext::new(
-            step_id,
-            Arc::new(LocalRendezvous::new()),
-            args,
-            num_retvals,
-            collect_stats,
-        )
+        StepContext::new(step_id, Arc::new(LocalRendezvous::new()), args, num_retvals, collect_stats)
     }
 
     /// Stops the step: no further node starts, every Recv wakes with
@@ -208,9 +190,6 @@ impl StepContext {
     }
 
     pub fn take_stats(&self) -> Vec<NodeStats> {
-        self.stats
-            .as_ref()
-            .map(|s| std::mem::take(&mut *s.lock()))
-            .unwrap_or_default()
+        self.stats.as_ref().map(|s| std::mem::take(&mut *s.lock())).unwrap_or_default()
     }
 }

@@ -29,13 +29,7 @@ impl GraphBuilder {
     }
 
     /// Adds a node; `inputs` are tensor names (`node` or `node:port`).
-    pub fn add(
-        &mut self,
-        name: &str,
-        op: &str,
-        inputs: &[&str],
-        attrs: Vec<(&str, AttrValue)>,
-    ) -> String {
+    pub fn add(&mut self, name: &str, op: &str, inputs: &[&str], attrs: Vec<(&str, AttrValue)>) -> String {
         let mut node = NodeSpec::new(name, op).on(self.device.clone());
         for input in inputs {
             let e = Endpoint::parse(input).unwrap_or_else(|_| Endpoint::new(*input, 0));
@@ -57,10 +51,7 @@ impl GraphBuilder {
             name,
             "Const",
             &[],
-            vec![
-                ("value", AttrValue::Tensor(TensorValue::from_tensor(value))),
-                ("dtype", ty(value.dtype())),
-            ],
+            vec![("value", AttrValue::Tensor(TensorValue::from_tensor(value))), ("dtype", ty(value.dtype()))],
         )
     }
 
@@ -78,21 +69,12 @@ impl GraphBuilder {
             name,
             "MatMul",
             &[a, b],
-            vec![
-                ("T", ty(dtype)),
-                ("transpose_a", AttrValue::Bool(false)),
-                ("transpose_b", AttrValue::Bool(false)),
-            ],
+            vec![("T", ty(dtype)), ("transpose_a", AttrValue::Bool(false)), ("transpose_b", AttrValue::Bool(false))],
         )
     }
 
     pub fn add_n(&mut self, name: &str, inputs: &[&str], dtype: DType) -> String {
-        self.add(
-            name,
-            "AddN",
-            inputs,
-            vec![("T", ty(dtype)), ("N", AttrValue::Int(inputs.len() as i64))],
-        )
+        self.add(name, "AddN", inputs, vec![("T", ty(dtype)), ("N", AttrValue::Int(inputs.len() as i64))])
     }
 
     /// Adds a control dependency of the last-added node named `node` on `on`.
@@ -122,11 +104,7 @@ pub fn chain_graph(length: usize) -> GraphSpec {
     let mut prev = b.placeholder("x", DType::F32);
     let one = b.constant("one", &Tensor::scalar(1.0f32));
     for i in 0..length {
-        let name = if i + 1 == length {
-            "y".to_string()
-        } else {
-            format!("add_{i}")
-        };
+        let name = if i + 1 == length { "y".to_string() } else { format!("add_{i}") };
         prev = b.binary(&name, "AddV2", &prev, &one, DType::F32);
     }
     b.finish()

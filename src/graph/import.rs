@@ -5,9 +5,7 @@
 //! the only place TensorFlow's protobuf names appear. Must not validate op
 //! semantics; that is `graph::validate`'s job once the graph is ours.
 
-use super::spec::{
-    AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue,
-};
+use super::spec::{AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue};
 use crate::error::{Result, Status};
 use crate::tensor::DType;
 use prost::Message;
@@ -185,9 +183,7 @@ fn shape_of(proto: &proto::TensorShapeProto) -> ShapeSpec {
     if proto.unknown_rank {
         ShapeSpec::unknown()
     } else {
-        ShapeSpec {
-            dims: Some(proto.dim.iter().map(|d| d.size).collect()),
-        }
+        ShapeSpec { dims: Some(proto.dim.iter().map(|d| d.size).collect()) }
     }
 }
 
@@ -198,34 +194,24 @@ fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
     let dtype = match data_type_of(proto.dtype) {
         DataType::Tensor(d) => d,
         other => {
-            return Err(Status::unimplemented(format!(
-                "constant tensors of {other} are not supported"
-            )));
+            return Err(Status::unimplemented(format!("constant tensors of {other} are not supported")));
         }
     };
-    let shape = proto
-        .tensor_shape
-        .as_ref()
-        .map(shape_of)
-        .unwrap_or(ShapeSpec { dims: Some(vec![]) });
+    let shape = proto.tensor_shape.as_ref().map(shape_of).unwrap_or(ShapeSpec { dims: Some(vec![]) });
     let dims: Vec<u64> = match &shape.dims {
         Some(d) if d.iter().all(|&x| x >= 0) => d.iter().map(|&x| x as u64).collect(),
         _ => {
-            return Err(Status::invalid_argument(format!(
-                "constant tensor has partial shape {shape}"
-            )));
+            return Err(Status::invalid_argument(format!("constant tensor has partial shape {shape}")));
         }
     };
     let count = dims
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
         .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| {
-            Status::invalid_argument(format!("constant tensor shape {shape} overflows"))
-        })?;
-    let byte_len = count.checked_mul(dtype.size()).ok_or_else(|| {
-        Status::invalid_argument(format!("constant tensor shape {shape} overflows"))
-    })?;
+        .ok_or_else(|| Status::invalid_argument(format!("constant tensor shape {shape} overflows")))?;
+    let byte_len = count
+        .checked_mul(dtype.size())
+        .ok_or_else(|| Status::invalid_argument(format!("constant tensor shape {shape} overflows")))?;
     if !proto.tensor_content.is_empty() {
         if proto.tensor_content.len() != byte_len {
             return Err(Status::invalid_argument(format!(
@@ -234,22 +220,13 @@ fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
             )));
         }
         if dtype == DType::Bool && proto.tensor_content.iter().any(|&b| b > 1) {
-            return Err(Status::invalid_argument(
-                "bool tensor_content holds a byte other than 0 or 1",
-            ));
+            return Err(Status::invalid_argument("bool tensor_content holds a byte other than 0 or 1"));
         }
-        return Ok(TensorValue {
-            dtype,
-            dims,
-            bytes: proto.tensor_content.clone(),
-        });
+        return Ok(TensorValue { dtype, dims, bytes: proto.tensor_content.clone() });
     }
     fn expand<T: Copy + Default>(values: &[T], count: usize, what: &str) -> Result<Vec<T>> {
         if values.len() > count {
-            return Err(Status::invalid_argument(format!(
-                "{what} has {} values for {count} elements",
-                values.len()
-            )));
+            return Err(Status::invalid_argument(format!("{what} has {} values for {count} elements", values.len())));
         }
         let fill = values.last().copied().unwrap_or_default();
         let mut out = Vec::with_capacity(count);
@@ -258,26 +235,11 @@ fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
         Ok(out)
     }
     let bytes: Vec<u8> = match dtype {
-        DType::F32 => expand(&proto.float_val, count, "float_val")?
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::F64 => expand(&proto.double_val, count, "double_val")?
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::I32 => expand(&proto.int_val, count, "int_val")?
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::I64 => expand(&proto.int64_val, count, "int64_val")?
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::Bool => expand(&proto.bool_val, count, "bool_val")?
-            .iter()
-            .map(|&b| b as u8)
-            .collect(),
+        DType::F32 => expand(&proto.float_val, count, "float_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::F64 => expand(&proto.double_val, count, "double_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::I32 => expand(&proto.int_val, count, "int_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::I64 => expand(&proto.int64_val, count, "int64_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::Bool => expand(&proto.bool_val, count, "bool_val")?.iter().map(|&b| b as u8).collect(),
     };
     Ok(TensorValue { dtype, dims, bytes })
 }
@@ -320,10 +282,7 @@ fn attr_of(value: &proto::AttrValue) -> Result<AttrValue> {
 fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
     let here = |e: Status| e.context(format_args!("node '{}' ({})", def.name, def.op));
     if def.name.is_empty() {
-        return Err(Status::invalid_argument(format!(
-            "a node of op '{}' has no name",
-            def.op
-        )));
+        return Err(Status::invalid_argument(format!("a node of op '{}' has no name", def.op)));
     }
     let mut node = NodeSpec::new(def.name.clone(), def.op.clone());
     node.device = def.device.clone();
@@ -335,9 +294,7 @@ fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
             node.control_inputs.push(control.to_string());
         } else {
             if !node.control_inputs.is_empty() {
-                return Err(here(Status::invalid_argument(format!(
-                    "data input '{input}' follows a control input"
-                ))));
+                return Err(here(Status::invalid_argument(format!("data input '{input}' follows a control input"))));
             }
             node.inputs.push(Endpoint::parse(input).map_err(here)?);
         }
@@ -346,8 +303,7 @@ fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
     let mut keys: Vec<&String> = def.attr.keys().collect();
     keys.sort();
     for key in keys {
-        let value =
-            attr_of(&def.attr[key]).map_err(|e| here(e.context(format_args!("attr '{key}'"))))?;
+        let value = attr_of(&def.attr[key]).map_err(|e| here(e.context(format_args!("attr '{key}'"))))?;
         node.attrs.insert(key.clone(), value);
     }
     Ok(node)
@@ -355,8 +311,8 @@ fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
 
 /// Decodes a binary GraphDef.
 pub fn graph_from_pb_bytes(bytes: &[u8]) -> Result<GraphSpec> {
-    let def = proto::GraphDef::decode(bytes)
-        .map_err(|e| Status::invalid_argument(format!("not a binary GraphDef: {e}")))?;
+    let def =
+        proto::GraphDef::decode(bytes).map_err(|e| Status::invalid_argument(format!("not a binary GraphDef: {e}")))?;
     let nodes = def.node.iter().map(node_of).collect::<Result<Vec<_>>>()?;
     Ok(GraphSpec { nodes })
 }
@@ -364,8 +320,8 @@ pub fn graph_from_pb_bytes(bytes: &[u8]) -> Result<GraphSpec> {
 /// Reads a binary GraphDef file; errors name the file.
 pub fn load_graph(path: impl AsRef<Path>) -> Result<GraphSpec> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path)
-        .map_err(|e| Status::not_found(format!("cannot read graph {}: {e}", path.display())))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| Status::not_found(format!("cannot read graph {}: {e}", path.display())))?;
     graph_from_pb_bytes(&bytes).map_err(|e| e.context(path.display()))
 }
 
@@ -376,18 +332,13 @@ fn attr_to_proto(value: &AttrValue) -> proto::AttrValue {
             .dims
             .iter()
             .flatten()
-            .map(|&size| proto::tensor_shape_proto::Dim {
-                size,
-                name: String::new(),
-            })
+            .map(|&size| proto::tensor_shape_proto::Dim { size, name: String::new() })
             .collect(),
         unknown_rank: s.dims.is_none(),
     };
     let tensor = |t: &TensorValue| proto::TensorProto {
         dtype: tf_number_of(t.dtype),
-        tensor_shape: Some(shape(&ShapeSpec {
-            dims: Some(t.dims.iter().map(|&d| d as i64).collect()),
-        })),
+        tensor_shape: Some(shape(&ShapeSpec { dims: Some(t.dims.iter().map(|&d| d as i64).collect()) })),
         tensor_content: t.bytes.clone(),
         ..Default::default()
     };
@@ -406,10 +357,7 @@ fn attr_to_proto(value: &AttrValue) -> proto::AttrValue {
         AttrValue::Type(t) => Value::Type(ty(t)),
         AttrValue::Shape(s) => Value::Shape(shape(s)),
         AttrValue::Tensor(t) => Value::Tensor(tensor(t)),
-        AttrValue::Func(f) => Value::Func(proto::NameAttrList {
-            name: f.clone(),
-            attr: HashMap::new(),
-        }),
+        AttrValue::Func(f) => Value::Func(proto::NameAttrList { name: f.clone(), attr: HashMap::new() }),
         AttrValue::List(l) => {
             let mut list = proto::ListValue::default();
             match l {
@@ -421,13 +369,8 @@ fn attr_to_proto(value: &AttrValue) -> proto::AttrValue {
                 AttrList::Shape(v) => list.shape = v.iter().map(shape).collect(),
                 AttrList::Tensor(v) => list.tensor = v.iter().map(tensor).collect(),
                 AttrList::Func(v) => {
-                    list.func = v
-                        .iter()
-                        .map(|name| proto::NameAttrList {
-                            name: name.clone(),
-                            attr: HashMap::new(),
-                        })
-                        .collect()
+                    list.func =
+                        v.iter().map(|name| proto::NameAttrList { name: name.clone(), attr: HashMap::new() }).collect()
                 }
             }
             Value::List(list)
@@ -449,27 +392,14 @@ pub fn graph_to_pb_bytes(graph: &GraphSpec) -> Vec<u8> {
                 input: n
                     .inputs
                     .iter()
-                    .map(|e| {
-                        if e.port == 0 {
-                            e.node.clone()
-                        } else {
-                            e.to_string()
-                        }
-                    })
+                    .map(|e| if e.port == 0 { e.node.clone() } else { e.to_string() })
                     .chain(n.control_inputs.iter().map(|c| format!("^{c}")))
                     .collect(),
                 device: n.device.clone(),
-                attr: n
-                    .attrs
-                    .iter()
-                    .map(|(k, v)| (k.clone(), attr_to_proto(v)))
-                    .collect(),
+                attr: n.attrs.iter().map(|(k, v)| (k.clone(), attr_to_proto(v))).collect(),
             })
             .collect(),
-        versions: Some(proto::VersionDef {
-            producer: 2474,
-            min_consumer: 0,
-        }),
+        versions: Some(proto::VersionDef { producer: 2474, min_consumer: 0 }),
     };
     def.encode_to_vec()
 }
@@ -488,10 +418,7 @@ mod tests {
                     tensor_shape: Some(proto::TensorShapeProto {
                         dim: dims
                             .into_iter()
-                            .map(|size| proto::tensor_shape_proto::Dim {
-                                size,
-                                name: String::new(),
-                            })
+                            .map(|size| proto::tensor_shape_proto::Dim { size, name: String::new() })
                             .collect(),
                         unknown_rank: false,
                     }),
@@ -500,32 +427,15 @@ mod tests {
                 })),
             },
         );
-        attr.insert(
-            "dtype".to_string(),
-            proto::AttrValue {
-                value: Some(proto::attr_value::Value::Type(1)),
-            },
-        );
-        proto::NodeDef {
-            name: name.to_string(),
-            op: "Const".to_string(),
-            attr,
-            ..Default::default()
-        }
+        attr.insert("dtype".to_string(), proto::AttrValue { value: Some(proto::attr_value::Value::Type(1)) });
+        proto::NodeDef { name: name.to_string(), op: "Const".to_string(), attr, ..Default::default() }
     }
 
     #[test]
     fn compact_float_val_is_expanded() {
-        let def = proto::GraphDef {
-            node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])],
-            versions: None,
-        };
+        let def = proto::GraphDef { node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])], versions: None };
         let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
-        let t = g.nodes[0]
-            .attr_tensor("value")
-            .unwrap()
-            .to_tensor()
-            .unwrap();
+        let t = g.nodes[0].attr_tensor("value").unwrap().to_tensor().unwrap();
         assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 2.0, 2.0]);
     }
 
@@ -537,63 +447,29 @@ mod tests {
             input: vec!["a".into(), "b:1".into(), "^c".into()],
             ..Default::default()
         };
-        let g = graph_from_pb_bytes(
-            &proto::GraphDef {
-                node: vec![n.clone()],
-                versions: None,
-            }
-            .encode_to_vec(),
-        )
-        .unwrap();
-        assert_eq!(
-            g.nodes[0].inputs,
-            vec![Endpoint::new("a", 0), Endpoint::new("b", 1)]
-        );
+        let g =
+            graph_from_pb_bytes(&proto::GraphDef { node: vec![n.clone()], versions: None }.encode_to_vec()).unwrap();
+        assert_eq!(g.nodes[0].inputs, vec![Endpoint::new("a", 0), Endpoint::new("b", 1)]);
         assert_eq!(g.nodes[0].control_inputs, vec!["c".to_string()]);
         n.input = vec!["^c".into(), "a".into()];
-        let err = graph_from_pb_bytes(
-            &proto::GraphDef {
-                node: vec![n],
-                versions: None,
-            }
-            .encode_to_vec(),
-        )
-        .unwrap_err();
-        assert!(
-            err.message.contains("node 'n'") && err.message.contains("follows a control input"),
-            "{err}"
-        );
+        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![n], versions: None }.encode_to_vec()).unwrap_err();
+        assert!(err.message.contains("node 'n'") && err.message.contains("follows a control input"), "{err}");
     }
 
     #[test]
     fn bad_bytes_and_bad_content_are_errors() {
         assert!(graph_from_pb_bytes(b"\xff\xff\xff").is_err());
         let mut c = float_const("c", vec![], vec![2]);
-        if let Some(proto::attr_value::Value::Tensor(t)) =
-            &mut c.attr.get_mut("value").unwrap().value
-        {
+        if let Some(proto::attr_value::Value::Tensor(t)) = &mut c.attr.get_mut("value").unwrap().value {
             t.tensor_content = vec![0; 7];
         }
-        let err = graph_from_pb_bytes(
-            &proto::GraphDef {
-                node: vec![c],
-                versions: None,
-            }
-            .encode_to_vec(),
-        )
-        .unwrap_err();
-        assert!(
-            err.message.contains("node 'c'") && err.message.contains("tensor_content has 7 bytes"),
-            "{err}"
-        );
+        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![c], versions: None }.encode_to_vec()).unwrap_err();
+        assert!(err.message.contains("node 'c'") && err.message.contains("tensor_content has 7 bytes"), "{err}");
     }
 
     #[test]
     fn export_then_import_is_identity() {
-        let def = proto::GraphDef {
-            node: vec![float_const("c", vec![3.0], vec![])],
-            versions: None,
-        };
+        let def = proto::GraphDef { node: vec![float_const("c", vec![3.0], vec![])], versions: None };
         let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
         let again = graph_from_pb_bytes(&graph_to_pb_bytes(&g)).unwrap();
         assert_eq!(g, again);

@@ -18,9 +18,7 @@ pub use import::{graph_from_pb_bytes, graph_to_pb_bytes, load_graph};
 pub use partition::{PartitionOptions, partition, rendezvous_key};
 pub use place::place;
 pub use prune::{ClientGraph, prune};
-pub use spec::{
-    AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue,
-};
+pub use spec::{AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue};
 pub use validate::{Graph, NodeId, resolve_node};
 
 #[cfg(test)]

@@ -16,12 +16,7 @@ use crate::tensor::{DType, Tensor};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The rendezvous key of a Send/Recv pair.
-pub fn rendezvous_key(
-    send_device: &str,
-    send_incarnation: u64,
-    recv_device: &str,
-    tensor_name: &str,
-) -> String {
+pub fn rendezvous_key(send_device: &str, send_incarnation: u64, recv_device: &str, tensor_name: &str) -> String {
     format!("{send_device};{send_incarnation:016x};{recv_device};{tensor_name};0:0")
 }
 
@@ -32,36 +27,15 @@ pub struct PartitionOptions<'a> {
     pub incarnation_of: &'a dyn Fn(&str) -> u64,
 }
 
-fn key_attrs(
-    node: NodeSpec,
-    send_device: &str,
-    incarnation: u64,
-    recv_device: &str,
-    tensor_name: &str,
-) -> NodeSpec {
-    node.attr(
-        "tensor_name",
-        AttrValue::Bytes(tensor_name.as_bytes().to_vec()),
-    )
-    .attr(
-        "send_device",
-        AttrValue::Bytes(send_device.as_bytes().to_vec()),
-    )
-    .attr(
-        "send_device_incarnation",
-        AttrValue::Int(incarnation as i64),
-    )
-    .attr(
-        "recv_device",
-        AttrValue::Bytes(recv_device.as_bytes().to_vec()),
-    )
+fn key_attrs(node: NodeSpec, send_device: &str, incarnation: u64, recv_device: &str, tensor_name: &str) -> NodeSpec {
+    node.attr("tensor_name", AttrValue::Bytes(tensor_name.as_bytes().to_vec()))
+        .attr("send_device", AttrValue::Bytes(send_device.as_bytes().to_vec()))
+        .attr("send_device_incarnation", AttrValue::Int(incarnation as i64))
+        .attr("recv_device", AttrValue::Bytes(recv_device.as_bytes().to_vec()))
 }
 
 /// Splits `placed` (every node's `device` a full name) by location.
-pub fn partition(
-    placed: &GraphSpec,
-    opts: &PartitionOptions<'_>,
-) -> Result<BTreeMap<String, GraphSpec>> {
+pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTreeMap<String, GraphSpec>> {
     let graph = Graph::build(placed.clone())?;
     let ids: Vec<NodeId> = (0..graph.len()).collect();
     let mut resolved: HashMap<NodeId, Resolved> = resolve_nodes(&graph, &ids)?;
@@ -128,13 +102,10 @@ pub fn partition(
                     edge_counter += 1;
                     let incarnation = (opts.incarnation_of)(&device_names[p]);
                     let send = key_attrs(
-                        NodeSpec::new(
-                            unique(format!("_send/{src}_{port}/{edge_counter}")),
-                            "_Send",
-                        )
-                        .input(src.clone(), port)
-                        .attr("T", AttrValue::Type(DataType::Tensor(dtype)))
-                        .on(device_names[p].clone()),
+                        NodeSpec::new(unique(format!("_send/{src}_{port}/{edge_counter}")), "_Send")
+                            .input(src.clone(), port)
+                            .attr("T", AttrValue::Type(DataType::Tensor(dtype)))
+                            .on(device_names[p].clone()),
                         &device_names[p],
                         incarnation,
                         &device_names[id],
@@ -172,20 +143,14 @@ pub fn partition(
                     let dummy_name = unique(format!("_control/{src}/{edge_counter}"));
                     let dummy = NodeSpec::new(dummy_name.clone(), "Const")
                         .control(src.clone())
-                        .attr(
-                            "value",
-                            AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(true))),
-                        )
+                        .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(true))))
                         .attr("dtype", AttrValue::Type(DataType::Tensor(DType::Bool)))
                         .on(device_names[c].clone());
                     let send = key_attrs(
-                        NodeSpec::new(
-                            unique(format!("_send/{src}_control/{edge_counter}")),
-                            "_Send",
-                        )
-                        .input(dummy_name, 0)
-                        .attr("T", AttrValue::Type(DataType::Tensor(DType::Bool)))
-                        .on(device_names[c].clone()),
+                        NodeSpec::new(unique(format!("_send/{src}_control/{edge_counter}")), "_Send")
+                            .input(dummy_name, 0)
+                            .attr("T", AttrValue::Type(DataType::Tensor(DType::Bool)))
+                            .on(device_names[c].clone()),
                         &device_names[c],
                         incarnation,
                         &device_names[id],
@@ -194,10 +159,7 @@ pub fn partition(
                     let recv_name = unique(format!("_recv/{src}_control/{edge_counter}"));
                     let recv = key_attrs(
                         NodeSpec::new(recv_name.clone(), "_Recv")
-                            .attr(
-                                "tensor_type",
-                                AttrValue::Type(DataType::Tensor(DType::Bool)),
-                            )
+                            .attr("tensor_type", AttrValue::Type(DataType::Tensor(DType::Bool)))
                             .on(device_names[id].clone()),
                         &device_names[c],
                         incarnation,

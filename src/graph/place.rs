@@ -46,24 +46,14 @@ impl UnionFind {
 }
 
 fn list_devices(devices: &[DeviceName]) -> String {
-    devices
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Assigns devices to every node of `graph` (already pruned), returning the
 /// graph with each node's `device` set to a full device name.
-pub fn place(
-    graph: &Graph,
-    devices: &[DeviceName],
-    default_device: &DeviceName,
-) -> Result<GraphSpec> {
+pub fn place(graph: &Graph, devices: &[DeviceName], default_device: &DeviceName) -> Result<GraphSpec> {
     if devices.is_empty() {
-        return Err(Status::failed_precondition(
-            "no devices to place the graph on",
-        ));
+        return Err(Status::failed_precondition("no devices to place the graph on"));
     }
     let ids: Vec<NodeId> = (0..graph.len()).collect();
     let mut resolved = resolve_nodes(graph, &ids)?;
@@ -72,10 +62,7 @@ pub fn place(
     for id in 0..graph.len() {
         let node = graph.node(id);
         for constraint in node.spec.attr_str_list("_class") {
-            if let Some(other) = constraint
-                .strip_prefix("loc:@")
-                .and_then(|n| graph.id_of(n))
-            {
+            if let Some(other) = constraint.strip_prefix("loc:@").and_then(|n| graph.id_of(n)) {
                 groups.union(id, other);
             }
         }
@@ -91,8 +78,7 @@ pub fn place(
     let mut requests: HashMap<usize, (DeviceName, String)> = HashMap::new();
     for id in 0..graph.len() {
         let spec = &graph.node(id).spec;
-        let asked = DeviceName::parse(&spec.device)
-            .map_err(|e| e.context(format_args!("node '{}'", spec.name)))?;
+        let asked = DeviceName::parse(&spec.device).map_err(|e| e.context(format_args!("node '{}'", spec.name)))?;
         if asked.is_empty() {
             continue;
         }
@@ -118,9 +104,7 @@ pub fn place(
     let mut assigned: Vec<Option<usize>> = vec![None; graph.len()];
     let mut group_device: HashMap<usize, usize> = HashMap::new();
     for (&root, (request, who)) in &requests {
-        let candidates: Vec<usize> = (0..devices.len())
-            .filter(|&d| request.matches(&devices[d]))
-            .collect();
+        let candidates: Vec<usize> = (0..devices.len()).filter(|&d| request.matches(&devices[d])).collect();
         let Some(&first) = candidates.first() else {
             return Err(Status::invalid_argument(format!(
                 "Could not satisfy explicit device specification '{request}' for node '{who}': no such device. \
@@ -128,18 +112,11 @@ pub fn place(
                 list_devices(devices)
             )));
         };
-        let chosen = candidates
-            .iter()
-            .copied()
-            .find(|&d| devices[d].same_task(default_device))
-            .unwrap_or(first);
+        let chosen = candidates.iter().copied().find(|&d| devices[d].same_task(default_device)).unwrap_or(first);
         group_device.insert(root, chosen);
     }
 
-    let default_index = devices
-        .iter()
-        .position(|d| default_device.matches(d))
-        .unwrap_or(0);
+    let default_index = devices.iter().position(|d| default_device.matches(d)).unwrap_or(0);
     let mut consumers: Vec<Vec<NodeId>> = vec![Vec::new(); graph.len()];
     for id in 0..graph.len() {
         for &(p, _) in &graph.node(id).inputs {

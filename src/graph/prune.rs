@@ -45,16 +45,9 @@ fn unique_name(base: String, taken: &mut HashSet<String>) -> String {
 }
 
 /// Prunes `graph` to what `fetches` and `targets` need, given `feeds`.
-pub fn prune(
-    graph: &Graph,
-    feeds: &[Endpoint],
-    fetches: &[Endpoint],
-    targets: &[String],
-) -> Result<ClientGraph> {
+pub fn prune(graph: &Graph, feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]) -> Result<ClientGraph> {
     if fetches.is_empty() && targets.is_empty() {
-        return Err(Status::invalid_argument(
-            "a step must name at least one fetch or target",
-        ));
+        return Err(Status::invalid_argument("a step must name at least one fetch or target"));
     }
     let mut resolved: HashMap<NodeId, Resolved> = HashMap::new();
 
@@ -62,17 +55,13 @@ pub fn prune(
     let mut feed_types = Vec::with_capacity(feeds.len());
     for (i, feed) in feeds.iter().enumerate() {
         let id = graph.require(&feed.node, "feed")?;
-        let ty = output_type(graph, &mut resolved, id, feed.port)
-            .map_err(|e| e.context(format_args!("feed '{feed}'")))?;
+        let ty =
+            output_type(graph, &mut resolved, id, feed.port).map_err(|e| e.context(format_args!("feed '{feed}'")))?;
         let ValueType::Tensor(dtype) = ty else {
-            return Err(Status::invalid_argument(format!(
-                "feed '{feed}' is of type {ty}; only tensors can be fed"
-            )));
+            return Err(Status::invalid_argument(format!("feed '{feed}' is of type {ty}; only tensors can be fed")));
         };
         if fed.insert((id, feed.port), i).is_some() {
-            return Err(Status::invalid_argument(format!(
-                "'{feed}' is fed more than once"
-            )));
+            return Err(Status::invalid_argument(format!("'{feed}' is fed more than once")));
         }
         feed_types.push(dtype);
     }
@@ -125,10 +114,8 @@ pub fn prune(
     }
 
     let mut taken: HashSet<String> = graph.nodes().iter().map(|n| n.spec.name.clone()).collect();
-    let arg_names: Vec<String> = feeds
-        .iter()
-        .map(|f| unique_name(format!("_arg/{}_{}", f.node, f.port), &mut taken))
-        .collect();
+    let arg_names: Vec<String> =
+        feeds.iter().map(|f| unique_name(format!("_arg/{}_{}", f.node, f.port), &mut taken)).collect();
 
     let mut nodes = Vec::with_capacity(kept.len() + feeds.len() + fetches.len());
     for (i, feed) in feeds.iter().enumerate() {
@@ -152,10 +139,7 @@ pub fn prune(
     }
     for (i, (fetch, &id)) in fetches.iter().zip(&fetch_ids).enumerate() {
         let (source, producer) = match fed.get(&(id, fetch.port)) {
-            Some(&feed) => (
-                Endpoint::new(arg_names[feed].clone(), 0),
-                arg_names[feed].clone(),
-            ),
+            Some(&feed) => (Endpoint::new(arg_names[feed].clone(), 0), arg_names[feed].clone()),
             None => (fetch.clone(), fetch.node.clone()),
         };
         let name = unique_name(format!("_retval/{}_{}", fetch.node, fetch.port), &mut taken);
@@ -164,12 +148,7 @@ pub fn prune(
                 .input(source.node, source.port)
                 .attr("T", dtype_attr(fetch_types[i]))
                 .attr("index", AttrValue::Int(i as i64))
-                .attr(
-                    "_class",
-                    AttrValue::List(AttrList::Bytes(vec![
-                        format!("loc:@{producer}").into_bytes(),
-                    ])),
-                ),
+                .attr("_class", AttrValue::List(AttrList::Bytes(vec![format!("loc:@{producer}").into_bytes()]))),
         );
     }
 
@@ -199,15 +178,8 @@ pub fn prune(
         }
         deps.into_iter().collect()
     };
-    let fetch_feed_deps = fetches
-        .iter()
-        .zip(&fetch_ids)
-        .map(|(f, &id)| feed_deps_of(id, Some(f.port)))
-        .collect();
-    let target_feed_deps = target_ids
-        .iter()
-        .map(|&id| feed_deps_of(id, None))
-        .collect();
+    let fetch_feed_deps = fetches.iter().zip(&fetch_ids).map(|(f, &id)| feed_deps_of(id, Some(f.port))).collect();
+    let target_feed_deps = target_ids.iter().map(|&id| feed_deps_of(id, None)).collect();
 
     Ok(ClientGraph {
         graph: GraphSpec { nodes },

@@ -33,18 +33,7 @@ pub struct NodeSpec {
 }
 
 /// Output `port` of node `node`.
-#[derive(
-    Debug,
-    Clone,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    rkyv::Archive,
-    rkyv::Serialize,
-    rkyv::Deserialize,
-)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct Endpoint {
     pub node: String,
     pub port: u32,
@@ -52,18 +41,13 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn new(node: impl Into<String>, port: u32) -> Endpoint {
-        Endpoint {
-            node: node.into(),
-            port,
-        }
+        Endpoint { node: node.into(), port }
     }
 
     /// Parses `name`, `name:port`; a tensor name as users write it.
     pub fn parse(tensor_name: &str) -> Result<Endpoint> {
         if tensor_name.is_empty() || tensor_name.starts_with('^') {
-            return Err(Status::invalid_argument(format!(
-                "'{tensor_name}' is not a tensor name"
-            )));
+            return Err(Status::invalid_argument(format!("'{tensor_name}' is not a tensor name")));
         }
         match tensor_name.rsplit_once(':') {
             Some((node, port)) if !node.is_empty() => match port.parse::<u32>() {
@@ -85,9 +69,7 @@ impl fmt::Display for Endpoint {
 
 /// The type an attribute can name: a tensor element type, or one of the
 /// kinds the runtime knows of but does not compute with.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum DataType {
     Tensor(DType),
     String,
@@ -122,9 +104,7 @@ impl ShapeSpec {
     }
 
     pub fn known(dims: &[usize]) -> ShapeSpec {
-        ShapeSpec {
-            dims: Some(dims.iter().map(|&d| d as i64).collect()),
-        }
+        ShapeSpec { dims: Some(dims.iter().map(|&d| d as i64).collect()) }
     }
 
     /// Whether a concrete shape fits this partial one.
@@ -133,10 +113,7 @@ impl ShapeSpec {
             None => true,
             Some(dims) => {
                 dims.len() == shape.rank()
-                    && dims
-                        .iter()
-                        .zip(shape.dims())
-                        .all(|(&want, &got)| want < 0 || want as usize == got)
+                    && dims.iter().zip(shape.dims()).all(|(&want, &got)| want < 0 || want as usize == got)
             }
         }
     }
@@ -152,11 +129,7 @@ impl fmt::Display for ShapeSpec {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    if *d < 0 {
-                        f.write_str("?")?
-                    } else {
-                        write!(f, "{d}")?
-                    }
+                    if *d < 0 { f.write_str("?")? } else { write!(f, "{d}")? }
                 }
                 f.write_str("]")
             }
@@ -186,10 +159,7 @@ impl TensorValue {
         let dims: Vec<usize> = self
             .dims
             .iter()
-            .map(|&d| {
-                usize::try_from(d)
-                    .map_err(|_| Status::invalid_argument("tensor dimension too large"))
-            })
+            .map(|&d| usize::try_from(d).map_err(|_| Status::invalid_argument("tensor dimension too large")))
             .collect::<Result<_>>()?;
         Tensor::from_bytes(self.dtype, Shape::from_vec(dims), &self.bytes)
     }
@@ -197,13 +167,7 @@ impl TensorValue {
 
 impl fmt::Debug for TensorValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "TensorValue<{}{:?}, {} bytes>",
-            self.dtype,
-            self.dims,
-            self.bytes.len()
-        )
+        write!(f, "TensorValue<{}{:?}, {} bytes>", self.dtype, self.dims, self.bytes.len())
     }
 }
 
@@ -237,11 +201,7 @@ pub enum AttrList {
 
 impl NodeSpec {
     pub fn new(name: impl Into<String>, op: impl Into<String>) -> NodeSpec {
-        NodeSpec {
-            name: name.into(),
-            op: op.into(),
-            ..NodeSpec::default()
-        }
+        NodeSpec { name: name.into(), op: op.into(), ..NodeSpec::default() }
     }
 
     /// Builder: adds a data input.
@@ -269,10 +229,7 @@ impl NodeSpec {
     }
 
     fn missing(&self, key: &str, what: &str) -> Status {
-        Status::invalid_argument(format!(
-            "node '{}' ({}): missing attr '{key}' ({what})",
-            self.name, self.op
-        ))
+        Status::invalid_argument(format!("node '{}' ({}): missing attr '{key}' ({what})", self.name, self.op))
     }
 
     fn wrong(&self, key: &str, what: &str, got: &AttrValue) -> Status {
@@ -310,11 +267,7 @@ impl NodeSpec {
 
     /// An optional type attribute with a default.
     pub fn attr_dtype_or(&self, key: &str, default: DType) -> Result<DType> {
-        if self.attrs.contains_key(key) {
-            self.attr_dtype(key)
-        } else {
-            Ok(default)
-        }
+        if self.attrs.contains_key(key) { self.attr_dtype(key) } else { Ok(default) }
     }
 
     pub fn attr_bool_or(&self, key: &str, default: bool) -> Result<bool> {
@@ -334,11 +287,7 @@ impl NodeSpec {
     }
 
     pub fn attr_int_or(&self, key: &str, default: i64) -> Result<i64> {
-        if self.attrs.contains_key(key) {
-            self.attr_int(key)
-        } else {
-            Ok(default)
-        }
+        if self.attrs.contains_key(key) { self.attr_int(key) } else { Ok(default) }
     }
 
     pub fn attr_float_or(&self, key: &str, default: f32) -> Result<f32> {
@@ -389,10 +338,9 @@ impl NodeSpec {
     /// A list of strings, such as `_class` colocation constraints.
     pub fn attr_str_list(&self, key: &str) -> Vec<String> {
         match self.attrs.get(key) {
-            Some(AttrValue::List(AttrList::Bytes(items))) => items
-                .iter()
-                .filter_map(|b| String::from_utf8(b.clone()).ok())
-                .collect(),
+            Some(AttrValue::List(AttrList::Bytes(items))) => {
+                items.iter().filter_map(|b| String::from_utf8(b.clone()).ok()).collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -418,8 +366,7 @@ impl GraphSpec {
 
     /// Serialises with rkyv, for the wire and for caching.
     pub fn to_bytes(&self) -> Result<rkyv::util::AlignedVec> {
-        rkyv::to_bytes::<rkyv::rancor::Error>(self)
-            .map_err(|e| Status::internal(format!("archiving graph: {e}")))
+        rkyv::to_bytes::<rkyv::rancor::Error>(self).map_err(|e| Status::internal(format!("archiving graph: {e}")))
     }
 
     /// Checks and deserialises an archive made by [`GraphSpec::to_bytes`].
@@ -450,10 +397,7 @@ mod tests {
                 NodeSpec::new("c", "Const")
                     .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&t)))
                     .attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32))),
-                NodeSpec::new("i", "Identity")
-                    .input("c", 0)
-                    .control("c")
-                    .on("/device:CPU:0"),
+                NodeSpec::new("i", "Identity").input("c", 0).control("c").on("/device:CPU:0"),
             ],
         };
         let bytes = g.to_bytes().unwrap();
@@ -465,10 +409,7 @@ mod tests {
     fn attr_errors_name_node_and_attr() {
         let n = NodeSpec::new("mm", "MatMul").attr("T", AttrValue::Int(3));
         let err = n.attr_dtype("T").unwrap_err();
-        assert!(
-            err.message.contains("'mm'") && err.message.contains("'T'"),
-            "{err}"
-        );
+        assert!(err.message.contains("'mm'") && err.message.contains("'T'"), "{err}");
         let err = n.attr_dtype("U").unwrap_err();
         assert!(err.message.contains("missing attr 'U'"), "{err}");
     }

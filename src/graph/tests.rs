@@ -8,17 +8,12 @@ use std::collections::BTreeMap;
 
 fn f32_const(name: &str, v: f32) -> NodeSpec {
     NodeSpec::new(name, "Const")
-        .attr(
-            "value",
-            AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))),
-        )
+        .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))))
         .attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
 }
 
 fn identity(name: &str, input: &str) -> NodeSpec {
-    NodeSpec::new(name, "Identity")
-        .input(input, 0)
-        .attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
+    NodeSpec::new(name, "Identity").input(input, 0).attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
 }
 
 fn placeholder(name: &str) -> NodeSpec {
@@ -26,18 +21,11 @@ fn placeholder(name: &str) -> NodeSpec {
 }
 
 fn two_tasks() -> Vec<DeviceName> {
-    vec![
-        DeviceName::cpu("worker", 0, 0, 0),
-        DeviceName::cpu("worker", 0, 1, 0),
-    ]
+    vec![DeviceName::cpu("worker", 0, 0, 0), DeviceName::cpu("worker", 0, 1, 0)]
 }
 
 fn fixture(name: &str) -> GraphSpec {
-    load_graph(format!(
-        "{}/tests/fixtures/tf-graphs/{name}/graph.pb",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
+    load_graph(format!("{}/tests/fixtures/tf-graphs/{name}/graph.pb", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 /// prune + place + partition by task.
@@ -49,21 +37,13 @@ fn split(
     devices: &[DeviceName],
 ) -> Result<(ClientGraph, BTreeMap<String, GraphSpec>), crate::Status> {
     let graph = Graph::build(spec)?;
-    let parse = |names: &[&str]| {
-        names
-            .iter()
-            .map(|n| Endpoint::parse(n))
-            .collect::<Result<Vec<_>, _>>()
-    };
+    let parse = |names: &[&str]| names.iter().map(|n| Endpoint::parse(n)).collect::<Result<Vec<_>, _>>();
     let targets: Vec<String> = targets.iter().map(|s| s.to_string()).collect();
     let client = prune(&graph, &parse(feeds)?, &parse(fetches)?, &targets)?;
     let placed = place(&Graph::build(client.graph.clone())?, devices, &devices[0])?;
     let parts = partition(
         &placed,
-        &PartitionOptions {
-            location_of: &|d: &DeviceName| d.task_name(),
-            incarnation_of: &|_: &str| 7,
-        },
+        &PartitionOptions { location_of: &|d: &DeviceName| d.task_name(), incarnation_of: &|_: &str| 7 },
     )?;
     Ok((client, parts))
 }
@@ -90,22 +70,13 @@ fn assert_paired(parts: &BTreeMap<String, GraphSpec>) -> usize {
     let mut recvs = BTreeMap::new();
     for (loc, part) in parts {
         for n in ops_in(part, "_Send") {
-            assert!(
-                sends.insert(key_of(n), loc.clone()).is_none(),
-                "duplicate send key"
-            );
+            assert!(sends.insert(key_of(n), loc.clone()).is_none(), "duplicate send key");
         }
         for n in ops_in(part, "_Recv") {
-            assert!(
-                recvs.insert(key_of(n), loc.clone()).is_none(),
-                "duplicate recv key"
-            );
+            assert!(recvs.insert(key_of(n), loc.clone()).is_none(), "duplicate recv key");
         }
     }
-    assert_eq!(
-        sends.keys().collect::<Vec<_>>(),
-        recvs.keys().collect::<Vec<_>>()
-    );
+    assert_eq!(sends.keys().collect::<Vec<_>>(), recvs.keys().collect::<Vec<_>>());
     for (key, loc) in &sends {
         assert_ne!(&recvs[key], loc, "a send and its recv share a partition");
     }
@@ -114,29 +85,12 @@ fn assert_paired(parts: &BTreeMap<String, GraphSpec>) -> usize {
 
 #[test]
 fn prune_cuts_fed_producers_and_unneeded_nodes() {
-    let spec = GraphSpec {
-        nodes: vec![
-            f32_const("c", 1.0),
-            identity("a", "c"),
-            identity("b", "a"),
-            identity("unused", "c"),
-        ],
-    };
+    let spec =
+        GraphSpec { nodes: vec![f32_const("c", 1.0), identity("a", "c"), identity("b", "a"), identity("unused", "c")] };
     let graph = Graph::build(spec).unwrap();
-    let client = prune(
-        &graph,
-        &[Endpoint::new("a", 0)],
-        &[Endpoint::new("b", 0)],
-        &[],
-    )
-    .unwrap();
+    let client = prune(&graph, &[Endpoint::new("a", 0)], &[Endpoint::new("b", 0)], &[]).unwrap();
     let names: Vec<&str> = client.graph.nodes.iter().map(|n| n.name.as_str()).collect();
-    assert!(
-        names.contains(&"b")
-            && !names.contains(&"a")
-            && !names.contains(&"c")
-            && !names.contains(&"unused")
-    );
+    assert!(names.contains(&"b") && !names.contains(&"a") && !names.contains(&"c") && !names.contains(&"unused"));
     let arg = ops_in(&client.graph, "_Arg")[0];
     assert_eq!(client.graph.node("b").unwrap().inputs[0].node, arg.name);
     assert_eq!(ops_in(&client.graph, "_Retval").len(), 1);
@@ -145,41 +99,21 @@ fn prune_cuts_fed_producers_and_unneeded_nodes() {
 
 #[test]
 fn prune_errors_name_the_culprit() {
-    let graph = Graph::build(GraphSpec {
-        nodes: vec![f32_const("c", 1.0), NodeSpec::new("n", "NoOp")],
-    })
-    .unwrap();
+    let graph = Graph::build(GraphSpec { nodes: vec![f32_const("c", 1.0), NodeSpec::new("n", "NoOp")] }).unwrap();
     let e = |feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]| {
         prune(&graph, feeds, fetches, targets).unwrap_err().message
     };
-    assert_eq!(
-        e(&[], &[Endpoint::new("nope", 0)], &[]),
-        "fetch 'nope' is not a node in the graph"
-    );
-    assert_eq!(
-        e(&[Endpoint::new("nope", 0)], &[Endpoint::new("c", 0)], &[]),
-        "feed 'nope' is not a node in the graph"
-    );
-    assert_eq!(
-        e(&[], &[], &["ghost".into()]),
-        "target 'ghost' is not a node in the graph"
-    );
-    assert!(
-        e(&[], &[Endpoint::new("c", 1)], &[])
-            .contains("output index 1 of node 'c' (Const) is out of range")
-    );
+    assert_eq!(e(&[], &[Endpoint::new("nope", 0)], &[]), "fetch 'nope' is not a node in the graph");
+    assert_eq!(e(&[Endpoint::new("nope", 0)], &[Endpoint::new("c", 0)], &[]), "feed 'nope' is not a node in the graph");
+    assert_eq!(e(&[], &[], &["ghost".into()]), "target 'ghost' is not a node in the graph");
+    assert!(e(&[], &[Endpoint::new("c", 1)], &[]).contains("output index 1 of node 'c' (Const) is out of range"));
     assert!(e(&[], &[Endpoint::new("n", 0)], &[]).contains("fetch 'n:0'"));
-    assert_eq!(
-        e(&[], &[], &[]),
-        "a step must name at least one fetch or target"
-    );
+    assert_eq!(e(&[], &[], &[]), "a step must name at least one fetch or target");
 }
 
 #[test]
 fn unsatisfiable_pin_lists_available_devices() {
-    let spec = GraphSpec {
-        nodes: vec![f32_const("c", 1.0).on("/job:worker/task:7")],
-    };
+    let spec = GraphSpec { nodes: vec![f32_const("c", 1.0).on("/job:worker/task:7")] };
     let err = split(spec, &[], &["c:0"], &[], &two_tasks()).unwrap_err();
     assert_eq!(
         err.message,
@@ -190,21 +124,13 @@ fn unsatisfiable_pin_lists_available_devices() {
 
 #[test]
 fn unpinned_source_follows_its_single_consumer() {
-    let spec = GraphSpec {
-        nodes: vec![
-            f32_const("c", 1.0),
-            identity("i", "c").on("/job:worker/task:1"),
-            identity("j", "i"),
-        ],
-    };
+    let spec =
+        GraphSpec { nodes: vec![f32_const("c", 1.0), identity("i", "c").on("/job:worker/task:1"), identity("j", "i")] };
     let (_, parts) = split(spec, &[], &["j:0"], &[], &two_tasks()).unwrap();
     let t1 = &parts["/job:worker/replica:0/task:1"];
     assert!(t1.node("c").is_some() && t1.node("i").is_some());
     let t0 = &parts["/job:worker/replica:0/task:0"];
-    assert!(
-        t0.node("j").is_some(),
-        "unpinned non-source goes to the default task"
-    );
+    assert!(t0.node("j").is_some(), "unpinned non-source goes to the default task");
     assert_eq!(assert_paired(&parts), 1);
 }
 
@@ -213,9 +139,7 @@ fn control_edges_cross_partitions() {
     let spec = GraphSpec {
         nodes: vec![
             f32_const("c", 1.0).on("/job:worker/task:1"),
-            NodeSpec::new("after", "NoOp")
-                .control("c")
-                .on("/job:worker/task:0"),
+            NodeSpec::new("after", "NoOp").control("c").on("/job:worker/task:0"),
         ],
     };
     let (_, parts) = split(spec, &[], &[], &["after"], &two_tasks()).unwrap();
@@ -228,77 +152,43 @@ fn control_edges_cross_partitions() {
 
 #[test]
 fn feeding_a_placeholder_places_its_arg_with_the_consumer() {
-    let spec = GraphSpec {
-        nodes: vec![
-            placeholder("x"),
-            identity("y", "x").on("/job:worker/task:1"),
-        ],
-    };
+    let spec = GraphSpec { nodes: vec![placeholder("x"), identity("y", "x").on("/job:worker/task:1")] };
     let (client, parts) = split(spec, &["x:0"], &["y:0"], &[], &two_tasks()).unwrap();
     assert_eq!(client.feed_types, vec![DType::F32]);
     let t1 = &parts["/job:worker/replica:0/task:1"];
     assert_eq!(ops_in(t1, "_Arg").len(), 1);
-    assert_eq!(
-        ops_in(t1, "_Retval").len(),
-        1,
-        "a fetch's retval sits with its producer"
-    );
+    assert_eq!(ops_in(t1, "_Retval").len(), 1, "a fetch's retval sits with its producer");
     assert!(!parts.contains_key("/job:worker/replica:0/task:0"));
 }
 
 #[test]
 fn golden_mlp3_two_tasks_partitions_by_layer() {
-    let (_, parts) = split(
-        fixture("mlp3_two_tasks"),
-        &["x:0"],
-        &["y:0"],
-        &[],
-        &two_tasks(),
-    )
-    .unwrap();
+    let (_, parts) = split(fixture("mlp3_two_tasks"), &["x:0"], &["y:0"], &[], &two_tasks()).unwrap();
     assert_eq!(parts.len(), 2);
     let t0 = &parts["/job:worker/replica:0/task:0"];
     let t1 = &parts["/job:worker/replica:0/task:1"];
-    for n in [
-        "MatMul", "logits0", "act0", "MatMul_2", "logits2", "act2", "y",
-    ] {
+    for n in ["MatMul", "logits0", "act0", "MatMul_2", "logits2", "act2", "y"] {
         assert!(t0.node(n).is_some(), "{n} on task 0");
     }
     for n in ["MatMul_1", "logits1", "act1", "w1", "b1"] {
         assert!(t1.node(n).is_some(), "{n} on task 1");
     }
-    assert_eq!(
-        ops_in(t0, "_Arg").len(),
-        1,
-        "x follows its only consumer to task 0"
-    );
+    assert_eq!(ops_in(t0, "_Arg").len(), 1, "x follows its only consumer to task 0");
     // act0 goes 0 → 1, act1 comes back 1 → 0.
     assert_eq!(assert_paired(&parts), 2);
     assert_eq!(ops_in(t0, "_Send").len(), 1);
     assert_eq!(ops_in(t1, "_Send").len(), 1);
-    assert_eq!(
-        t1.node("MatMul_1").unwrap().inputs[0].node,
-        ops_in(t1, "_Recv")[0].name
-    );
+    assert_eq!(t1.node("MatMul_1").unwrap().inputs[0].node, ops_in(t1, "_Recv")[0].name);
 }
 
 #[test]
 fn golden_fanout_two_tasks_sends_x_once_per_task() {
-    let (_, parts) = split(
-        fixture("fanout_two_tasks"),
-        &["x:0"],
-        &["total:0"],
-        &[],
-        &two_tasks(),
-    )
-    .unwrap();
+    let (_, parts) = split(fixture("fanout_two_tasks"), &["x:0"], &["total:0"], &[], &two_tasks()).unwrap();
     let t0 = &parts["/job:worker/replica:0/task:0"];
     let t1 = &parts["/job:worker/replica:0/task:1"];
     assert!(t0.node("total").is_some() && t0.node("branch0").is_some());
     for i in [1, 3, 5, 7] {
-        assert!(
-            t1.node(&format!("branch{i}")).is_some() && t1.node(&format!("MatMul_{i}")).is_some()
-        );
+        assert!(t1.node(&format!("branch{i}")).is_some() && t1.node(&format!("MatMul_{i}")).is_some());
     }
     // x crosses once (shared by 8 consumers on task 1), four branch sums come back.
     assert_eq!(assert_paired(&parts), 5);
@@ -325,35 +215,14 @@ fn golden_ref_variable_colocates_with_its_variable() {
 fn golden_graphs_import_place_and_partition() {
     for (case, feeds, fetches, targets) in [
         ("add_scalar", vec!["x:0"], vec!["y:0"], vec![]),
-        (
-            "counter_resource_var",
-            vec![],
-            vec!["after:0"],
-            vec!["init"],
-        ),
+        ("counter_resource_var", vec![], vec!["after:0"], vec!["init"]),
         ("mlp2_frozen", vec!["x:0"], vec!["y:0"], vec![]),
-        (
-            "shapes",
-            vec!["x:0"],
-            vec![
-                "r:0", "t:0", "c:0", "ci:0", "shp:0", "flat:0", "mm_tb:0", "mm_ta:0",
-            ],
-            vec![],
-        ),
-        (
-            "broadcast_reduce",
-            vec!["a:0", "b:0"],
-            vec!["rsum:0", "amax:0", "sg:0"],
-            vec![],
-        ),
+        ("shapes", vec!["x:0"], vec!["r:0", "t:0", "c:0", "ci:0", "shp:0", "flat:0", "mm_tb:0", "mm_ta:0"], vec![]),
+        ("broadcast_reduce", vec!["a:0", "b:0"], vec!["rsum:0", "amax:0", "sg:0"], vec![]),
     ] {
-        let (_, parts) = split(fixture(case), &feeds, &fetches, &targets, &two_tasks())
-            .unwrap_or_else(|e| panic!("{case}: {e}"));
-        assert_eq!(
-            parts.len(),
-            1,
-            "{case}: unpinned graphs stay on the default task"
-        );
+        let (_, parts) =
+            split(fixture(case), &feeds, &fetches, &targets, &two_tasks()).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(parts.len(), 1, "{case}: unpinned graphs stay on the default task");
         assert_eq!(assert_paired(&parts), 0);
     }
 }

@@ -57,23 +57,13 @@ impl Graph {
         let first_new = self.nodes.len();
         for spec in specs {
             if spec.name.is_empty() {
-                return Err(Status::invalid_argument(format!(
-                    "a node of op '{}' has an empty name",
-                    spec.op
-                )));
+                return Err(Status::invalid_argument(format!("a node of op '{}' has an empty name", spec.op)));
             }
             if self.index.contains_key(&spec.name) {
-                return Err(Status::invalid_argument(format!(
-                    "duplicate node name '{}' (op {})",
-                    spec.name, spec.op
-                )));
+                return Err(Status::invalid_argument(format!("duplicate node name '{}' (op {})", spec.name, spec.op)));
             }
             self.index.insert(spec.name.clone(), self.nodes.len());
-            self.nodes.push(GraphNode {
-                spec,
-                inputs: Vec::new(),
-                control_inputs: Vec::new(),
-            });
+            self.nodes.push(GraphNode { spec, inputs: Vec::new(), control_inputs: Vec::new() });
         }
         for id in first_new..self.nodes.len() {
             let spec = &self.nodes[id].spec;
@@ -114,58 +104,37 @@ impl Graph {
             done[id] = true;
         }
         // Every leftover node has a leftover input; following them must loop.
-        let start = (0..self.nodes.len())
-            .find(|&i| !done[i])
-            .expect("some node is left over");
+        let start = (0..self.nodes.len()).find(|&i| !done[i]).expect("some node is left over");
         let mut seen_at = HashMap::new();
         let mut path = Vec::new();
         let mut cur = start;
         while !seen_at.contains_key(&cur) {
             seen_at.insert(cur, path.len());
             path.push(cur);
-            cur = self
-                .predecessors(cur)
-                .find(|&p| !done[p])
-                .expect("a node on a cycle has an input on the cycle");
+            cur = self.predecessors(cur).find(|&p| !done[p]).expect("a node on a cycle has an input on the cycle");
         }
-        let mut cycle: Vec<&str> = path[seen_at[&cur]..]
-            .iter()
-            .map(|&i| self.nodes[i].spec.name.as_str())
-            .collect();
+        let mut cycle: Vec<&str> = path[seen_at[&cur]..].iter().map(|&i| self.nodes[i].spec.name.as_str()).collect();
         cycle.reverse();
         cycle.push(cycle[0]);
-        Err(Status::invalid_argument(format!(
-            "graph has a cycle: {}",
-            cycle.join(" -> ")
-        )))
+        Err(Status::invalid_argument(format!("graph has a cycle: {}", cycle.join(" -> "))))
     }
 
     fn predecessors(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         let node = &self.nodes[id];
-        node.inputs
-            .iter()
-            .map(|&(p, _)| p)
-            .chain(node.control_inputs.iter().copied())
+        node.inputs.iter().map(|&(p, _)| p).chain(node.control_inputs.iter().copied())
     }
 
     /// Node ids in an order where every node follows its inputs (partial if
     /// there is a cycle).
     pub fn topological_order(&self) -> Vec<NodeId> {
-        let mut pending: Vec<usize> = self
-            .nodes
-            .iter()
-            .map(|n| n.inputs.len() + n.control_inputs.len())
-            .collect();
+        let mut pending: Vec<usize> = self.nodes.iter().map(|n| n.inputs.len() + n.control_inputs.len()).collect();
         let mut successors: Vec<Vec<NodeId>> = vec![Vec::new(); self.nodes.len()];
         for id in 0..self.nodes.len() {
             for p in self.predecessors(id) {
                 successors[p].push(id);
             }
         }
-        let mut ready: Vec<NodeId> = (0..self.nodes.len())
-            .filter(|&i| pending[i] == 0)
-            .rev()
-            .collect();
+        let mut ready: Vec<NodeId> = (0..self.nodes.len()).filter(|&i| pending[i] == 0).rev().collect();
         let mut order = Vec::with_capacity(self.nodes.len());
         while let Some(id) = ready.pop() {
             order.push(id);
@@ -201,25 +170,19 @@ impl Graph {
 
     /// The node `name`, or NotFound naming it.
     pub fn require(&self, name: &str, role: &str) -> Result<NodeId> {
-        self.id_of(name)
-            .ok_or_else(|| Status::not_found(format!("{role} '{name}' is not a node in the graph")))
+        self.id_of(name).ok_or_else(|| Status::not_found(format!("{role} '{name}' is not a node in the graph")))
     }
 
     /// The graph back as a spec.
     pub fn to_spec(&self) -> GraphSpec {
-        GraphSpec {
-            nodes: self.nodes.iter().map(|n| n.spec.clone()).collect(),
-        }
+        GraphSpec { nodes: self.nodes.iter().map(|n| n.spec.clone()).collect() }
     }
 }
 
 /// Looks up the op of one node and resolves its signature.
 pub fn resolve_node(spec: &NodeSpec) -> Result<Resolved> {
     let def = ops::lookup(&spec.op).ok_or_else(|| {
-        Status::not_found(format!(
-            "node '{}': op '{}' is not registered in this runtime",
-            spec.name, spec.op
-        ))
+        Status::not_found(format!("node '{}': op '{}' is not registered in this runtime", spec.name, spec.op))
     })?;
     let signature = (def.signature)(spec).map_err(|e| {
         if e.message.contains(&format!("'{}'", spec.name)) {
@@ -277,19 +240,14 @@ pub fn output_type(
         resolved.insert(producer, resolve_node(&graph.node(producer).spec)?);
     }
     let spec = &graph.node(producer).spec;
-    resolved[&producer]
-        .signature
-        .outputs
-        .get(port as usize)
-        .copied()
-        .ok_or_else(|| {
-            Status::invalid_argument(format!(
-                "output index {port} of node '{}' ({}) is out of range: it has {} outputs",
-                spec.name,
-                spec.op,
-                resolved[&producer].signature.outputs.len()
-            ))
-        })
+    resolved[&producer].signature.outputs.get(port as usize).copied().ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "output index {port} of node '{}' ({}) is out of range: it has {} outputs",
+            spec.name,
+            spec.op,
+            resolved[&producer].signature.outputs.len()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -300,17 +258,12 @@ mod tests {
 
     fn constant(name: &str, v: f32) -> NodeSpec {
         NodeSpec::new(name, "Const")
-            .attr(
-                "value",
-                AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))),
-            )
+            .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))))
             .attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
     }
 
     fn identity(name: &str, input: &str) -> NodeSpec {
-        NodeSpec::new(name, "Identity")
-            .input(input, 0)
-            .attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
+        NodeSpec::new(name, "Identity").input(input, 0).attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
     }
 
     fn all(graph: &Graph) -> Vec<NodeId> {
@@ -319,132 +272,73 @@ mod tests {
 
     #[test]
     fn duplicate_names_are_rejected() {
-        let err = Graph::build(GraphSpec {
-            nodes: vec![constant("a", 1.0), constant("a", 2.0)],
-        })
-        .unwrap_err();
+        let err = Graph::build(GraphSpec { nodes: vec![constant("a", 1.0), constant("a", 2.0)] }).unwrap_err();
         assert_eq!(err.message, "duplicate node name 'a' (op Const)");
     }
 
     #[test]
     fn unknown_inputs_are_rejected() {
-        let err = Graph::build(GraphSpec {
-            nodes: vec![identity("i", "nope")],
-        })
-        .unwrap_err();
-        assert_eq!(
-            err.message,
-            "node 'i' (Identity): input 0 'nope:0' names unknown node 'nope'"
-        );
-        let err = Graph::build(GraphSpec {
-            nodes: vec![constant("a", 1.0).control("ghost")],
-        })
-        .unwrap_err();
+        let err = Graph::build(GraphSpec { nodes: vec![identity("i", "nope")] }).unwrap_err();
+        assert_eq!(err.message, "node 'i' (Identity): input 0 'nope:0' names unknown node 'nope'");
+        let err = Graph::build(GraphSpec { nodes: vec![constant("a", 1.0).control("ghost")] }).unwrap_err();
         assert!(err.message.contains("'^ghost'"), "{err}");
     }
 
     #[test]
     fn cycles_are_rejected_with_the_cycle() {
-        let err = Graph::build(GraphSpec {
-            nodes: vec![constant("c", 1.0), identity("a", "b"), identity("b", "a")],
-        })
-        .unwrap_err();
+        let err = Graph::build(GraphSpec { nodes: vec![constant("c", 1.0), identity("a", "b"), identity("b", "a")] })
+            .unwrap_err();
         assert!(err.message.starts_with("graph has a cycle: "), "{err}");
-        assert!(
-            err.message.contains("a -> b") || err.message.contains("b -> a"),
-            "{err}"
-        );
+        assert!(err.message.contains("a -> b") || err.message.contains("b -> a"), "{err}");
     }
 
     #[test]
     fn unknown_op_is_rejected_when_resolved() {
-        let g = Graph::build(GraphSpec {
-            nodes: vec![NodeSpec::new("s", "SaveV9")],
-        })
-        .unwrap();
+        let g = Graph::build(GraphSpec { nodes: vec![NodeSpec::new("s", "SaveV9")] }).unwrap();
         let err = resolve_nodes(&g, &all(&g)).err().unwrap();
-        assert_eq!(
-            err.message,
-            "node 's': op 'SaveV9' is not registered in this runtime"
-        );
+        assert_eq!(err.message, "node 's': op 'SaveV9' is not registered in this runtime");
     }
 
     #[test]
     fn bad_output_index_is_rejected() {
         let mut i = identity("i", "c");
         i.inputs[0].port = 3;
-        let g = Graph::build(GraphSpec {
-            nodes: vec![constant("c", 1.0), i],
-        })
-        .unwrap();
+        let g = Graph::build(GraphSpec { nodes: vec![constant("c", 1.0), i] }).unwrap();
         let err = resolve_nodes(&g, &all(&g)).err().unwrap();
-        assert_eq!(
-            err.message,
-            "output index 3 of node 'c' (Const) is out of range: it has 1 outputs"
-        );
+        assert_eq!(err.message, "output index 3 of node 'c' (Const) is out of range: it has 1 outputs");
     }
 
     #[test]
     fn dtype_mismatch_is_rejected() {
         let i = identity("i", "c").attr("T", AttrValue::Type(DataType::Tensor(DType::I32)));
-        let g = Graph::build(GraphSpec {
-            nodes: vec![constant("c", 1.0), i],
-        })
-        .unwrap();
+        let g = Graph::build(GraphSpec { nodes: vec![constant("c", 1.0), i] }).unwrap();
         let err = resolve_nodes(&g, &all(&g)).err().unwrap();
-        assert_eq!(
-            err.message,
-            "node 'i' (Identity): input 0 expects int32, but 'c:0' (Const) produces float32"
-        );
+        assert_eq!(err.message, "node 'i' (Identity): input 0 expects int32, but 'c:0' (Const) produces float32");
     }
 
     #[test]
     fn missing_attr_is_rejected() {
         let mut i = identity("i", "c");
         i.attrs.remove("T");
-        let g = Graph::build(GraphSpec {
-            nodes: vec![constant("c", 1.0), i],
-        })
-        .unwrap();
+        let g = Graph::build(GraphSpec { nodes: vec![constant("c", 1.0), i] }).unwrap();
         let err = resolve_nodes(&g, &all(&g)).err().unwrap();
-        assert!(
-            err.message.contains("node 'i' (Identity)") && err.message.contains("missing attr 'T'"),
-            "{err}"
-        );
+        assert!(err.message.contains("node 'i' (Identity)") && err.message.contains("missing attr 'T'"), "{err}");
     }
 
     #[test]
     fn wrong_input_count_is_rejected() {
         let i = identity("i", "c").input("c", 0);
-        let g = Graph::build(GraphSpec {
-            nodes: vec![constant("c", 1.0), i],
-        })
-        .unwrap();
+        let g = Graph::build(GraphSpec { nodes: vec![constant("c", 1.0), i] }).unwrap();
         let err = resolve_nodes(&g, &all(&g)).err().unwrap();
-        assert_eq!(
-            err.message,
-            "node 'i' (Identity): expects 1 data inputs, has 2"
-        );
+        assert_eq!(err.message, "node 'i' (Identity): expects 1 data inputs, has 2");
     }
 
     #[test]
     fn extend_adds_but_never_redefines() {
-        let g = Graph::build(GraphSpec {
-            nodes: vec![constant("c", 1.0)],
-        })
-        .unwrap();
-        let g2 = g
-            .extended(GraphSpec {
-                nodes: vec![identity("i", "c")],
-            })
-            .unwrap();
+        let g = Graph::build(GraphSpec { nodes: vec![constant("c", 1.0)] }).unwrap();
+        let g2 = g.extended(GraphSpec { nodes: vec![identity("i", "c")] }).unwrap();
         assert_eq!(g2.len(), 2);
-        assert!(
-            g.extended(GraphSpec {
-                nodes: vec![constant("c", 2.0)]
-            })
-            .is_err()
-        );
+        assert!(g.extended(GraphSpec { nodes: vec![constant("c", 2.0)] }).is_err());
         assert_eq!(g.len(), 1);
     }
 }

@@ -12,13 +12,10 @@
 use crate::cluster::DeviceName;
 use crate::error::{Result, Status};
 use crate::executor::{NodeStats, Notification};
-use crate::graph::{
-    ClientGraph, Endpoint, Graph, GraphSpec, PartitionOptions, partition, place, prune,
-};
+use crate::graph::{ClientGraph, Endpoint, Graph, GraphSpec, PartitionOptions, partition, place, prune};
 use crate::tensor::Tensor;
 use crate::worker::{
-    ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphRequest, RunGraphResponse,
-    WorkerInterface,
+    ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphRequest, RunGraphResponse, WorkerInterface,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -173,10 +170,7 @@ impl MasterSession {
                 .map_err(|e| e.context(format_args!("discovering devices of {}", task.name)))?;
             devices.extend(attrs);
         }
-        let device_names = devices
-            .iter()
-            .map(|d| DeviceName::parse(&d.name))
-            .collect::<Result<Vec<_>>>()?;
+        let device_names = devices.iter().map(|d| DeviceName::parse(&d.name)).collect::<Result<Vec<_>>>()?;
         let default_device = DeviceName::parse(&format!("{default_task}/device:CPU:0"))?;
         let mut created = Vec::new();
         for task in &tasks {
@@ -217,10 +211,7 @@ impl MasterSession {
 
     fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(Status::cancelled(format!(
-                "session '{}' is closed",
-                self.handle
-            )));
+            return Err(Status::cancelled(format!("session '{}' is closed", self.handle)));
         }
         Ok(())
     }
@@ -244,24 +235,11 @@ impl MasterSession {
         self.devices.clone()
     }
 
-    fn build_execution(
-        &self,
-        feeds: &[Endpoint],
-        fetches: &[Endpoint],
-        targets: &[String],
-    ) -> Result<ClientExecution> {
+    fn build_execution(&self, feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]) -> Result<ClientExecution> {
         let graph = self.graph.lock().graph.clone();
         let client = prune(&graph, feeds, fetches, targets)?;
-        let placed = place(
-            &Graph::build(client.graph.clone())?,
-            &self.device_names,
-            &self.default_device,
-        )?;
-        let incarnations: HashMap<&str, u64> = self
-            .devices
-            .iter()
-            .map(|d| (d.name.as_str(), d.incarnation))
-            .collect();
+        let placed = place(&Graph::build(client.graph.clone())?, &self.device_names, &self.default_device)?;
+        let incarnations: HashMap<&str, u64> = self.devices.iter().map(|d| (d.name.as_str(), d.incarnation)).collect();
         let per_task = partition(
             &placed,
             &PartitionOptions {
@@ -275,48 +253,26 @@ impl MasterSession {
                 .tasks
                 .iter()
                 .position(|t| t.name == task_name)
-                .ok_or_else(|| {
-                    Status::internal(format!("partition for unknown task {task_name}"))
-                })?;
+                .ok_or_else(|| Status::internal(format!("partition for unknown task {task_name}")))?;
             let index_of = |node: &crate::graph::NodeSpec| node.attr_int("index").map(|i| i as u32);
-            let arg_indices = graph
-                .nodes
-                .iter()
-                .filter(|n| n.op == "_Arg")
-                .map(index_of)
-                .collect::<Result<_>>()?;
-            let retval_indices = graph
-                .nodes
-                .iter()
-                .filter(|n| n.op == "_Retval")
-                .map(index_of)
-                .collect::<Result<_>>()?;
-            let graph_handle =
-                match self.tasks[task]
-                    .worker
-                    .register_graph(&self.handle, graph, false)
-                {
-                    Ok(h) => h,
-                    Err(e) => {
-                        self.deregister_parts(&parts);
-                        return Err(e);
-                    }
-                };
-            parts.push(Part {
-                task,
-                graph_handle,
-                arg_indices,
-                retval_indices,
-            });
+            let arg_indices = graph.nodes.iter().filter(|n| n.op == "_Arg").map(index_of).collect::<Result<_>>()?;
+            let retval_indices =
+                graph.nodes.iter().filter(|n| n.op == "_Retval").map(index_of).collect::<Result<_>>()?;
+            let graph_handle = match self.tasks[task].worker.register_graph(&self.handle, graph, false) {
+                Ok(h) => h,
+                Err(e) => {
+                    self.deregister_parts(&parts);
+                    return Err(e);
+                }
+            };
+            parts.push(Part { task, graph_handle, arg_indices, retval_indices });
         }
         Ok(ClientExecution { client, parts })
     }
 
     fn deregister_parts(&self, parts: &[Part]) {
         for p in parts {
-            let _ = self.tasks[p.task]
-                .worker
-                .deregister_graph(&self.handle, &p.graph_handle);
+            let _ = self.tasks[p.task].worker.deregister_graph(&self.handle, &p.graph_handle);
         }
     }
 
@@ -366,17 +322,12 @@ impl MasterSession {
     }
 
     fn deadline(&self, options: &RunOptions) -> Option<Instant> {
-        options
-            .timeout
-            .or(self.config.operation_timeout)
-            .map(|t| Instant::now() + t)
+        options.timeout.or(self.config.operation_timeout).map(|t| Instant::now() + t)
     }
 
     fn abort_parts(&self, exec: &ClientExecution, step_id: u64, status: &Status) {
         for part in &exec.parts {
-            self.tasks[part.task]
-                .worker
-                .abort_step(&self.handle, step_id, status.clone());
+            self.tasks[part.task].worker.abort_step(&self.handle, step_id, status.clone());
         }
     }
 
@@ -396,29 +347,20 @@ impl MasterSession {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
                 step_id,
-                feeds: part
-                    .arg_indices
-                    .iter()
-                    .map(|&a| (a, feeds[a as usize].clone()))
-                    .collect(),
+                feeds: part.arg_indices.iter().map(|&a| (a, feeds[a as usize].clone())).collect(),
                 fetches: Vec::new(),
                 partial: None,
                 deadline,
                 collect_stats: options.trace,
             };
             let w = waiter.clone();
-            self.tasks[part.task]
-                .worker
-                .run_graph(request, Box::new(move |r| w.part_done(i, r)));
+            self.tasks[part.task].worker.run_graph(request, Box::new(move |r| w.part_done(i, r)));
         }
-        if !waiter
-            .ready
-            .wait_until(deadline, crate::executor::notification::DEFAULT_SPIN)
-        {
-            let timeout = options
-                .timeout
-                .or(self.config.operation_timeout)
-                .unwrap_or_default();
+        let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
+        // A step may also finish late: kernels running inline on this thread
+        // cannot be interrupted, but the overrun is still reported.
+        if !finished || deadline.is_some_and(|d| Instant::now() > d) {
+            let timeout = options.timeout.or(self.config.operation_timeout).unwrap_or_default();
             let status = Status::deadline_exceeded(format!(
                 "step {step_id} exceeded its deadline of {} ms",
                 timeout.as_millis()
@@ -433,9 +375,7 @@ impl MasterSession {
         let mut outputs: Vec<Option<Tensor>> = vec![None; exec.client.fetches.len()];
         let mut metadata = RunMetadata::default();
         for response in waiter.responses.lock().iter_mut() {
-            let response = response
-                .take()
-                .ok_or_else(|| Status::internal("a partition answered nothing"))?;
+            let response = response.take().ok_or_else(|| Status::internal("a partition answered nothing"))?;
             for (index, tensor) in response.fetches {
                 if let Some(slot) = outputs.get_mut(index as usize) {
                     *slot = Some(tensor);
@@ -447,12 +387,7 @@ impl MasterSession {
             .into_iter()
             .enumerate()
             .map(|(i, t)| {
-                t.ok_or_else(|| {
-                    Status::internal(format!(
-                        "fetch '{}' was not produced",
-                        exec.client.fetches[i]
-                    ))
-                })
+                t.ok_or_else(|| Status::internal(format!("fetch '{}' was not produced", exec.client.fetches[i])))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok((outputs, metadata))
@@ -468,28 +403,13 @@ impl MasterSession {
     ) -> Result<(Vec<Tensor>, RunMetadata)> {
         self.check_open()?;
         let feed_names: Vec<String> = feeds.iter().map(|(n, _)| n.clone()).collect();
-        let exec = self.execution(
-            &parse_endpoints(&feed_names)?,
-            &parse_endpoints(fetches)?,
-            targets,
-            "",
-        )?;
+        let exec = self.execution(&parse_endpoints(&feed_names)?, &parse_endpoints(fetches)?, targets, "")?;
         self.run_execution(&exec, feeds.into_iter().map(|(_, t)| t).collect(), options)
     }
 
-    pub fn make_callable(
-        &self,
-        feeds: &[String],
-        fetches: &[String],
-        targets: &[String],
-    ) -> Result<u64> {
+    pub fn make_callable(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<u64> {
         self.check_open()?;
-        let exec = self.execution(
-            &parse_endpoints(feeds)?,
-            &parse_endpoints(fetches)?,
-            targets,
-            "",
-        )?;
+        let exec = self.execution(&parse_endpoints(feeds)?, &parse_endpoints(fetches)?, targets, "")?;
         let handle = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.callables.lock().insert(handle, exec);
         Ok(handle)
@@ -502,9 +422,12 @@ impl MasterSession {
         options: &RunOptions,
     ) -> Result<(Vec<Tensor>, RunMetadata)> {
         self.check_open()?;
-        let exec = self.callables.lock().get(&handle).cloned().ok_or_else(|| {
-            Status::invalid_argument(format!("callable handle {handle} is not valid"))
-        })?;
+        let exec = self
+            .callables
+            .lock()
+            .get(&handle)
+            .cloned()
+            .ok_or_else(|| Status::invalid_argument(format!("callable handle {handle} is not valid")))?;
         self.run_execution(&exec, feeds, options)
     }
 
@@ -513,25 +436,13 @@ impl MasterSession {
             .lock()
             .remove(&handle)
             .map(|_| ())
-            .ok_or_else(|| {
-                Status::invalid_argument(format!("callable handle {handle} is not valid"))
-            })
+            .ok_or_else(|| Status::invalid_argument(format!("callable handle {handle} is not valid")))
     }
 
     /// Starts a step whose feeds and fetches arrive over several calls.
-    pub fn partial_run_setup(
-        &self,
-        feeds: &[String],
-        fetches: &[String],
-        targets: &[String],
-    ) -> Result<String> {
+    pub fn partial_run_setup(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<String> {
         self.check_open()?;
-        let exec = self.execution(
-            &parse_endpoints(feeds)?,
-            &parse_endpoints(fetches)?,
-            targets,
-            "partial\u{1d}",
-        )?;
+        let exec = self.execution(&parse_endpoints(feeds)?, &parse_endpoints(fetches)?, targets, "partial\u{1d}")?;
         let step_id = self.step_ids.fetch_add(1, Ordering::Relaxed);
         let waiter = StepWaiter::new(exec.parts.len());
         for (i, part) in exec.parts.iter().enumerate() {
@@ -541,17 +452,12 @@ impl MasterSession {
                 step_id,
                 feeds: Vec::new(),
                 fetches: Vec::new(),
-                partial: Some(PartialRunFlags {
-                    first: true,
-                    last: false,
-                }),
+                partial: Some(PartialRunFlags { first: true, last: false }),
                 deadline: self.deadline(&RunOptions::default()),
                 collect_stats: false,
             };
             let w = waiter.clone();
-            self.tasks[part.task]
-                .worker
-                .run_graph(request, Box::new(move |r| w.part_done(i, r)));
+            self.tasks[part.task].worker.run_graph(request, Box::new(move |r| w.part_done(i, r)));
         }
         waiter.ready.wait_until(None, Duration::ZERO);
         if let Some(e) = waiter.error.lock().take() {
@@ -584,16 +490,9 @@ impl MasterSession {
         options: &RunOptions,
     ) -> Result<Vec<Tensor>> {
         self.check_open()?;
-        let run = self
-            .partial_runs
-            .lock()
-            .get(handle)
-            .cloned()
-            .ok_or_else(|| {
-                Status::invalid_argument(format!(
-                    "partial run handle '{handle}' is not valid (finished or never set up)"
-                ))
-            })?;
+        let run = self.partial_runs.lock().get(handle).cloned().ok_or_else(|| {
+            Status::invalid_argument(format!("partial run handle '{handle}' is not valid (finished or never set up)"))
+        })?;
         let client = &run.exec.client;
         let mut feed_values: Vec<(u32, Tensor)> = Vec::new();
         let mut fetch_indices = Vec::new();
@@ -601,22 +500,16 @@ impl MasterSession {
         {
             let mut state = run.state.lock();
             if state.done {
-                return Err(Status::invalid_argument(format!(
-                    "partial run '{handle}' has finished"
-                )));
+                return Err(Status::invalid_argument(format!("partial run '{handle}' has finished")));
             }
             let mut feeding = state.fed.clone();
             for (name, tensor) in feeds {
                 let e = Endpoint::parse(&name)?;
                 let i = client.feeds.iter().position(|f| *f == e).ok_or_else(|| {
-                    Status::invalid_argument(format!(
-                        "'{name}' is not one of the feeds declared by partial_run_setup"
-                    ))
+                    Status::invalid_argument(format!("'{name}' is not one of the feeds declared by partial_run_setup"))
                 })?;
                 if feeding[i] {
-                    return Err(Status::invalid_argument(format!(
-                        "'{name}' has already been fed in this partial run"
-                    )));
+                    return Err(Status::invalid_argument(format!("'{name}' has already been fed in this partial run")));
                 }
                 if tensor.dtype() != client.feed_types[i] {
                     return Err(Status::invalid_argument(format!(
@@ -664,32 +557,18 @@ impl MasterSession {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
                 step_id: run.step_id,
-                feeds: feed_values
-                    .iter()
-                    .filter(|(a, _)| part.arg_indices.contains(a))
-                    .cloned()
-                    .collect(),
-                fetches: fetch_indices
-                    .iter()
-                    .copied()
-                    .filter(|f| part.retval_indices.contains(f))
-                    .collect(),
+                feeds: feed_values.iter().filter(|(a, _)| part.arg_indices.contains(a)).cloned().collect(),
+                fetches: fetch_indices.iter().copied().filter(|f| part.retval_indices.contains(f)).collect(),
                 partial: Some(PartialRunFlags { first: false, last }),
                 deadline,
                 collect_stats: false,
             };
             let w = waiter.clone();
-            self.tasks[part.task]
-                .worker
-                .run_graph(request, Box::new(move |r| w.part_done(i, r)));
+            self.tasks[part.task].worker.run_graph(request, Box::new(move |r| w.part_done(i, r)));
         }
-        let finished = waiter
-            .ready
-            .wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
+        let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
         let failure = if !finished {
-            Some(Status::deadline_exceeded(format!(
-                "partial run '{handle}' exceeded its deadline"
-            )))
+            Some(Status::deadline_exceeded(format!("partial run '{handle}' exceeded its deadline")))
         } else {
             waiter.error.lock().take()
         };
@@ -707,20 +586,14 @@ impl MasterSession {
         }
         fetch_indices
             .iter()
-            .map(|i| {
-                by_index
-                    .remove(i)
-                    .ok_or_else(|| Status::internal(format!("fetch #{i} was not produced")))
-            })
+            .map(|i| by_index.remove(i).ok_or_else(|| Status::internal(format!("fetch #{i} was not produced"))))
             .collect()
     }
 
     /// Clears resource containers on every task of this session.
     pub fn reset(&self, containers: &[String]) -> Result<()> {
         for task in self.tasks.iter() {
-            task.worker
-                .reset_session(&self.handle, containers)
-                .map_err(|e| e.context(&task.name))?;
+            task.worker.reset_session(&self.handle, containers).map_err(|e| e.context(&task.name))?;
         }
         Ok(())
     }
@@ -734,19 +607,12 @@ impl MasterSession {
         self.callables.lock().clear();
         let partial: Vec<_> = self.partial_runs.lock().drain().map(|(_, p)| p).collect();
         for p in partial {
-            self.abort_parts(
-                &p.exec,
-                p.step_id,
-                &Status::cancelled("the session was closed"),
-            );
+            self.abort_parts(&p.exec, p.step_id, &Status::cancelled("the session was closed"));
         }
         let mut first_error = None;
         for exec in executions {
             for part in &exec.parts {
-                if let Err(e) = self.tasks[part.task]
-                    .worker
-                    .deregister_graph(&self.handle, &part.graph_handle)
-                {
+                if let Err(e) = self.tasks[part.task].worker.deregister_graph(&self.handle, &part.graph_handle) {
                     first_error.get_or_insert(e);
                 }
             }

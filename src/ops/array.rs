@@ -18,10 +18,7 @@ pub const DEFS: &[OpDef] = &[
 ];
 
 fn const_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![],
-        vec![ValueType::Tensor(node.attr_dtype("dtype")?)],
-    ))
+    Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("dtype")?)]))
 }
 
 /// Holds the decoded constant; each step hands out a reference to it.
@@ -33,10 +30,7 @@ fn build_const(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let value = init.node.attr_tensor("value")?.to_tensor()?;
     let dtype = init.node.attr_dtype("dtype")?;
     if value.dtype() != dtype {
-        return Err(Status::invalid_argument(format!(
-            "Const value is {} but attr dtype is {dtype}",
-            value.dtype()
-        )));
+        return Err(Status::invalid_argument(format!("Const value is {} but attr dtype is {dtype}", value.dtype())));
     }
     Ok(Box::new(ConstKernel { value }))
 }
@@ -49,10 +43,7 @@ impl OpKernel for ConstKernel {
 }
 
 fn placeholder_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![],
-        vec![ValueType::Tensor(node.attr_dtype("dtype")?)],
-    ))
+    Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("dtype")?)]))
 }
 
 /// Runs only when a placeholder was not fed: always an error.
@@ -79,10 +70,7 @@ impl OpKernel for PlaceholderKernel {
 
 fn identity_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = node.attr_dtype("T")?;
-    Ok(OpSignature::new(
-        vec![ValueType::Tensor(t)],
-        vec![ValueType::Tensor(t)],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Tensor(t)], vec![ValueType::Tensor(t)]))
 }
 
 /// Forwards its input; the executor has already read through a ref input.
@@ -131,29 +119,16 @@ mod tests {
             .attr("dtype", ty(DType::F32));
         assert!(run1(&n, &[]).unwrap().bit_eq(&value));
         let bad = n.clone().attr("dtype", ty(DType::I32));
-        assert!(
-            run1(&bad, &[])
-                .unwrap_err()
-                .message
-                .contains("attr dtype is int32")
-        );
+        assert!(run1(&bad, &[]).unwrap_err().message.contains("attr dtype is int32"));
     }
 
     #[test]
     fn unfed_placeholder_names_itself() {
         let n = NodeSpec::new("x", "Placeholder")
             .attr("dtype", ty(DType::F32))
-            .attr(
-                "shape",
-                AttrValue::Shape(ShapeSpec {
-                    dims: Some(vec![-1, 16]),
-                }),
-            );
+            .attr("shape", AttrValue::Shape(ShapeSpec { dims: Some(vec![-1, 16]) }));
         let err = run1(&n, &[]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "You must feed a value for placeholder tensor 'x' with dtype float32 and shape [?,16]"
-        );
+        assert_eq!(err.message, "You must feed a value for placeholder tensor 'x' with dtype float32 and shape [?,16]");
     }
 
     #[test]

@@ -34,27 +34,14 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Result<Shape> {
     let mut out = Vec::with_capacity(rank);
     for i in 0..rank {
         // Align from the right; missing leading dimensions are 1.
-        let da = if i + a.len() >= rank {
-            a[i + a.len() - rank]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= rank {
-            b[i + b.len() - rank]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
         let d = if da == db || db == 1 {
             da
         } else if da == 1 {
             db
         } else {
-            bail!(
-                invalid_argument,
-                "Incompatible shapes: {} vs. {}",
-                Shape::new(a),
-                Shape::new(b)
-            );
+            bail!(invalid_argument, "Incompatible shapes: {} vs. {}", Shape::new(a), Shape::new(b));
         };
         out.push(d);
     }
@@ -79,11 +66,7 @@ impl Plan {
     pub fn new(a: &[usize], b: &[usize], out: &[usize]) -> Plan {
         let rank = out.len();
         let pad = |s: &[usize], i: usize| {
-            if i + s.len() >= rank {
-                s[i + s.len() - rank]
-            } else {
-                1
-            }
+            if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 }
         };
         // Group dimensions by which operand (if any) is broadcast in them.
         let mut dims = Dims::new();
@@ -118,11 +101,7 @@ impl Plan {
         };
         let a_strides = strides(&|g| bcast[g].0);
         let b_strides = strides(&|g| bcast[g].1);
-        Plan {
-            dims,
-            a_strides,
-            b_strides,
-        }
+        Plan { dims, a_strides, b_strides }
     }
 
     /// The collapsed output dimensions (for tests and diagnostics).
@@ -164,10 +143,7 @@ impl Plan {
     /// Calls `f(a_index, b_index)` for every output element in order.
     pub fn for_each_index(&self, mut f: impl FnMut(usize, usize)) {
         let inner = self.inner();
-        let (sa, sb) = (
-            self.a_strides[self.dims.len() - 1],
-            self.b_strides[self.dims.len() - 1],
-        );
+        let (sa, sb) = (self.a_strides[self.dims.len() - 1], self.b_strides[self.dims.len() - 1]);
         self.for_each_row(|a_off, b_off, _| {
             for i in 0..inner {
                 f(a_off + i * sa, b_off + i * sb);
@@ -263,11 +239,7 @@ pub fn unary_in_place<T: Element>(mut x: Tensor, f: impl Fn(T) -> T) -> Result<T
 /// `f(a, b)` elementwise with broadcasting, for a result of the operands'
 /// type: written over `a` or `b` when one has the output's shape and is
 /// uniquely owned, else into a fresh tensor.
-pub fn binary_in_place<T: Element>(
-    mut a: Tensor,
-    mut b: Tensor,
-    f: impl Fn(T, T) -> T,
-) -> Result<Tensor> {
+pub fn binary_in_place<T: Element>(mut a: Tensor, mut b: Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
     if a.dims() == b.dims() {
         if let Some(sa) = a.try_slice_mut::<T>() {
             let sb = b.as_slice::<T>()?;
@@ -323,11 +295,7 @@ pub fn binary_in_place<T: Element>(
 
 /// `f(a, b)` elementwise with broadcasting into a fresh tensor of another
 /// element type (comparisons).
-pub fn binary_map<T: Element, O: Element>(
-    a: &Tensor,
-    b: &Tensor,
-    f: impl Fn(T, T) -> O,
-) -> Result<Tensor> {
+pub fn binary_map<T: Element, O: Element>(a: &Tensor, b: &Tensor, f: impl Fn(T, T) -> O) -> Result<Tensor> {
     let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
     if a.dims() == b.dims() {
         return Tensor::build::<O>(a.shape().clone(), |out| {
@@ -375,16 +343,8 @@ mod tests {
     #[test]
     fn shapes_broadcast_like_numpy() {
         let ok = |a: &[usize], b: &[usize], want: &[usize]| {
-            assert_eq!(
-                broadcast_shape(a, b).unwrap().dims(),
-                want,
-                "{a:?} vs {b:?}"
-            );
-            assert_eq!(
-                broadcast_shape(b, a).unwrap().dims(),
-                want,
-                "{b:?} vs {a:?}"
-            );
+            assert_eq!(broadcast_shape(a, b).unwrap().dims(), want, "{a:?} vs {b:?}");
+            assert_eq!(broadcast_shape(b, a).unwrap().dims(), want, "{b:?} vs {a:?}");
         };
         ok(&[], &[], &[]);
         ok(&[], &[2, 3], &[2, 3]);
@@ -403,10 +363,7 @@ mod tests {
         // [N,C] + [C]: one group where b is broadcast, then a shared one.
         let p = Plan::new(&[4, 3], &[3], &[4, 3]);
         assert_eq!(p.dims(), &[4, 3]);
-        assert_eq!(
-            (p.a_strides.as_slice(), p.b_strides.as_slice()),
-            (&[3, 1][..], &[0, 1][..])
-        );
+        assert_eq!((p.a_strides.as_slice(), p.b_strides.as_slice()), (&[3, 1][..], &[0, 1][..]));
         // Same pattern in adjacent dims merges: [2,3,4] + [1,1,4] -> [6,4].
         let p = Plan::new(&[2, 3, 4], &[1, 1, 4], &[2, 3, 4]);
         assert_eq!(p.dims(), &[6, 4]);
@@ -422,10 +379,7 @@ mod tests {
         let row = t(&[1, 4], &[10., 20., 30., 40.]);
         let out = add(&col, &row).unwrap();
         assert_eq!(out.dims(), &[3, 4]);
-        assert_eq!(
-            out.as_slice::<f32>().unwrap(),
-            &[11., 21., 31., 41., 12., 22., 32., 42., 13., 23., 33., 43.]
-        );
+        assert_eq!(out.as_slice::<f32>().unwrap(), &[11., 21., 31., 41., 12., 22., 32., 42., 13., 23., 33., 43.]);
     }
 
     #[test]
@@ -437,30 +391,19 @@ mod tests {
         assert_eq!(out.dims(), &[2, 3, 2]);
         assert_eq!(
             out.as_slice::<f32>().unwrap(),
-            &[
-                100., 101., 202., 203., 304., 305., 106., 107., 208., 209., 310., 311.
-            ]
+            &[100., 101., 202., 203., 304., 305., 106., 107., 208., 209., 310., 311.]
         );
         // And from the other side, which is not symmetric for Sub.
         let out = binary_in_place::<f32>(b.clone(), a.clone(), |x, y| x - y).unwrap();
-        assert_eq!(
-            &out.as_slice::<f32>().unwrap()[..4],
-            &[100., 99., 198., 197.]
-        );
+        assert_eq!(&out.as_slice::<f32>().unwrap()[..4], &[100., 99., 198., 197.]);
     }
 
     #[test]
     fn scalars_and_single_elements() {
         let s = Tensor::scalar(2.0f32);
         let v = t(&[3], &[1., 2., 3.]);
-        assert_eq!(
-            add(&s, &v).unwrap().as_slice::<f32>().unwrap(),
-            &[3., 4., 5.]
-        );
-        assert_eq!(
-            add(&v, &s).unwrap().as_slice::<f32>().unwrap(),
-            &[3., 4., 5.]
-        );
+        assert_eq!(add(&s, &v).unwrap().as_slice::<f32>().unwrap(), &[3., 4., 5.]);
+        assert_eq!(add(&v, &s).unwrap().as_slice::<f32>().unwrap(), &[3., 4., 5.]);
         // A [1,1,1] operand raises the rank of the result.
         let one = t(&[1, 1, 1], &[1.]);
         let out = add(&v, &one).unwrap();

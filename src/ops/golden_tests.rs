@@ -11,18 +11,13 @@
 
 use super::{ResourceMgr, Value, ValueType, lookup, run_kernel_once};
 use crate::error::{Result, Status};
-use crate::graph::spec::{
-    AttrList, AttrValue, DataType, Endpoint, NodeSpec, ShapeSpec, TensorValue,
-};
+use crate::graph::spec::{AttrList, AttrValue, DataType, Endpoint, NodeSpec, ShapeSpec, TensorValue};
 use crate::tensor::{DType, Tensor, npy};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 fn fixture(case: &str, file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(case)
-        .join(file)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(case).join(file)
 }
 
 fn expected(case: &str, file: &str) -> Tensor {
@@ -30,11 +25,7 @@ fn expected(case: &str, file: &str) -> Tensor {
 }
 
 fn weight(case: &str, name: &str) -> Tensor {
-    npy::read_npy(fixture(
-        &format!("tf-graphs-consts/{case}"),
-        &format!("{name}.npy"),
-    ))
-    .unwrap()
+    npy::read_npy(fixture(&format!("tf-graphs-consts/{case}"), &format!("{name}.npy"))).unwrap()
 }
 
 /// A graph and the state that outlives its steps.
@@ -51,12 +42,7 @@ impl Session {
     }
 
     /// Runs one step: `fetches` by tensor name, after `targets` ran.
-    fn step(
-        &self,
-        feeds: &[(&str, Tensor)],
-        fetches: &[&str],
-        targets: &[&str],
-    ) -> Result<Vec<Tensor>> {
+    fn step(&self, feeds: &[(&str, Tensor)], fetches: &[&str], targets: &[&str]) -> Result<Vec<Tensor>> {
         let mut done: HashMap<String, Vec<Value>> = HashMap::new();
         for (name, t) in feeds {
             let ep = Endpoint::parse(name)?;
@@ -79,10 +65,7 @@ impl Session {
         if done.contains_key(name) {
             return Ok(());
         }
-        let node = self
-            .nodes
-            .get(name)
-            .ok_or_else(|| Status::not_found(format!("no node '{name}'")))?;
+        let node = self.nodes.get(name).ok_or_else(|| Status::not_found(format!("no node '{name}'")))?;
         for c in &node.control_inputs {
             self.eval(c, done)?;
         }
@@ -161,15 +144,9 @@ fn broadcast_reduce() {
         .add(konst("Const", &Tensor::scalar(2.0f32)))
         .add(f("mul", "Mul", &["sum", "Const"]))
         .add(konst("rsum/reduction_indices", &Tensor::scalar(1i32)))
-        .add(
-            f("rsum", "Sum", &["mul", "rsum/reduction_indices"])
-                .attr("keep_dims", AttrValue::Bool(false)),
-        )
+        .add(f("rsum", "Sum", &["mul", "rsum/reduction_indices"]).attr("keep_dims", AttrValue::Bool(false)))
         .add(konst("rmean/reduction_indices", &Tensor::scalar(0i32)))
-        .add(
-            f("rmean", "Mean", &["mul", "rmean/reduction_indices"])
-                .attr("keep_dims", AttrValue::Bool(true)),
-        )
+        .add(f("rmean", "Mean", &["mul", "rmean/reduction_indices"]).attr("keep_dims", AttrValue::Bool(true)))
         .add(konst("Const_1", &i32s(&[0, 1])))
         .add(f("rmax", "Max", &["mul", "Const_1"]))
         .add(konst("amax/dimension", &Tensor::scalar(1i32)))
@@ -196,23 +173,14 @@ fn broadcast_reduce() {
         .add(f("th", "Tanh", &["mul"]))
         .add(f("sg", "Sigmoid", &["mul"]));
     let case = "broadcast_reduce";
-    let names = [
-        "sum", "mul", "rsum", "rmean", "rmax", "amax", "clip", "rs", "e", "l", "div", "sq", "th",
-        "sg",
-    ];
+    let names = ["sum", "mul", "rsum", "rmean", "rmax", "amax", "clip", "rs", "e", "l", "div", "sq", "th", "sg"];
     let fetches: Vec<String> = names.iter().map(|n| format!("{n}:0")).collect();
     let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
-    let files: Vec<String> = names
-        .iter()
-        .map(|n| format!("step0_expect_{n}_0.npy"))
-        .collect();
+    let files: Vec<String> = names.iter().map(|n| format!("step0_expect_{n}_0.npy")).collect();
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
     let got = s
         .step(
-            &[
-                ("a:0", expected(case, "step0_feed_a_0.npy")),
-                ("b:0", expected(case, "step0_feed_b_0.npy")),
-            ],
+            &[("a:0", expected(case, "step0_feed_a_0.npy")), ("b:0", expected(case, "step0_feed_b_0.npy"))],
             &fetches,
             &[],
         )
@@ -249,18 +217,9 @@ fn shapes() {
     let names = ["r", "t", "c", "ci", "shp", "flat", "mm_tb", "mm_ta"];
     let fetches: Vec<String> = names.iter().map(|n| format!("{n}:0")).collect();
     let fetches: Vec<&str> = fetches.iter().map(String::as_str).collect();
-    let files: Vec<String> = names
-        .iter()
-        .map(|n| format!("step0_expect_{n}_0.npy"))
-        .collect();
+    let files: Vec<String> = names.iter().map(|n| format!("step0_expect_{n}_0.npy")).collect();
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
-    let got = s
-        .step(
-            &[("x:0", expected(case, "step0_feed_x_0.npy"))],
-            &fetches,
-            &[],
-        )
-        .unwrap();
+    let got = s.step(&[("x:0", expected(case, "step0_feed_x_0.npy"))], &fetches, &[]).unwrap();
     check(case, &got, &files);
 }
 
@@ -271,30 +230,17 @@ fn mlp(case: &str, activations: &[&str]) {
     let mut prev = "x".to_string();
     for (i, act) in activations.iter().enumerate() {
         let (w, b) = (format!("w{i}"), format!("b{i}"));
-        let mm = if i == 0 {
-            "MatMul".to_string()
-        } else {
-            format!("MatMul_{i}")
-        };
+        let mm = if i == 0 { "MatMul".to_string() } else { format!("MatMul_{i}") };
         let (logits, out) = (format!("logits{i}"), format!("act{i}"));
         s.add(konst(&w, &weight(case, &w)))
             .add(konst(&b, &weight(case, &b)))
             .add(f(&mm, "MatMul", &[&prev, &w]))
-            .add(
-                f(&logits, "BiasAdd", &[&mm, &b])
-                    .attr("data_format", AttrValue::Bytes(b"NHWC".to_vec())),
-            )
+            .add(f(&logits, "BiasAdd", &[&mm, &b]).attr("data_format", AttrValue::Bytes(b"NHWC".to_vec())))
             .add(f(&out, act, &[&logits]));
         prev = out;
     }
     s.add(f("y", "Identity", &[&prev]));
-    let got = s
-        .step(
-            &[("x:0", expected(case, "step0_feed_x_0.npy"))],
-            &["y:0"],
-            &[],
-        )
-        .unwrap();
+    let got = s.step(&[("x:0", expected(case, "step0_feed_x_0.npy"))], &["y:0"], &[]).unwrap();
     check(case, &got, &["step0_expect_y_0.npy"]);
 }
 
@@ -316,11 +262,7 @@ fn fanout() {
     s.add(placeholder("x"));
     let mut branches = Vec::new();
     for i in 0..8 {
-        let sfx = if i == 0 {
-            String::new()
-        } else {
-            format!("_{i}")
-        };
+        let sfx = if i == 0 { String::new() } else { format!("_{i}") };
         let (y, add, mm, axes, br) = (
             format!("add{sfx}/y"),
             format!("add{sfx}"),
@@ -338,119 +280,71 @@ fn fanout() {
     let inputs: Vec<&str> = branches.iter().map(String::as_str).collect();
     s.add(f("total", "AddN", &inputs).attr("N", AttrValue::Int(8)));
     let case = "fanout_two_tasks";
-    let got = s
-        .step(
-            &[("x:0", expected(case, "step0_feed_x_0.npy"))],
-            &["total:0"],
-            &[],
-        )
-        .unwrap();
+    let got = s.step(&[("x:0", expected(case, "step0_feed_x_0.npy"))], &["total:0"], &[]).unwrap();
     check(case, &got, &["step0_expect_total_0.npy"]);
 }
 
 #[test]
 fn ref_variable_across_steps() {
     let mut s = Session::default();
-    s.add(konst(
-        "ones",
-        &Tensor::from_slice::<f32>([3], &[1.0; 3]).unwrap(),
-    ))
-    .add(
-        n("v", "VariableV2", &[])
-            .attr("dtype", ty(DType::F32))
-            .attr("shape", AttrValue::Shape(ShapeSpec::known(&[3])))
-            .attr("container", AttrValue::Bytes(vec![]))
-            .attr("shared_name", AttrValue::Bytes(vec![])),
-    )
-    .add(
-        f("v/Assign", "Assign", &["v", "ones"])
-            .attr("validate_shape", AttrValue::Bool(true))
-            .attr("use_locking", AttrValue::Bool(true))
-            .attr(
-                "_class",
-                AttrValue::List(AttrList::Bytes(vec![b"loc:@v".to_vec()])),
-            ),
-    )
-    .add(f("v/read", "Identity", &["v"]))
-    .add(placeholder("x"))
-    .add(f("mul", "Mul", &["v/read", "x"]))
-    .add(f("scale", "Assign", &["v", "mul"]).attr("validate_shape", AttrValue::Bool(true)))
-    .add(f("read", "Identity", &["v/read"]))
-    .add(n("init", "NoOp", &["^v/Assign"]));
+    s.add(konst("ones", &Tensor::from_slice::<f32>([3], &[1.0; 3]).unwrap()))
+        .add(
+            n("v", "VariableV2", &[])
+                .attr("dtype", ty(DType::F32))
+                .attr("shape", AttrValue::Shape(ShapeSpec::known(&[3])))
+                .attr("container", AttrValue::Bytes(vec![]))
+                .attr("shared_name", AttrValue::Bytes(vec![])),
+        )
+        .add(
+            f("v/Assign", "Assign", &["v", "ones"])
+                .attr("validate_shape", AttrValue::Bool(true))
+                .attr("use_locking", AttrValue::Bool(true))
+                .attr("_class", AttrValue::List(AttrList::Bytes(vec![b"loc:@v".to_vec()]))),
+        )
+        .add(f("v/read", "Identity", &["v"]))
+        .add(placeholder("x"))
+        .add(f("mul", "Mul", &["v/read", "x"]))
+        .add(f("scale", "Assign", &["v", "mul"]).attr("validate_shape", AttrValue::Bool(true)))
+        .add(f("read", "Identity", &["v/read"]))
+        .add(n("init", "NoOp", &["^v/Assign"]));
     let case = "ref_variable";
     // Before init, reading fails naming the variable.
     let err = s.step(&[], &["read:0"], &[]).unwrap_err();
     assert_eq!(err.code, crate::error::Code::FailedPrecondition);
     assert!(err.message.contains("v"), "{err}");
     s.step(&[], &[], &["init"]).unwrap();
-    s.step(
-        &[("x:0", expected(case, "step1_feed_x_0.npy"))],
-        &[],
-        &["scale"],
-    )
-    .unwrap();
+    s.step(&[("x:0", expected(case, "step1_feed_x_0.npy"))], &[], &["scale"]).unwrap();
     let got = s.step(&[], &["read:0"], &[]).unwrap();
     check(case, &got, &["step2_expect_read_0.npy"]);
-    let got = s
-        .step(
-            &[("x:0", expected(case, "step3_feed_x_0.npy"))],
-            &["scale:0"],
-            &[],
-        )
-        .unwrap();
+    let got = s.step(&[("x:0", expected(case, "step3_feed_x_0.npy"))], &["scale:0"], &[]).unwrap();
     check(case, &got, &["step3_expect_scale_0.npy"]);
 }
 
 #[test]
 fn counter_resource_var_across_steps() {
-    let res =
-        |name: &str, op: &str, inputs: &[&str]| n(name, op, inputs).attr("dtype", ty(DType::F32));
+    let res = |name: &str, op: &str, inputs: &[&str]| n(name, op, inputs).attr("dtype", ty(DType::F32));
     let mut s = Session::default();
-    s.add(konst(
-        "zeros",
-        &Tensor::from_slice::<f32>([2], &[0.0; 2]).unwrap(),
-    ))
-    .add(
-        res("counter", "VarHandleOp", &[])
-            .attr("shared_name", AttrValue::Bytes(b"counter".to_vec()))
-            .attr("container", AttrValue::Bytes(vec![]))
-            .attr("shape", AttrValue::Shape(ShapeSpec::known(&[2]))),
-    )
-    .add(n(
-        "counter/IsInitialized/VarIsInitializedOp",
-        "VarIsInitializedOp",
-        &["counter"],
-    ))
-    .add(
-        res("counter/Assign", "AssignVariableOp", &["counter", "zeros"])
-            .attr("validate_shape", AttrValue::Bool(false)),
-    )
-    .add(res(
-        "counter/Read/ReadVariableOp",
-        "ReadVariableOp",
-        &["counter"],
-    ))
-    .add(konst(
-        "Const",
-        &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap(),
-    ))
-    .add(res(
-        "AssignAddVariableOp",
-        "AssignAddVariableOp",
-        &["counter", "Const"],
-    ))
-    .add(res(
-        "Read/ReadVariableOp",
-        "ReadVariableOp",
-        &["counter", "^AssignAddVariableOp"],
-    ))
-    .add(f("Identity", "Identity", &["Read/ReadVariableOp"]))
-    .add(f("after", "Identity", &["Identity"]))
-    .add(n("init", "NoOp", &["^counter/Assign"]));
+    s.add(konst("zeros", &Tensor::from_slice::<f32>([2], &[0.0; 2]).unwrap()))
+        .add(
+            res("counter", "VarHandleOp", &[])
+                .attr("shared_name", AttrValue::Bytes(b"counter".to_vec()))
+                .attr("container", AttrValue::Bytes(vec![]))
+                .attr("shape", AttrValue::Shape(ShapeSpec::known(&[2]))),
+        )
+        .add(n("counter/IsInitialized/VarIsInitializedOp", "VarIsInitializedOp", &["counter"]))
+        .add(
+            res("counter/Assign", "AssignVariableOp", &["counter", "zeros"])
+                .attr("validate_shape", AttrValue::Bool(false)),
+        )
+        .add(res("counter/Read/ReadVariableOp", "ReadVariableOp", &["counter"]))
+        .add(konst("Const", &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap()))
+        .add(res("AssignAddVariableOp", "AssignAddVariableOp", &["counter", "Const"]))
+        .add(res("Read/ReadVariableOp", "ReadVariableOp", &["counter", "^AssignAddVariableOp"]))
+        .add(f("Identity", "Identity", &["Read/ReadVariableOp"]))
+        .add(f("after", "Identity", &["Identity"]))
+        .add(n("init", "NoOp", &["^counter/Assign"]));
     let case = "counter_resource_var";
-    let init = s
-        .step(&[], &["counter/IsInitialized/VarIsInitializedOp:0"], &[])
-        .unwrap();
+    let init = s.step(&[], &["counter/IsInitialized/VarIsInitializedOp:0"], &[]).unwrap();
     assert!(!init[0].scalar_value::<bool>().unwrap());
     s.step(&[], &[], &["init"]).unwrap();
     for step in 1..=3 {
@@ -462,16 +356,8 @@ fn counter_resource_var_across_steps() {
 #[test]
 fn add_scalar() {
     let mut s = Session::default();
-    s.add(placeholder("x"))
-        .add(konst("y/y", &Tensor::scalar(1.0f32)))
-        .add(f("y", "AddV2", &["x", "y/y"]));
+    s.add(placeholder("x")).add(konst("y/y", &Tensor::scalar(1.0f32))).add(f("y", "AddV2", &["x", "y/y"]));
     let case = "add_scalar";
-    let got = s
-        .step(
-            &[("x:0", expected(case, "step0_feed_x_0.npy"))],
-            &["y:0"],
-            &[],
-        )
-        .unwrap();
+    let got = s.step(&[("x:0", expected(case, "step0_feed_x_0.npy"))], &["y:0"], &[]).unwrap();
     check(case, &got, &["step0_expect_y_0.npy"]);
 }

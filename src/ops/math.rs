@@ -16,8 +16,7 @@ use super::broadcast::{binary_in_place, binary_map, broadcast_shape, unary_in_pl
 use super::numeric::{Float, Num, round_half_to_even};
 use super::registry::OpDef;
 use super::{
-    ComputeFn, FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count,
-    unsupported_dtype,
+    ComputeFn, FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count, unsupported_dtype,
 };
 use crate::bail;
 use crate::error::{Result, Status};
@@ -39,11 +38,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Log1p", unary_signature, build_float_unary::<Log1p>),
     OpDef::kernel("Sqrt", unary_signature, build_float_unary::<Sqrt>),
     OpDef::kernel("Rsqrt", unary_signature, build_float_unary::<Rsqrt>),
-    OpDef::kernel(
-        "Reciprocal",
-        unary_signature,
-        build_float_unary::<Reciprocal>,
-    ),
+    OpDef::kernel("Reciprocal", unary_signature, build_float_unary::<Reciprocal>),
     OpDef::kernel("Inv", unary_signature, build_float_unary::<Reciprocal>),
     OpDef::kernel("Tanh", unary_signature, build_float_unary::<Tanh>),
     OpDef::kernel("Sigmoid", unary_signature, build_float_unary::<Sigmoid>),
@@ -67,28 +62,16 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("FloorDiv", binary_signature, build_real_binary::<FloorDiv>),
     OpDef::kernel("FloorMod", binary_signature, build_real_binary::<FloorMod>),
     OpDef::kernel("Mod", binary_signature, build_real_binary::<TruncMod>),
-    OpDef::kernel(
-        "TruncateMod",
-        binary_signature,
-        build_real_binary::<TruncMod>,
-    ),
+    OpDef::kernel("TruncateMod", binary_signature, build_real_binary::<TruncMod>),
     OpDef::kernel("Maximum", binary_signature, build_real_binary::<Maximum>),
     OpDef::kernel("Minimum", binary_signature, build_real_binary::<Minimum>),
     OpDef::kernel("Pow", binary_signature, build_real_binary::<Pow>),
-    OpDef::kernel(
-        "SquaredDifference",
-        binary_signature,
-        build_real_binary::<SquaredDifference>,
-    ),
+    OpDef::kernel("SquaredDifference", binary_signature, build_real_binary::<SquaredDifference>),
     // Comparisons.
     OpDef::kernel("Less", compare_signature, build_compare::<Less>),
     OpDef::kernel("LessEqual", compare_signature, build_compare::<LessEqual>),
     OpDef::kernel("Greater", compare_signature, build_compare::<Greater>),
-    OpDef::kernel(
-        "GreaterEqual",
-        compare_signature,
-        build_compare::<GreaterEqual>,
-    ),
+    OpDef::kernel("GreaterEqual", compare_signature, build_compare::<GreaterEqual>),
     OpDef::kernel("Equal", compare_signature, build_equality::<Equal>),
     OpDef::kernel("NotEqual", compare_signature, build_equality::<NotEqual>),
     // Logical.
@@ -124,18 +107,12 @@ pub fn binary_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn compare_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
-    Ok(OpSignature::new(
-        vec![t, t],
-        vec![ValueType::Tensor(DType::Bool)],
-    ))
+    Ok(OpSignature::new(vec![t, t], vec![ValueType::Tensor(DType::Bool)]))
 }
 
 fn predicate_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
-    Ok(OpSignature::new(
-        vec![t],
-        vec![ValueType::Tensor(DType::Bool)],
-    ))
+    Ok(OpSignature::new(vec![t], vec![ValueType::Tensor(DType::Bool)]))
 }
 
 fn logical_signature(_node: &NodeSpec) -> Result<OpSignature> {
@@ -156,19 +133,12 @@ fn add_n_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn select_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
-    Ok(OpSignature::new(
-        vec![ValueType::Tensor(DType::Bool), t, t],
-        vec![t],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Tensor(DType::Bool), t, t], vec![t]))
 }
 
 /// Fails unless `dtype` is in `allowed`, naming the op and dtype.
 pub fn require_dtype(op: &str, dtype: DType, allowed: &[DType]) -> Result<()> {
-    if allowed.contains(&dtype) {
-        Ok(())
-    } else {
-        Err(unsupported_dtype(op, dtype, allowed))
-    }
+    if allowed.contains(&dtype) { Ok(()) } else { Err(unsupported_dtype(op, dtype, allowed)) }
 }
 
 // ---------------------------------------------------------------------------
@@ -409,10 +379,7 @@ macro_rules! binary_ops {
 
 fn check_pow_exponents<T: Num>(rhs: &[T]) -> Result<()> {
     if !T::IS_FLOAT && rhs.iter().any(|&e| e < T::ZERO) {
-        bail!(
-            invalid_argument,
-            "Integers to negative integer powers are not allowed"
-        );
+        bail!(invalid_argument, "Integers to negative integer powers are not allowed");
     }
     Ok(())
 }
@@ -495,10 +462,7 @@ fn build_equality<C: Compare>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>
     let compute = pick_compare::<C>(init.node, &DType::ALL)?;
     let error = init.node.attr_bool_or("incompatible_shape_error", true)?;
     let incompatible = (!error).then(|| C::apply(0, 1));
-    Ok(Box::new(EqualityKernel {
-        compute,
-        incompatible,
-    }))
+    Ok(Box::new(EqualityKernel { compute, incompatible }))
 }
 
 impl OpKernel for EqualityKernel {
@@ -671,9 +635,7 @@ fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
 
 fn build_select(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
-    Ok(FnKernel::boxed(
-        crate::dispatch_dtype!(dtype, T => compute_select::<T> as ComputeFn),
-    ))
+    Ok(FnKernel::boxed(crate::dispatch_dtype!(dtype, T => compute_select::<T> as ComputeFn)))
 }
 
 /// Per-output-dimension strides of an operand broadcast to `out` (0 where
@@ -704,11 +666,7 @@ fn compute_select_v2<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
             other.shape()
         ))
     })?;
-    let (c, t, e) = (
-        cond.as_slice::<bool>()?,
-        then.as_slice::<T>()?,
-        other.as_slice::<T>()?,
-    );
+    let (c, t, e) = (cond.as_slice::<bool>()?, then.as_slice::<T>()?, other.as_slice::<T>()?);
     let out_dims = out_shape.dims().to_vec();
     let strides = [
         broadcast_strides(cond.dims(), &out_dims),
@@ -744,9 +702,7 @@ fn compute_select_v2<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
 
 fn build_select_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
-    Ok(FnKernel::boxed(
-        crate::dispatch_dtype!(dtype, T => compute_select_v2::<T> as ComputeFn),
-    ))
+    Ok(FnKernel::boxed(crate::dispatch_dtype!(dtype, T => compute_select_v2::<T> as ComputeFn)))
 }
 
 #[cfg(test)]
@@ -823,11 +779,8 @@ mod tests {
 
     #[test]
     fn float_only_ops_reject_ints_at_build_time() {
-        for name in [
-            "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Floor", "RealDiv", "IsNan",
-        ] {
-            let err =
-                run1(&op(name, DType::I32), &[i32s(&[1], &[4]), i32s(&[1], &[4])]).unwrap_err();
+        for name in ["Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Floor", "RealDiv", "IsNan"] {
+            let err = run1(&op(name, DType::I32), &[i32s(&[1], &[4]), i32s(&[1], &[4])]).unwrap_err();
             assert_eq!(err.code, Code::InvalidArgument, "{name}");
             assert!(err.message.contains("int32"), "{name}: {err}");
             assert!(err.message.contains(name), "{name}: {err}");
@@ -840,15 +793,9 @@ mod tests {
     fn predicates() {
         let x = f32s(&[4], &[1.0, f32::NAN, f32::INFINITY, -f32::INFINITY]);
         let nan = run1(&op("IsNan", DType::F32), std::slice::from_ref(&x)).unwrap();
-        assert_eq!(
-            nan.as_slice::<bool>().unwrap(),
-            &[false, true, false, false]
-        );
+        assert_eq!(nan.as_slice::<bool>().unwrap(), &[false, true, false, false]);
         let fin = run1(&op("IsFinite", DType::F32), std::slice::from_ref(&x)).unwrap();
-        assert_eq!(
-            fin.as_slice::<bool>().unwrap(),
-            &[true, false, false, false]
-        );
+        assert_eq!(fin.as_slice::<bool>().unwrap(), &[true, false, false, false]);
         let inf = run1(&op("IsInf", DType::F32), &[x]).unwrap();
         assert_eq!(inf.as_slice::<bool>().unwrap(), &[false, false, true, true]);
     }
@@ -868,11 +815,7 @@ mod tests {
         close(&sq, &[81., 324., 729., 36., 225., 576.]);
         let p = run1(&op("Pow", DType::F32), &[a, Tensor::scalar(2.0f32)]).unwrap();
         close(&p, &[1., 4., 9., 16., 25., 36.]);
-        let err = run1(
-            &op("Mul", DType::F32),
-            &[f32s(&[2, 3], &[0.; 6]), f32s(&[4], &[0.; 4])],
-        )
-        .unwrap_err();
+        let err = run1(&op("Mul", DType::F32), &[f32s(&[2, 3], &[0.; 6]), f32s(&[4], &[0.; 4])]).unwrap_err();
         assert_eq!(err.message, "Incompatible shapes: [2,3] vs. [4]");
     }
 
@@ -889,41 +832,18 @@ mod tests {
         let tmod = run1(&op("Mod", DType::I32), &[a.clone(), b.clone()]).unwrap();
         assert_eq!(tmod.as_slice::<i32>().unwrap(), &[1, -1, 1, -1]);
         for name in ["Div", "FloorDiv", "FloorMod", "Mod", "TruncateDiv"] {
-            let err = run1(
-                &op(name, DType::I32),
-                &[a.clone(), i32s(&[4], &[1, 0, 1, 1])],
-            )
-            .unwrap_err();
+            let err = run1(&op(name, DType::I32), &[a.clone(), i32s(&[4], &[1, 0, 1, 1])]).unwrap_err();
             assert_eq!(err.code, Code::InvalidArgument);
             assert_eq!(err.message, "Integer division by zero", "{name}");
         }
         // Float division by zero is IEEE, not an error.
-        let q = run1(
-            &op("Div", DType::F32),
-            &[f32s(&[2], &[1., -1.]), Tensor::scalar(0.0f32)],
-        )
-        .unwrap();
-        assert_eq!(
-            q.as_slice::<f32>().unwrap(),
-            &[f32::INFINITY, f32::NEG_INFINITY]
-        );
-        let q = run1(
-            &op("DivNoNan", DType::F32),
-            &[f32s(&[2], &[1., 6.]), f32s(&[2], &[0., 3.])],
-        )
-        .unwrap();
+        let q = run1(&op("Div", DType::F32), &[f32s(&[2], &[1., -1.]), Tensor::scalar(0.0f32)]).unwrap();
+        assert_eq!(q.as_slice::<f32>().unwrap(), &[f32::INFINITY, f32::NEG_INFINITY]);
+        let q = run1(&op("DivNoNan", DType::F32), &[f32s(&[2], &[1., 6.]), f32s(&[2], &[0., 3.])]).unwrap();
         assert_eq!(q.as_slice::<f32>().unwrap(), &[0., 2.]);
-        let p = run1(
-            &op("Pow", DType::I32),
-            &[i32s(&[2], &[3, -2]), i32s(&[2], &[3, 5])],
-        )
-        .unwrap();
+        let p = run1(&op("Pow", DType::I32), &[i32s(&[2], &[3, -2]), i32s(&[2], &[3, 5])]).unwrap();
         assert_eq!(p.as_slice::<i32>().unwrap(), &[27, -32]);
-        let err = run1(
-            &op("Pow", DType::I64),
-            &[Tensor::scalar(2i64), Tensor::scalar(-1i64)],
-        )
-        .unwrap_err();
+        let err = run1(&op("Pow", DType::I64), &[Tensor::scalar(2i64), Tensor::scalar(-1i64)]).unwrap_err();
         assert!(err.message.contains("negative integer powers"), "{err}");
     }
 
@@ -959,10 +879,7 @@ mod tests {
         let bools = Tensor::from_slice::<bool>([4], &[true, true, false, false]).unwrap();
         let other = Tensor::from_slice::<bool>([4], &[true, false, true, false]).unwrap();
         let and = run1(&node("LogicalAnd"), &[bools.clone(), other.clone()]).unwrap();
-        assert_eq!(
-            and.as_slice::<bool>().unwrap(),
-            &[true, false, false, false]
-        );
+        assert_eq!(and.as_slice::<bool>().unwrap(), &[true, false, false, false]);
         let or = run1(&node("LogicalOr"), &[bools.clone(), other.clone()]).unwrap();
         assert_eq!(or.as_slice::<bool>().unwrap(), &[true, true, true, false]);
         let not = run1(&node("LogicalNot"), std::slice::from_ref(&bools)).unwrap();
@@ -972,9 +889,7 @@ mod tests {
         // Incompatible shapes: an error by default, a scalar answer if asked.
         let (x, y) = (f32s(&[2], &[1., 2.]), f32s(&[3], &[1., 2., 3.]));
         assert!(run1(&op("Equal", DType::F32), &[x.clone(), y.clone()]).is_err());
-        let lenient = |name: &str| {
-            op(name, DType::F32).attr("incompatible_shape_error", AttrValue::Bool(false))
-        };
+        let lenient = |name: &str| op(name, DType::F32).attr("incompatible_shape_error", AttrValue::Bool(false));
         let eq = run1(&lenient("Equal"), &[x.clone(), y.clone()]).unwrap();
         assert!(eq.shape().is_scalar() && !eq.scalar_value::<bool>().unwrap());
         let ne = run1(&lenient("NotEqual"), &[x, y]).unwrap();
@@ -993,21 +908,11 @@ mod tests {
         assert_ne!(out.data_ptr(), ptr);
         assert_eq!(out.as_slice::<f32>().unwrap(), &[6.; 20]);
         let n2 = op("AddN", DType::I64).attr("N", AttrValue::Int(2));
-        let err = run1(
-            &n2,
-            &[
-                Tensor::from_slice::<i64>([2], &[1, 2]).unwrap(),
-                Tensor::scalar(1i64),
-            ],
-        )
-        .unwrap_err();
+        let err = run1(&n2, &[Tensor::from_slice::<i64>([2], &[1, 2]).unwrap(), Tensor::scalar(1i64)]).unwrap_err();
         assert!(err.message.contains("input 1 has shape []"), "{err}");
         let sig = (crate::ops::lookup("AddN").unwrap().signature)(&n).unwrap();
         assert_eq!(sig.inputs.len(), 3);
-        assert!(
-            (crate::ops::lookup("AddN").unwrap().signature)(&op("AddN", DType::F32)).is_err(),
-            "N is required"
-        );
+        assert!((crate::ops::lookup("AddN").unwrap().signature)(&op("AddN", DType::F32)).is_err(), "N is required");
     }
 
     #[test]
@@ -1027,11 +932,8 @@ mod tests {
         assert!(run1(&sel, &[bad, t.clone(), e.clone()]).is_err());
         // SelectV2 broadcasts all three.
         let cond = Tensor::from_slice::<bool>([2, 1], &[true, false]).unwrap();
-        let out = run1(
-            &op("SelectV2", DType::F32),
-            &[cond, f32s(&[1, 3], &[1., 2., 3.]), Tensor::scalar(0.0f32)],
-        )
-        .unwrap();
+        let out =
+            run1(&op("SelectV2", DType::F32), &[cond, f32s(&[1, 3], &[1., 2., 3.]), Tensor::scalar(0.0f32)]).unwrap();
         assert_eq!(out.dims(), &[2, 3]);
         assert_eq!(out.as_slice::<f32>().unwrap(), &[1., 2., 3., 0., 0., 0.]);
     }

@@ -101,9 +101,7 @@ macro_rules! float_gemm {
                 }
                 // The gemm reads through raw pointers: prove the extents.
                 assert!(
-                    fits(m, k, rsa, csa, a.len())
-                        && fits(k, n, rsb, csb, b.len())
-                        && c.len() >= m * n,
+                    fits(m, k, rsa, csa, a.len()) && fits(k, n, rsb, csb, b.len()) && c.len() >= m * n,
                     "gemm operands smaller than their strides imply"
                 );
                 // SAFETY: the assert above shows every element the gemm
@@ -179,14 +177,7 @@ struct MatMulKernel {
 fn build_matmul(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
     Ok(Box::new(MatMulKernel {
-        compute: pick(
-            &init.node.op,
-            dtype,
-            matmul::<f32>,
-            matmul::<f64>,
-            matmul::<i32>,
-            matmul::<i64>,
-        )?,
+        compute: pick(&init.node.op, dtype, matmul::<f32>, matmul::<f64>, matmul::<i32>, matmul::<i64>)?,
         transpose_a: init.node.attr_bool_or("transpose_a", false)?,
         transpose_b: init.node.attr_bool_or("transpose_b", false)?,
     }))
@@ -194,14 +185,7 @@ fn build_matmul(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 
 type MatMulFn = fn(&Tensor, &Tensor, bool, bool) -> Result<Tensor>;
 
-fn pick(
-    op: &str,
-    dtype: DType,
-    f32: MatMulFn,
-    f64: MatMulFn,
-    i32: MatMulFn,
-    i64: MatMulFn,
-) -> Result<MatMulFn> {
+fn pick(op: &str, dtype: DType, f32: MatMulFn, f64: MatMulFn, i32: MatMulFn, i64: MatMulFn) -> Result<MatMulFn> {
     match dtype {
         DType::F32 => Ok(f32),
         DType::F64 => Ok(f64),
@@ -214,23 +198,14 @@ fn pick(
 fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
     for (i, x) in [a, b].iter().enumerate() {
         if x.rank() != 2 {
-            bail!(
-                invalid_argument,
-                "In[{i}] is not a matrix. Instead it has shape {}",
-                x.shape()
-            );
+            bail!(invalid_argument, "In[{i}] is not a matrix. Instead it has shape {}", x.shape());
         }
     }
     let (ad, bd) = (a.dims(), b.dims());
     let (m, k) = if ta { (ad[1], ad[0]) } else { (ad[0], ad[1]) };
     let (k2, n) = if tb { (bd[1], bd[0]) } else { (bd[0], bd[1]) };
     if k != k2 {
-        bail!(
-            invalid_argument,
-            "Matrix size-incompatible: In[0]: {}, In[1]: {}",
-            a.shape(),
-            b.shape()
-        );
+        bail!(invalid_argument, "Matrix size-incompatible: In[0]: {}, In[1]: {}", a.shape(), b.shape());
     }
     let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
     let (rsa, csa) = op_strides(ad[1], ta);
@@ -240,12 +215,7 @@ fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor>
 
 impl OpKernel for MatMulKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let out = (self.compute)(
-            ctx.input(0)?,
-            ctx.input(1)?,
-            self.transpose_a,
-            self.transpose_b,
-        )?;
+        let out = (self.compute)(ctx.input(0)?, ctx.input(1)?, self.transpose_a, self.transpose_b)?;
         ctx.set_output(0, out);
         Ok(())
     }
@@ -285,23 +255,10 @@ fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<T
     let (ra, rb) = (ad.len(), bd.len());
     let (a_rows, a_cols) = (ad[ra - 2], ad[ra - 1]);
     let (b_rows, b_cols) = (bd[rb - 2], bd[rb - 1]);
-    let (m, k) = if ta {
-        (a_cols, a_rows)
-    } else {
-        (a_rows, a_cols)
-    };
-    let (k2, n) = if tb {
-        (b_cols, b_rows)
-    } else {
-        (b_rows, b_cols)
-    };
+    let (m, k) = if ta { (a_cols, a_rows) } else { (a_rows, a_cols) };
+    let (k2, n) = if tb { (b_cols, b_rows) } else { (b_rows, b_cols) };
     if k != k2 {
-        bail!(
-            invalid_argument,
-            "Matrix size-incompatible: In[0]: {}, In[1]: {}",
-            a.shape(),
-            b.shape()
-        );
+        bail!(invalid_argument, "Matrix size-incompatible: In[0]: {}, In[1]: {}", a.shape(), b.shape());
     }
     let (a_batch, b_batch) = (&ad[..ra - 2], &bd[..rb - 2]);
     let batch = broadcast_shape(a_batch, b_batch).map_err(|_| {
@@ -380,9 +337,7 @@ mod tests {
     fn values(len: usize, seed: u64) -> Vec<f64> {
         // Small integers keep f32 products exact, so results compare
         // exactly whatever the summation order.
-        (0..len as u64)
-            .map(|i| (((i * 7919 + seed * 104729) % 17) as f64) - 8.0)
-            .collect()
+        (0..len as u64).map(|i| (((i * 7919 + seed * 104729) % 17) as f64) - 8.0).collect()
     }
 
     #[test]
@@ -395,47 +350,26 @@ mod tests {
             for ta in [false, true] {
                 for tb in [false, true] {
                     // Store each operand as TF would receive it.
-                    let (a_dims, a_vals) = if ta {
-                        ([k, m], transpose(&a, m, k))
-                    } else {
-                        ([m, k], a.clone())
-                    };
-                    let (b_dims, b_vals) = if tb {
-                        ([n, k], transpose(&b, k, n))
-                    } else {
-                        ([k, n], b.clone())
-                    };
+                    let (a_dims, a_vals) = if ta { ([k, m], transpose(&a, m, k)) } else { ([m, k], a.clone()) };
+                    let (b_dims, b_vals) = if tb { ([n, k], transpose(&b, k, n)) } else { ([k, n], b.clone()) };
                     for dtype in [DType::F32, DType::F64, DType::I32, DType::I64] {
                         let mk = |dims: [usize; 2], v: &[f64]| {
                             match dtype {
-                                DType::F32 => Tensor::from_slice::<f32>(
-                                    dims,
-                                    &v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
-                                ),
+                                DType::F32 => {
+                                    Tensor::from_slice::<f32>(dims, &v.iter().map(|&x| x as f32).collect::<Vec<_>>())
+                                }
                                 DType::F64 => Tensor::from_slice::<f64>(dims, v),
-                                DType::I32 => Tensor::from_slice::<i32>(
-                                    dims,
-                                    &v.iter().map(|&x| x as i32).collect::<Vec<_>>(),
-                                ),
-                                _ => Tensor::from_slice::<i64>(
-                                    dims,
-                                    &v.iter().map(|&x| x as i64).collect::<Vec<_>>(),
-                                ),
+                                DType::I32 => {
+                                    Tensor::from_slice::<i32>(dims, &v.iter().map(|&x| x as i32).collect::<Vec<_>>())
+                                }
+                                _ => Tensor::from_slice::<i64>(dims, &v.iter().map(|&x| x as i64).collect::<Vec<_>>()),
                             }
                             .unwrap()
                         };
-                        let out = run1(
-                            &mm(dtype, ta, tb),
-                            &[mk(a_dims, &a_vals), mk(b_dims, &b_vals)],
-                        )
-                        .unwrap();
+                        let out = run1(&mm(dtype, ta, tb), &[mk(a_dims, &a_vals), mk(b_dims, &b_vals)]).unwrap();
                         assert_eq!(out.dims(), &[m, n]);
                         assert_eq!(out.dtype(), dtype);
-                        assert_eq!(
-                            out.to_f64_vec(),
-                            want,
-                            "{dtype} {m}x{k}x{n} ta={ta} tb={tb}"
-                        );
+                        assert_eq!(out.to_f64_vec(), want, "{dtype} {m}x{k}x{n} ta={ta} tb={tb}");
                     }
                 }
             }
@@ -447,26 +381,14 @@ mod tests {
         let a = Tensor::zeros(DType::F32, [2, 3]).unwrap();
         let b = Tensor::zeros(DType::F32, [4, 5]).unwrap();
         let err = run1(&mm(DType::F32, false, false), &[a.clone(), b]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Matrix size-incompatible: In[0]: [2,3], In[1]: [4,5]"
-        );
-        let err = run1(
-            &mm(DType::F32, false, false),
-            &[a.clone(), Tensor::zeros(DType::F32, [3]).unwrap()],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.message,
-            "In[1] is not a matrix. Instead it has shape [3]"
-        );
+        assert_eq!(err.message, "Matrix size-incompatible: In[0]: [2,3], In[1]: [4,5]");
+        let err =
+            run1(&mm(DType::F32, false, false), &[a.clone(), Tensor::zeros(DType::F32, [3]).unwrap()]).unwrap_err();
+        assert_eq!(err.message, "In[1] is not a matrix. Instead it has shape [3]");
         // k = 0: a zero matrix of the right shape.
         let out = run1(
             &mm(DType::F32, false, false),
-            &[
-                Tensor::zeros(DType::F32, [2, 0]).unwrap(),
-                Tensor::zeros(DType::F32, [0, 3]).unwrap(),
-            ],
+            &[Tensor::zeros(DType::F32, [2, 0]).unwrap(), Tensor::zeros(DType::F32, [0, 3]).unwrap()],
         )
         .unwrap();
         assert_eq!(out.dims(), &[2, 3]);
@@ -493,18 +415,8 @@ mod tests {
         let got = out.as_slice::<f64>().unwrap();
         for i in 0..2 {
             for j in 0..3 {
-                let want = reference(
-                    &a_vals[i * 6..i * 6 + 6],
-                    &b_vals[j * 6..j * 6 + 6],
-                    2,
-                    3,
-                    2,
-                );
-                assert_eq!(
-                    &got[(i * 3 + j) * 4..(i * 3 + j + 1) * 4],
-                    &want[..],
-                    "batch {i},{j}"
-                );
+                let want = reference(&a_vals[i * 6..i * 6 + 6], &b_vals[j * 6..j * 6 + 6], 2, 3, 2);
+                assert_eq!(&got[(i * 3 + j) * 4..(i * 3 + j + 1) * 4], &want[..], "batch {i},{j}");
             }
         }
         // adj_x: a [3,2] per batch read as its transpose [2,3].
@@ -512,21 +424,10 @@ mod tests {
         let bt = Tensor::from_slice::<f64>([1, 3, 2], &b_vals[..6]).unwrap();
         let adj = n.clone().attr("adj_x", AttrValue::Bool(true));
         let out = run1(&adj, &[at, bt]).unwrap();
-        assert_eq!(
-            out.as_slice::<f64>().unwrap(),
-            &reference(&a_vals[..6], &b_vals[..6], 2, 3, 2)[..]
-        );
-        let err = run1(
-            &n,
-            &[
-                Tensor::zeros(DType::F64, [2, 2, 3]).unwrap(),
-                Tensor::zeros(DType::F64, [3, 3, 2]).unwrap(),
-            ],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.message,
-            "In[0] and In[1] must have compatible batch dimensions: [2,2,3] vs. [3,3,2]"
-        );
+        assert_eq!(out.as_slice::<f64>().unwrap(), &reference(&a_vals[..6], &b_vals[..6], 2, 3, 2)[..]);
+        let err =
+            run1(&n, &[Tensor::zeros(DType::F64, [2, 2, 3]).unwrap(), Tensor::zeros(DType::F64, [3, 3, 2]).unwrap()])
+                .unwrap_err();
+        assert_eq!(err.message, "In[0] and In[1] must have compatible batch dimensions: [2,2,3] vs. [3,3,2]");
     }
 }

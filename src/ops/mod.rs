@@ -60,10 +60,9 @@ impl Value {
         match self {
             Value::Tensor(t) => Ok(t),
             Value::Ref(var) => var.read(),
-            Value::Resource(h) => Err(Status::invalid_argument(format!(
-                "resource handle to variable '{}' is not a tensor",
-                h.name
-            ))),
+            Value::Resource(h) => {
+                Err(Status::invalid_argument(format!("resource handle to variable '{}' is not a tensor", h.name)))
+            }
         }
     }
 }
@@ -159,10 +158,7 @@ pub struct FnKernel {
 
 impl FnKernel {
     pub fn boxed(compute: ComputeFn) -> Box<dyn OpKernel> {
-        Box::new(FnKernel {
-            compute,
-            expensive: false,
-        })
+        Box::new(FnKernel { compute, expensive: false })
     }
 }
 
@@ -179,10 +175,7 @@ impl OpKernel for FnKernel {
 /// The error for a dtype an op has no kernel for.
 pub fn unsupported_dtype(op: &str, dtype: DType, supported: &[DType]) -> Status {
     let names: Vec<&str> = supported.iter().map(|d| d.name()).collect();
-    Status::invalid_argument(format!(
-        "{op} does not support dtype {dtype} (supported: {})",
-        names.join(", ")
-    ))
+    Status::invalid_argument(format!("{op} does not support dtype {dtype} (supported: {})", names.join(", ")))
 }
 
 /// An optional list-of-ints attribute (`squeeze_dims`, ...).
@@ -220,9 +213,7 @@ pub fn index_values(t: &Tensor, what: &str) -> Result<smallvec::SmallVec<[i64; 8
     match t.dtype() {
         DType::I32 => Ok(t.as_slice::<i32>()?.iter().map(|&v| v as i64).collect()),
         DType::I64 => Ok(t.as_slice::<i64>()?.iter().copied().collect()),
-        other => Err(Status::invalid_argument(format!(
-            "{what} must be int32 or int64, got {other}"
-        ))),
+        other => Err(Status::invalid_argument(format!("{what} must be int32 or int64, got {other}"))),
     }
 }
 
@@ -248,16 +239,8 @@ pub struct OpContext<'a> {
 }
 
 impl<'a> OpContext<'a> {
-    pub fn new(
-        inputs: &'a mut [Option<Value>],
-        outputs: &'a mut [Option<Value>],
-        resources: &'a ResourceMgr,
-    ) -> Self {
-        OpContext {
-            inputs,
-            outputs,
-            resources,
-        }
+    pub fn new(inputs: &'a mut [Option<Value>], outputs: &'a mut [Option<Value>], resources: &'a ResourceMgr) -> Self {
+        OpContext { inputs, outputs, resources }
     }
 
     pub fn num_inputs(&self) -> usize {
@@ -275,9 +258,7 @@ impl<'a> OpContext<'a> {
     pub fn input(&self, index: usize) -> Result<&Tensor> {
         match self.input_value(index)? {
             Value::Tensor(t) => Ok(t),
-            other => Err(Status::internal(format!(
-                "input {index} is {other:?}, not a tensor"
-            ))),
+            other => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),
         }
     }
 
@@ -286,9 +267,7 @@ impl<'a> OpContext<'a> {
     pub fn take_input(&mut self, index: usize) -> Result<Tensor> {
         match self.inputs.get_mut(index).and_then(Option::take) {
             Some(Value::Tensor(t)) => Ok(t),
-            Some(other) => Err(Status::internal(format!(
-                "input {index} is {other:?}, not a tensor"
-            ))),
+            Some(other) => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),
             None => Err(Status::internal(format!("input {index} is missing"))),
         }
     }
@@ -297,9 +276,7 @@ impl<'a> OpContext<'a> {
     pub fn input_ref(&self, index: usize) -> Result<&Arc<Variable>> {
         match self.input_value(index)? {
             Value::Ref(v) => Ok(v),
-            other => Err(Status::internal(format!(
-                "input {index} is {other:?}, not a ref"
-            ))),
+            other => Err(Status::internal(format!("input {index} is {other:?}, not a ref"))),
         }
     }
 
@@ -307,9 +284,7 @@ impl<'a> OpContext<'a> {
     pub fn input_resource(&self, index: usize) -> Result<&Arc<ResourceHandle>> {
         match self.input_value(index)? {
             Value::Resource(h) => Ok(h),
-            other => Err(Status::internal(format!(
-                "input {index} is {other:?}, not a resource handle"
-            ))),
+            other => Err(Status::internal(format!("input {index} is {other:?}, not a resource handle"))),
         }
     }
 
@@ -318,11 +293,7 @@ impl<'a> OpContext<'a> {
     }
 
     pub fn set_output_value(&mut self, index: usize, value: Value) {
-        assert!(
-            index < self.outputs.len(),
-            "output {index} of {} declared",
-            self.outputs.len()
-        );
+        assert!(index < self.outputs.len(), "output {index} of {} declared", self.outputs.len());
         self.outputs[index] = Some(value);
     }
 
@@ -333,24 +304,13 @@ impl<'a> OpContext<'a> {
 
 /// Runs `kernel` once on `inputs` with a fresh resource container and
 /// returns its outputs: the harness kernel tests use.
-pub fn run_kernel_once(
-    node: &NodeSpec,
-    inputs: Vec<Value>,
-    resources: &ResourceMgr,
-) -> Result<Vec<Value>> {
-    let def = lookup(&node.op)
-        .ok_or_else(|| Status::not_found(format!("op '{}' is not registered", node.op)))?;
+pub fn run_kernel_once(node: &NodeSpec, inputs: Vec<Value>, resources: &ResourceMgr) -> Result<Vec<Value>> {
+    let def = lookup(&node.op).ok_or_else(|| Status::not_found(format!("op '{}' is not registered", node.op)))?;
     let signature = (def.signature)(node)?;
     let Implementation::Kernel(build) = def.implementation else {
-        return Err(Status::invalid_argument(format!(
-            "op '{}' is run by the executor, not a kernel",
-            node.op
-        )));
+        return Err(Status::invalid_argument(format!("op '{}' is run by the executor, not a kernel", node.op)));
     };
-    let kernel = build(&KernelInit {
-        node,
-        signature: &signature,
-    })?;
+    let kernel = build(&KernelInit { node, signature: &signature })?;
     let mut inputs: Vec<Option<Value>> = inputs.into_iter().map(Some).collect();
     let mut outputs: Vec<Option<Value>> = vec![None; signature.outputs.len()];
     kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, resources))?;

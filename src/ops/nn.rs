@@ -144,10 +144,7 @@ fn build_bias_add(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let nchw = match format.as_str() {
         "NHWC" => false,
         "NCHW" => true,
-        other => bail!(
-            invalid_argument,
-            "Invalid data format '{other}' for BiasAdd"
-        ),
+        other => bail!(invalid_argument, "Invalid data format '{other}' for BiasAdd"),
     };
     let compute: fn(Tensor, &Tensor, bool) -> Result<Tensor> = match dtype {
         DType::F32 => bias_add::<f32>,
@@ -161,11 +158,7 @@ fn build_bias_add(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 
 fn bias_add<T: Num>(mut value: Tensor, bias: &Tensor, nchw: bool) -> Result<Tensor> {
     if value.rank() < 2 {
-        bail!(
-            invalid_argument,
-            "Input tensor must be at least 2D: {}",
-            value.shape()
-        );
+        bail!(invalid_argument, "Input tensor must be at least 2D: {}", value.shape());
     }
     if bias.rank() != 1 {
         bail!(invalid_argument, "Biases must be 1D: {}", bias.shape());
@@ -187,13 +180,8 @@ fn bias_add<T: Num>(mut value: Tensor, bias: &Tensor, nchw: bool) -> Result<Tens
     // Elements sharing one bias value are `inner` apart in runs of `inner`.
     let inner: usize = value.dims()[channel_dim + 1..].iter().product();
     let add = |out: &mut [T], src: &[T]| {
-        for (chunk_out, chunk_in) in out
-            .chunks_exact_mut(channels * inner)
-            .zip(src.chunks_exact(channels * inner))
-        {
-            let runs = chunk_out
-                .chunks_exact_mut(inner)
-                .zip(chunk_in.chunks_exact(inner));
+        for (chunk_out, chunk_in) in out.chunks_exact_mut(channels * inner).zip(src.chunks_exact(channels * inner)) {
+            let runs = chunk_out.chunks_exact_mut(inner).zip(chunk_in.chunks_exact(inner));
             for ((run_out, run_in), &bc) in runs.zip(b) {
                 for (o, &x) in run_out.iter_mut().zip(run_in) {
                     *o = x.add(bc);
@@ -232,11 +220,7 @@ impl OpKernel for BiasAddKernel {
 fn softmax<T: Float, const LOG: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
     let mut logits = ctx.take_input(0)?;
     if logits.rank() < 1 {
-        bail!(
-            invalid_argument,
-            "logits must have >= 1 dimension, got {}",
-            logits.shape()
-        );
+        bail!(invalid_argument, "logits must have >= 1 dimension, got {}", logits.shape());
     }
     let classes = logits.dims()[logits.rank() - 1];
     if logits.num_elements() == 0 {
@@ -244,9 +228,7 @@ fn softmax<T: Float, const LOG: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
         return Ok(());
     }
     let row = |out: &mut [T]| {
-        let max = out
-            .iter()
-            .fold(T::BOTTOM, |m, &x| if x > m { x } else { m });
+        let max = out.iter().fold(T::BOTTOM, |m, &x| if x > m { x } else { m });
         let mut sum = 0.0f64;
         if LOG {
             for x in out.iter_mut() {
@@ -320,27 +302,13 @@ mod tests {
         close(&elu, &[-0.95021296, -0.39346933, 0., 0.5, 7., f32::NAN]);
         // numpy: np.log1p(np.exp(x)).
         let sp = run1(&op("Softplus", DType::F32), std::slice::from_ref(&x)).unwrap();
-        close(
-            &sp,
-            &[
-                0.04858735,
-                0.474077,
-                0.6931472,
-                0.974077,
-                7.000912,
-                f32::NAN,
-            ],
-        );
+        close(&sp, &[0.04858735, 0.474077, 0.6931472, 0.974077, 7.000912, f32::NAN]);
         let ss = run1(&op("Softsign", DType::F32), std::slice::from_ref(&x)).unwrap();
         close(&ss, &[-0.75, -1. / 3., 0., 1. / 3., 0.875, f32::NAN]);
         let lr = op("LeakyRelu", DType::F32).attr("alpha", AttrValue::Float(0.1));
         let out = run1(&lr, &[x]).unwrap();
         close(&out, &[-0.3, -0.05, 0., 0.5, 7., f32::NAN]);
-        let ri = run1(
-            &op("Relu", DType::I32),
-            &[Tensor::from_slice::<i32>([3], &[-2, 0, 5]).unwrap()],
-        )
-        .unwrap();
+        let ri = run1(&op("Relu", DType::I32), &[Tensor::from_slice::<i32>([3], &[-2, 0, 5]).unwrap()]).unwrap();
         assert_eq!(ri.as_slice::<i32>().unwrap(), &[0, 0, 5]);
         assert!(run1(&op("Elu", DType::I32), &[]).is_err());
         // Softplus far out: x itself, and e^x.
@@ -356,17 +324,12 @@ mod tests {
         let out = run1(&op("BiasAdd", DType::F32), &[value, bias.clone()]).unwrap();
         close(&out, &[11., 22., 33., 14., 25., 36.]);
         // NCHW [1,3,2,1]: bias along dimension 1.
-        let nchw =
-            op("BiasAdd", DType::F32).attr("data_format", AttrValue::Bytes(b"NCHW".to_vec()));
+        let nchw = op("BiasAdd", DType::F32).attr("data_format", AttrValue::Bytes(b"NCHW".to_vec()));
         let value = f32s(&[1, 3, 2, 1], &[1., 2., 3., 4., 5., 6.]);
         let out = run1(&nchw, &[value, bias.clone()]).unwrap();
         assert_eq!(out.dims(), &[1, 3, 2, 1]);
         close(&out, &[11., 12., 23., 24., 35., 36.]);
-        let err = run1(
-            &op("BiasAdd", DType::F32),
-            &[f32s(&[2, 2], &[0.; 4]), bias.clone()],
-        )
-        .unwrap_err();
+        let err = run1(&op("BiasAdd", DType::F32), &[f32s(&[2, 2], &[0.; 4]), bias.clone()]).unwrap_err();
         assert!(err.message.contains("[3] vs. [2,2]"), "{err}");
         let err = run1(&op("BiasAdd", DType::F32), &[f32s(&[3], &[0.; 3]), bias]).unwrap_err();
         assert!(err.message.contains("at least 2D"), "{err}");
@@ -377,34 +340,11 @@ mod tests {
         let x = f32s(&[2, 3], &[1., 2., 3., 1000., 1000., 1000.]);
         let sm = run1(&op("Softmax", DType::F32), std::slice::from_ref(&x)).unwrap();
         // numpy: e = np.exp(x - x.max(-1, keepdims=True)); e / e.sum(-1, keepdims=True)
-        close(
-            &sm,
-            &[
-                0.09003057,
-                0.24472846,
-                0.66524094,
-                1. / 3.,
-                1. / 3.,
-                1. / 3.,
-            ],
-        );
+        close(&sm, &[0.09003057, 0.24472846, 0.66524094, 1. / 3., 1. / 3., 1. / 3.]);
         let lsm = run1(&op("LogSoftmax", DType::F32), &[x]).unwrap();
-        close(
-            &lsm,
-            &[
-                -2.407606,
-                -1.4076059,
-                -0.40760595,
-                -1.0986123,
-                -1.0986123,
-                -1.0986123,
-            ],
-        );
+        close(&lsm, &[-2.407606, -1.4076059, -0.40760595, -1.0986123, -1.0986123, -1.0986123]);
         let empty = Tensor::zeros(DType::F32, [0, 4]).unwrap();
-        assert_eq!(
-            run1(&op("Softmax", DType::F32), &[empty]).unwrap().dims(),
-            &[0, 4]
-        );
+        assert_eq!(run1(&op("Softmax", DType::F32), &[empty]).unwrap().dims(), &[0, 4]);
         let err = run1(&op("Softmax", DType::F32), &[Tensor::scalar(1.0f32)]).unwrap_err();
         assert!(err.message.contains(">= 1 dimension"), "{err}");
     }

@@ -120,11 +120,7 @@ macro_rules! impl_float {
                 // Rust's `%` on floats is C's fmod; TF then moves the result
                 // to the divisor's sign.
                 let m = self % rhs;
-                if m != 0.0 && ((rhs < 0.0) != (m < 0.0)) {
-                    m + rhs
-                } else {
-                    m
-                }
+                if m != 0.0 && ((rhs < 0.0) != (m < 0.0)) { m + rhs } else { m }
             }
             #[inline(always)]
             fn trunc_mod(self, rhs: Self) -> Self {
@@ -287,11 +283,7 @@ macro_rules! impl_int {
                     return 0;
                 }
                 let q = self.wrapping_div(rhs);
-                if self.wrapping_rem(rhs) != 0 && ((self < 0) != (rhs < 0)) {
-                    q.wrapping_sub(1)
-                } else {
-                    q
-                }
+                if self.wrapping_rem(rhs) != 0 && ((self < 0) != (rhs < 0)) { q.wrapping_sub(1) } else { q }
             }
             #[inline(always)]
             fn floor_mod(self, rhs: Self) -> Self {
@@ -299,11 +291,7 @@ macro_rules! impl_int {
                     return 0;
                 }
                 let m = self.wrapping_rem(rhs);
-                if m != 0 && ((rhs < 0) != (m < 0)) {
-                    m.wrapping_add(rhs)
-                } else {
-                    m
-                }
+                if m != 0 && ((rhs < 0) != (m < 0)) { m.wrapping_add(rhs) } else { m }
             }
             #[inline(always)]
             fn trunc_mod(self, rhs: Self) -> Self {
@@ -367,11 +355,7 @@ pub fn round_half_to_even<T: Float>(x: T) -> T {
     let half = T::from_f64(0.5);
     let round_val = x.add(half).floor();
     let fraction = round_val.sub(x);
-    if fraction == half {
-        T::from_f64(2.0).mul(half.mul(x).add(half).floor())
-    } else {
-        round_val
-    }
+    if fraction == half { T::from_f64(2.0).mul(half.mul(x).add(half).floor()) } else { round_val }
 }
 
 /// Conversion with TensorFlow's `Cast` semantics.
@@ -415,11 +399,7 @@ macro_rules! cast_float_to_int {
                 // of two, so both bounds are exact in either float type.
                 const LOW: $from = <$to>::MIN as $from;
                 const HIGH: $from = -(<$to>::MIN as $from);
-                if (LOW..HIGH).contains(&self) {
-                    self as $to
-                } else {
-                    <$to>::MIN
-                }
+                if (LOW..HIGH).contains(&self) { self as $to } else { <$to>::MIN }
             }
         }
     };
@@ -539,11 +519,7 @@ mod tests {
         assert_eq!(CastTo::<i32>::cast_to(2147483647.0f64), i32::MAX);
         assert_eq!(CastTo::<i64>::cast_to(1e19f32), i64::MIN);
         assert_eq!(CastTo::<i64>::cast_to(-1e10f32), -10_000_000_000);
-        assert_eq!(
-            CastTo::<i32>::cast_to(4_294_967_297i64),
-            1,
-            "narrowing wraps"
-        );
+        assert_eq!(CastTo::<i32>::cast_to(4_294_967_297i64), 1, "narrowing wraps");
         assert!(CastTo::<bool>::cast_to(f32::NAN));
         assert!(!CastTo::<bool>::cast_to(-0.0f64));
         assert!(CastTo::<bool>::cast_to(-3i64));

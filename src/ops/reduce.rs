@@ -20,8 +20,7 @@ use super::math::REAL;
 use super::numeric::Num;
 use super::registry::OpDef;
 use super::{
-    KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values,
-    unsupported_dtype,
+    KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values, unsupported_dtype,
 };
 use crate::bail;
 use crate::error::Result;
@@ -219,17 +218,11 @@ pub fn reduction_mask(axes: &Tensor, rank: usize) -> Result<SmallVec<[bool; 8]>>
     let r = rank as i64;
     for a in index_values(axes, "reduction_indices")? {
         if a < -r || a >= r {
-            bail!(
-                invalid_argument,
-                "Invalid reduction dimension ({a} for input with {rank} dimension(s)"
-            );
+            bail!(invalid_argument, "Invalid reduction dimension ({a} for input with {rank} dimension(s)");
         }
         let axis = if a < 0 { a + r } else { a } as usize;
         if mask[axis] {
-            bail!(
-                invalid_argument,
-                "Invalid reduction arguments: Axes contains duplicate dimension: {axis}"
-            );
+            bail!(invalid_argument, "Invalid reduction arguments: Axes contains duplicate dimension: {axis}");
         }
         mask[axis] = true;
     }
@@ -322,11 +315,7 @@ fn reduce_runs<T: Element, R: Reducer<T>>(x: &[T], runs: &[(usize, bool)], out: 
 }
 
 /// Reduces `input` over the axes in `axes` with reducer `R`.
-pub fn reduce<T: Element, R: Reducer<T>>(
-    input: &Tensor,
-    axes: &Tensor,
-    keep_dims: bool,
-) -> Result<Tensor> {
+pub fn reduce<T: Element, R: Reducer<T>>(input: &Tensor, axes: &Tensor, keep_dims: bool) -> Result<Tensor> {
     let dims = input.dims();
     let mask = reduction_mask(axes, dims.len())?;
     let out_shape = reduced_shape(dims, &mask, keep_dims);
@@ -382,10 +371,7 @@ where
 
 fn build_logical<R: Reducer<bool>>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let keep_dims = init.node.attr_bool_or("keep_dims", false)?;
-    Ok(Box::new(ReduceKernel {
-        compute: reduce::<bool, R>,
-        keep_dims,
-    }))
+    Ok(Box::new(ReduceKernel { compute: reduce::<bool, R>, keep_dims }))
 }
 
 // ---------------------------------------------------------------------------
@@ -400,30 +386,18 @@ fn arg_reduce<T: Element, I: Element, const MIN: bool>(
     to_index: fn(usize) -> I,
 ) -> Result<Tensor> {
     if axis.num_elements() != 1 || axis.rank() > 1 {
-        bail!(
-            invalid_argument,
-            "dim must be a scalar, but received tensor of shape: {}",
-            axis.shape()
-        );
+        bail!(invalid_argument, "dim must be a scalar, but received tensor of shape: {}", axis.shape());
     }
     let rank = input.rank() as i64;
     let a = index_values(axis, "dimension")?[0];
     if a < -rank || a >= rank {
-        bail!(
-            invalid_argument,
-            "Expected dimension in the range [{}, {rank}), but got {a}",
-            -rank
-        );
+        bail!(invalid_argument, "Expected dimension in the range [{}, {rank}), but got {a}", -rank);
     }
     let axis = if a < 0 { a + rank } else { a } as usize;
     let dims = input.dims();
     let n = dims[axis];
     if n == 0 {
-        bail!(
-            invalid_argument,
-            "Reduction axis {a} is empty in shape {}",
-            input.shape()
-        );
+        bail!(invalid_argument, "Reduction axis {a} is empty in shape {}", input.shape());
     }
     let outer: usize = dims[..axis].iter().product();
     let inner: usize = dims[axis + 1..].iter().product();
@@ -508,9 +482,7 @@ mod tests {
         Tensor::from_slice::<i32>([v.len()], v).unwrap()
     }
     fn op(name: &str, t: DType, keep: bool) -> NodeSpec {
-        node(name)
-            .attr("T", ty(t))
-            .attr("keep_dims", AttrValue::Bool(keep))
+        node(name).attr("T", ty(t)).attr("keep_dims", AttrValue::Bool(keep))
     }
     /// 2x3x4 of 0..24.
     fn cube() -> Tensor {
@@ -520,42 +492,27 @@ mod tests {
     #[test]
     fn sums_over_axis_sets() {
         let x = cube();
-        let run = |ax: &[i32], keep: bool| {
-            run1(&op("Sum", DType::F32, keep), &[x.clone(), axes(ax)]).unwrap()
-        };
+        let run = |ax: &[i32], keep: bool| run1(&op("Sum", DType::F32, keep), &[x.clone(), axes(ax)]).unwrap();
         // numpy: x.sum(axis=...) for x = np.arange(24).reshape(2,3,4)
         let all = run(&[0, 1, 2], false);
         assert!(all.shape().is_scalar());
         assert_eq!(all.as_slice::<f32>().unwrap(), &[276.]);
         let a0 = run(&[0], false);
         assert_eq!(a0.dims(), &[3, 4]);
-        assert_eq!(
-            a0.as_slice::<f32>().unwrap(),
-            &[12., 14., 16., 18., 20., 22., 24., 26., 28., 30., 32., 34.]
-        );
+        assert_eq!(a0.as_slice::<f32>().unwrap(), &[12., 14., 16., 18., 20., 22., 24., 26., 28., 30., 32., 34.]);
         let a1 = run(&[-2], false);
         assert_eq!(a1.dims(), &[2, 4]);
-        assert_eq!(
-            a1.as_slice::<f32>().unwrap(),
-            &[12., 15., 18., 21., 48., 51., 54., 57.]
-        );
+        assert_eq!(a1.as_slice::<f32>().unwrap(), &[12., 15., 18., 21., 48., 51., 54., 57.]);
         let a2 = run(&[2], true);
         assert_eq!(a2.dims(), &[2, 3, 1]);
-        assert_eq!(
-            a2.as_slice::<f32>().unwrap(),
-            &[6., 22., 38., 54., 70., 86.]
-        );
+        assert_eq!(a2.as_slice::<f32>().unwrap(), &[6., 22., 38., 54., 70., 86.]);
         let a02 = run(&[0, -1], true);
         assert_eq!(a02.dims(), &[1, 3, 1]);
         assert_eq!(a02.as_slice::<f32>().unwrap(), &[60., 92., 124.]);
         let a01 = run(&[1, 0], false);
         assert_eq!(a01.as_slice::<f32>().unwrap(), &[60., 66., 72., 78.]);
         // A scalar axis and int64 axes.
-        let s = run1(
-            &op("Sum", DType::F32, false),
-            &[x.clone(), Tensor::scalar(1i64)],
-        )
-        .unwrap();
+        let s = run1(&op("Sum", DType::F32, false), &[x.clone(), Tensor::scalar(1i64)]).unwrap();
         assert_eq!(s.dims(), &[2, 4]);
     }
 
@@ -575,31 +532,21 @@ mod tests {
     #[test]
     fn other_reducers() {
         let x = f32s(&[2, 3], &[1., -2., 3., 4., 5., -6.]);
-        let run = |name: &str, ax: &[i32]| {
-            run1(&op(name, DType::F32, false), &[x.clone(), axes(ax)]).unwrap()
-        };
+        let run = |name: &str, ax: &[i32]| run1(&op(name, DType::F32, false), &[x.clone(), axes(ax)]).unwrap();
         assert_eq!(run("Mean", &[1]).as_slice::<f32>().unwrap(), &[2. / 3., 1.]);
         assert_eq!(run("Max", &[0]).as_slice::<f32>().unwrap(), &[4., 5., 3.]);
         assert_eq!(run("Min", &[1]).as_slice::<f32>().unwrap(), &[-2., -6.]);
         assert_eq!(run("Prod", &[0, 1]).as_slice::<f32>().unwrap(), &[720.]);
         let xi = Tensor::from_slice::<i32>([2, 2], &[7, 2, -7, -2]).unwrap();
         let mean = run1(&op("Mean", DType::I32, false), &[xi, axes(&[1])]).unwrap();
-        assert_eq!(
-            mean.as_slice::<i32>().unwrap(),
-            &[4, -4],
-            "integer mean truncates"
-        );
+        assert_eq!(mean.as_slice::<i32>().unwrap(), &[4, -4], "integer mean truncates");
         let nan = f32s(&[3], &[1., f32::NAN, 3.]);
         let mx = run1(&op("Max", DType::F32, false), &[nan.clone(), axes(&[0])]).unwrap();
         assert!(mx.as_slice::<f32>().unwrap()[0].is_nan());
         let mn = run1(&op("Min", DType::F32, false), &[nan, axes(&[0])]).unwrap();
         assert!(mn.as_slice::<f32>().unwrap()[0].is_nan());
         let b = Tensor::from_slice::<bool>([2, 2], &[true, false, true, true]).unwrap();
-        let all = run1(
-            &node("All").attr("keep_dims", AttrValue::Bool(false)),
-            &[b.clone(), axes(&[1])],
-        )
-        .unwrap();
+        let all = run1(&node("All").attr("keep_dims", AttrValue::Bool(false)), &[b.clone(), axes(&[1])]).unwrap();
         assert_eq!(all.as_slice::<bool>().unwrap(), &[false, true]);
         let any = run1(&node("Any"), &[b, axes(&[0])]).unwrap();
         assert_eq!(any.as_slice::<bool>().unwrap(), &[true, true]);
@@ -608,22 +555,12 @@ mod tests {
     #[test]
     fn empty_reductions_give_identities() {
         let e = Tensor::zeros(DType::F32, [0, 3]).unwrap();
-        let run =
-            |name: &str| run1(&op(name, DType::F32, false), &[e.clone(), axes(&[0])]).unwrap();
+        let run = |name: &str| run1(&op(name, DType::F32, false), &[e.clone(), axes(&[0])]).unwrap();
         assert_eq!(run("Sum").as_slice::<f32>().unwrap(), &[0.; 3]);
         assert_eq!(run("Prod").as_slice::<f32>().unwrap(), &[1.; 3]);
-        assert_eq!(
-            run("Max").as_slice::<f32>().unwrap(),
-            &[f32::NEG_INFINITY; 3]
-        );
+        assert_eq!(run("Max").as_slice::<f32>().unwrap(), &[f32::NEG_INFINITY; 3]);
         assert_eq!(run("Min").as_slice::<f32>().unwrap(), &[f32::INFINITY; 3]);
-        assert!(
-            run("Mean")
-                .as_slice::<f32>()
-                .unwrap()
-                .iter()
-                .all(|v| v.is_nan())
-        );
+        assert!(run("Mean").as_slice::<f32>().unwrap().iter().all(|v| v.is_nan()));
         // Reducing the non-empty axis leaves an empty output.
         let out = run1(&op("Sum", DType::F32, false), &[e.clone(), axes(&[1])]).unwrap();
         assert_eq!(out.dims(), &[0]);
@@ -643,15 +580,9 @@ mod tests {
     fn axis_errors() {
         let x = cube();
         let err = run1(&op("Sum", DType::F32, false), &[x.clone(), axes(&[3])]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Invalid reduction dimension (3 for input with 3 dimension(s)"
-        );
+        assert_eq!(err.message, "Invalid reduction dimension (3 for input with 3 dimension(s)");
         let err = run1(&op("Sum", DType::F32, false), &[x.clone(), axes(&[1, -2])]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Invalid reduction arguments: Axes contains duplicate dimension: 1"
-        );
+        assert_eq!(err.message, "Invalid reduction arguments: Axes contains duplicate dimension: 1");
         let err = run1(&op("Sum", DType::F32, false), &[x, f32s(&[1], &[0.])]).unwrap_err();
         assert!(err.message.contains("int32 or int64"), "{err}");
     }
@@ -672,24 +603,15 @@ mod tests {
         let am = node("ArgMax").attr("T", ty(DType::F32));
         let out = run1(&am, &[x.clone(), Tensor::scalar(1i32)]).unwrap();
         assert_eq!(out.dtype(), DType::I64);
-        assert_eq!(
-            out.as_slice::<i64>().unwrap(),
-            &[1, 0],
-            "ties take the first; NaN skipped"
-        );
+        assert_eq!(out.as_slice::<i64>().unwrap(), &[1, 0], "ties take the first; NaN skipped");
         let out = run1(&am, &[x.clone(), Tensor::scalar(0i32)]).unwrap();
         assert_eq!(out.as_slice::<i64>().unwrap(), &[1, 0, 0]);
-        let amin = node("ArgMin")
-            .attr("T", ty(DType::F32))
-            .attr("output_type", ty(DType::I32));
+        let amin = node("ArgMin").attr("T", ty(DType::F32)).attr("output_type", ty(DType::I32));
         let out = run1(&amin, &[x.clone(), Tensor::scalar(-1i64)]).unwrap();
         assert_eq!(out.dtype(), DType::I32);
         assert_eq!(out.as_slice::<i32>().unwrap(), &[0, 2]);
         let err = run1(&am, &[x.clone(), Tensor::scalar(2i32)]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Expected dimension in the range [-2, 2), but got 2"
-        );
+        assert_eq!(err.message, "Expected dimension in the range [-2, 2), but got 2");
         let e = Tensor::zeros(DType::F32, [2, 0]).unwrap();
         let err = run1(&am, &[e, Tensor::scalar(1i32)]).unwrap_err();
         assert_eq!(err.message, "Reduction axis 1 is empty in shape [2,0]");

@@ -46,12 +46,7 @@ pub struct OpDef {
 
 impl OpDef {
     pub const fn kernel(name: &'static str, signature: SignatureFn, build: KernelFactory) -> OpDef {
-        OpDef {
-            name,
-            signature,
-            implementation: Implementation::Kernel(build),
-            stateful: false,
-        }
+        OpDef { name, signature, implementation: Implementation::Kernel(build), stateful: false }
     }
 
     pub const fn stateful(mut self) -> OpDef {
@@ -99,40 +94,23 @@ pub fn op_names() -> Vec<&'static str> {
 }
 
 fn arg_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![],
-        vec![ValueType::Tensor(node.attr_dtype("T")?)],
-    ))
+    Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("T")?)]))
 }
 
 fn retval_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![ValueType::Tensor(node.attr_dtype("T")?)],
-        vec![],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Tensor(node.attr_dtype("T")?)], vec![]))
 }
 
 fn send_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![ValueType::Tensor(node.attr_dtype("T")?)],
-        vec![],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Tensor(node.attr_dtype("T")?)], vec![]))
 }
 
 fn recv_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![],
-        vec![ValueType::Tensor(node.attr_dtype("tensor_type")?)],
-    ))
+    Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("tensor_type")?)]))
 }
 
 const fn builtin(name: &'static str, signature: SignatureFn, which: Builtin) -> OpDef {
-    OpDef {
-        name,
-        signature,
-        implementation: Implementation::Builtin(which),
-        stateful: true,
-    }
+    OpDef { name, signature, implementation: Implementation::Builtin(which), stateful: true }
 }
 
 /// Executor-run nodes, inserted by pruning (feeds and fetches) and
@@ -244,96 +222,42 @@ mod tests {
             vec![I32, I32],
             vec![I32],
         ));
-        for op in [
-            "Less",
-            "LessEqual",
-            "Greater",
-            "GreaterEqual",
-            "Equal",
-            "NotEqual",
-        ] {
+        for op in ["Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"] {
             rows.push((op, t(op), vec![F, F], vec![B]));
         }
         for op in ["LogicalAnd", "LogicalOr"] {
             rows.push((op, NodeSpec::new("n", op), vec![B, B], vec![B]));
         }
-        rows.push((
-            "LogicalNot",
-            NodeSpec::new("n", "LogicalNot"),
-            vec![B],
-            vec![B],
-        ));
-        rows.push((
-            "AddN",
-            t("AddN").attr("N", AttrValue::Int(3)),
-            vec![F, F, F],
-            vec![F],
-        ));
+        rows.push(("LogicalNot", NodeSpec::new("n", "LogicalNot"), vec![B], vec![B]));
+        rows.push(("AddN", t("AddN").attr("N", AttrValue::Int(3)), vec![F, F, F], vec![F]));
         for op in ["Select", "SelectV2"] {
             rows.push((op, t(op), vec![B, F, F], vec![F]));
         }
         for op in ["Sum", "Mean", "Prod", "Max", "Min"] {
             rows.push((op, t(op), vec![F, I32], vec![F]));
         }
-        rows.push((
-            "Sum",
-            t("Sum").attr("Tidx", ty(DType::I64)),
-            vec![F, I64],
-            vec![F],
-        ));
+        rows.push(("Sum", t("Sum").attr("Tidx", ty(DType::I64)), vec![F, I64], vec![F]));
         for op in ["All", "Any"] {
             rows.push((op, NodeSpec::new("n", op), vec![B, I32], vec![B]));
         }
         for op in ["ArgMax", "ArgMin"] {
             rows.push((op, t(op), vec![F, I32], vec![I64]));
         }
-        rows.push((
-            "ArgMax",
-            t("ArgMax").attr("output_type", ty(DType::I32)),
-            vec![F, I32],
-            vec![I32],
-        ));
+        rows.push(("ArgMax", t("ArgMax").attr("output_type", ty(DType::I32)), vec![F, I32], vec![I32]));
         for op in ["Reshape", "Transpose", "Tile", "ExpandDims"] {
             rows.push((op, t(op), vec![F, I32], vec![F]));
         }
-        rows.push((
-            "ConcatV2",
-            t("ConcatV2").attr("N", AttrValue::Int(2)),
-            vec![F, F, I32],
-            vec![F],
-        ));
-        rows.push((
-            "Concat",
-            t("Concat").attr("N", AttrValue::Int(2)),
-            vec![I32, F, F],
-            vec![F],
-        ));
-        rows.push((
-            "Pack",
-            t("Pack").attr("N", AttrValue::Int(2)),
-            vec![F, F],
-            vec![F],
-        ));
-        rows.push((
-            "Slice",
-            t("Slice").attr("Index", ty(DType::I64)),
-            vec![F, I64, I64],
-            vec![F],
-        ));
+        rows.push(("ConcatV2", t("ConcatV2").attr("N", AttrValue::Int(2)), vec![F, F, I32], vec![F]));
+        rows.push(("Concat", t("Concat").attr("N", AttrValue::Int(2)), vec![I32, F, F], vec![F]));
+        rows.push(("Pack", t("Pack").attr("N", AttrValue::Int(2)), vec![F, F], vec![F]));
+        rows.push(("Slice", t("Slice").attr("Index", ty(DType::I64)), vec![F, I64, I64], vec![F]));
         for op in ["Shape", "Size", "Rank"] {
             rows.push((op, t(op), vec![F], vec![I32]));
         }
-        rows.push((
-            "Shape",
-            t("Shape").attr("out_type", ty(DType::I64)),
-            vec![F],
-            vec![I64],
-        ));
+        rows.push(("Shape", t("Shape").attr("out_type", ty(DType::I64)), vec![F], vec![I64]));
         rows.push((
             "Cast",
-            NodeSpec::new("n", "Cast")
-                .attr("SrcT", ty(DType::F32))
-                .attr("DstT", ty(DType::I64)),
+            NodeSpec::new("n", "Cast").attr("SrcT", ty(DType::F32)).attr("DstT", ty(DType::I64)),
             vec![F],
             vec![I64],
         ));
@@ -346,38 +270,14 @@ mod tests {
         for op in ["Assign", "AssignAdd", "AssignSub"] {
             rows.push((op, t(op), vec![REF, F], vec![REF]));
         }
-        rows.push((
-            "IsVariableInitialized",
-            dtype("IsVariableInitialized"),
-            vec![REF],
-            vec![B],
-        ));
+        rows.push(("IsVariableInitialized", dtype("IsVariableInitialized"), vec![REF], vec![B]));
         rows.push(("VarHandleOp", dtype("VarHandleOp"), vec![], vec![RES]));
-        rows.push((
-            "ReadVariableOp",
-            dtype("ReadVariableOp"),
-            vec![RES],
-            vec![F],
-        ));
-        for op in [
-            "AssignVariableOp",
-            "AssignAddVariableOp",
-            "AssignSubVariableOp",
-        ] {
+        rows.push(("ReadVariableOp", dtype("ReadVariableOp"), vec![RES], vec![F]));
+        for op in ["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"] {
             rows.push((op, dtype(op), vec![RES, F], vec![]));
         }
-        rows.push((
-            "VarIsInitializedOp",
-            NodeSpec::new("n", "VarIsInitializedOp"),
-            vec![RES],
-            vec![B],
-        ));
-        rows.push((
-            "DestroyResourceOp",
-            NodeSpec::new("n", "DestroyResourceOp"),
-            vec![RES],
-            vec![],
-        ));
+        rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
+        rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         rows
     }
 
@@ -391,11 +291,7 @@ mod tests {
             let Implementation::Kernel(build) = def.implementation else {
                 panic!("{op} should be a kernel");
             };
-            build(&KernelInit {
-                node: &node,
-                signature: &sig,
-            })
-            .unwrap_or_else(|e| panic!("{op} does not build: {e}"));
+            build(&KernelInit { node: &node, signature: &sig }).unwrap_or_else(|e| panic!("{op} does not build: {e}"));
         }
     }
 
@@ -427,19 +323,14 @@ mod tests {
     fn missing_attrs_name_node_and_attr() {
         let node = NodeSpec::new("my_add", "AddV2");
         let err = (lookup("AddV2").unwrap().signature)(&node).unwrap_err();
-        assert!(
-            err.message.contains("'my_add'") && err.message.contains("missing attr 'T'"),
-            "{err}"
-        );
+        assert!(err.message.contains("'my_add'") && err.message.contains("missing attr 'T'"), "{err}");
         let node = NodeSpec::new("my_concat", "ConcatV2").attr("T", ty(DType::F32));
         let err = (lookup("ConcatV2").unwrap().signature)(&node).unwrap_err();
         assert!(err.message.contains("missing attr 'N'"), "{err}");
         let node = NodeSpec::new("c", "Cast").attr("SrcT", ty(DType::F32));
         let err = (lookup("Cast").unwrap().signature)(&node).unwrap_err();
         assert!(err.message.contains("'DstT'"), "{err}");
-        let bad_idx = NodeSpec::new("s", "Sum")
-            .attr("T", ty(DType::F32))
-            .attr("Tidx", ty(DType::F32));
+        let bad_idx = NodeSpec::new("s", "Sum").attr("T", ty(DType::F32)).attr("Tidx", ty(DType::F32));
         let err = (lookup("Sum").unwrap().signature)(&bad_idx).unwrap_err();
         assert!(err.message.contains("'Tidx'"), "{err}");
     }

@@ -30,12 +30,7 @@ pub struct Variable {
 
 impl Variable {
     pub fn new(name: impl Into<String>, dtype: DType) -> Variable {
-        Variable {
-            name: name.into(),
-            dtype,
-            value: RwLock::new(None),
-            declared_shape: OnceLock::new(),
-        }
+        Variable { name: name.into(), dtype, value: RwLock::new(None), declared_shape: OnceLock::new() }
     }
 
     /// Records the shape the variable was declared with; the first
@@ -87,9 +82,7 @@ impl Variable {
         if validate_shape {
             let lhs = match (slot.as_ref(), self.declared_shape.get()) {
                 (Some(old), _) if old.shape() != value.shape() => Some(old.shape().to_string()),
-                (None, Some(declared)) if !declared.admits(value.shape()) => {
-                    Some(declared.to_string())
-                }
+                (None, Some(declared)) if !declared.admits(value.shape()) => Some(declared.to_string()),
                 _ => None,
             };
             if let Some(lhs) = lhs {
@@ -149,12 +142,7 @@ pub struct ResourceMgr {
 
 impl ResourceMgr {
     /// The variable `container/name`, created uninitialised if absent.
-    pub fn lookup_or_create(
-        &self,
-        container: &str,
-        name: &str,
-        dtype: DType,
-    ) -> Result<Arc<Variable>> {
+    pub fn lookup_or_create(&self, container: &str, name: &str, dtype: DType) -> Result<Arc<Variable>> {
         let mut containers = self.containers.lock();
         // The hit path (every step of a VariableV2) allocates nothing.
         if let Some(var) = containers.get(container).and_then(|vars| vars.get(name)) {
@@ -190,11 +178,8 @@ impl ResourceMgr {
     /// uninitialised.
     pub fn clear(&self, containers: &[String]) {
         let mut map = self.containers.lock();
-        let names: Vec<String> = if containers.is_empty() {
-            map.keys().cloned().collect()
-        } else {
-            containers.to_vec()
-        };
+        let names: Vec<String> =
+            if containers.is_empty() { map.keys().cloned().collect() } else { containers.to_vec() };
         for name in names {
             if let Some(vars) = map.remove(&name) {
                 vars.values().for_each(|v| v.clear());
@@ -223,12 +208,8 @@ mod tests {
         let err = v.read().unwrap_err();
         assert_eq!(err.code, crate::error::Code::FailedPrecondition);
         assert!(err.message.contains("v"));
-        v.assign(Tensor::from_slice::<f32>([2], &[1., 2.]).unwrap(), true)
-            .unwrap();
-        assert!(
-            v.assign(Tensor::from_slice::<f32>([3], &[1., 2., 3.]).unwrap(), true)
-                .is_err()
-        );
+        v.assign(Tensor::from_slice::<f32>([2], &[1., 2.]).unwrap(), true).unwrap();
+        assert!(v.assign(Tensor::from_slice::<f32>([3], &[1., 2., 3.]).unwrap(), true).is_err());
         assert!(v.assign(Tensor::scalar(1i32), false).is_err());
         assert!(mgr.lookup_or_create("", "v", DType::I32).is_err());
         assert!(Arc::ptr_eq(&mgr.lookup("", "v").unwrap(), &v));

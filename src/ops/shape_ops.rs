@@ -13,8 +13,8 @@
 use super::numeric::CastTo;
 use super::registry::OpDef;
 use super::{
-    ComputeFn, FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count,
-    attr_index_type_or, attr_int_list_or, index_values,
+    ComputeFn, FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count, attr_index_type_or,
+    attr_int_list_or, index_values,
 };
 use crate::bail;
 use crate::dispatch_dtype;
@@ -61,18 +61,12 @@ fn same_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn reshape_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = t_of(node)?;
-    Ok(OpSignature::new(
-        vec![t, index_of(node, "Tshape", DType::I32)?],
-        vec![t],
-    ))
+    Ok(OpSignature::new(vec![t, index_of(node, "Tshape", DType::I32)?], vec![t]))
 }
 
 fn transpose_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = t_of(node)?;
-    Ok(OpSignature::new(
-        vec![t, index_of(node, "Tperm", DType::I32)?],
-        vec![t],
-    ))
+    Ok(OpSignature::new(vec![t, index_of(node, "Tperm", DType::I32)?], vec![t]))
 }
 
 /// `N x T, Tidx -> T`: values first, axis last.
@@ -108,33 +102,21 @@ fn slice_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn tile_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = t_of(node)?;
-    Ok(OpSignature::new(
-        vec![t, index_of(node, "Tmultiples", DType::I32)?],
-        vec![t],
-    ))
+    Ok(OpSignature::new(vec![t, index_of(node, "Tmultiples", DType::I32)?], vec![t]))
 }
 
 fn expand_dims_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = t_of(node)?;
-    Ok(OpSignature::new(
-        vec![t, index_of(node, "Tdim", DType::I32)?],
-        vec![t],
-    ))
+    Ok(OpSignature::new(vec![t, index_of(node, "Tdim", DType::I32)?], vec![t]))
 }
 
 /// Shape and Size: `[T] -> [out_type]`, int32 by default.
 fn shape_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![t_of(node)?],
-        vec![index_of(node, "out_type", DType::I32)?],
-    ))
+    Ok(OpSignature::new(vec![t_of(node)?], vec![index_of(node, "out_type", DType::I32)?]))
 }
 
 fn rank_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![t_of(node)?],
-        vec![ValueType::Tensor(DType::I32)],
-    ))
+    Ok(OpSignature::new(vec![t_of(node)?], vec![ValueType::Tensor(DType::I32)]))
 }
 
 fn cast_signature(node: &NodeSpec) -> Result<OpSignature> {
@@ -146,10 +128,7 @@ fn cast_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn fill_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = t_of(node)?;
-    Ok(OpSignature::new(
-        vec![index_of(node, "index_type", DType::I32)?, t],
-        vec![t],
-    ))
+    Ok(OpSignature::new(vec![index_of(node, "index_type", DType::I32)?, t], vec![t]))
 }
 
 // ---------------------------------------------------------------------------
@@ -159,11 +138,7 @@ fn fill_signature(node: &NodeSpec) -> Result<OpSignature> {
 fn single_index(t: &Tensor, what: &str) -> Result<i64> {
     let v = index_values(t, what)?;
     if v.len() != 1 {
-        bail!(
-            invalid_argument,
-            "{what} must be a tensor with a single value, got shape {}",
-            t.shape()
-        );
+        bail!(invalid_argument, "{what} must be a tensor with a single value, got shape {}", t.shape());
     }
     Ok(v[0])
 }
@@ -182,9 +157,8 @@ fn normalize_axis(axis: i64, rank: usize) -> Option<usize> {
 
 /// A dimension from a user-supplied i64, rejecting negatives.
 fn dim_from(value: i64, what: &dyn Fn() -> String) -> Result<usize> {
-    usize::try_from(value).map_err(|_| {
-        Status::invalid_argument(format!("{} must be non-negative, got {value}", what()))
-    })
+    usize::try_from(value)
+        .map_err(|_| Status::invalid_argument(format!("{} must be non-negative, got {value}", what())))
 }
 
 // ---------------------------------------------------------------------------
@@ -198,11 +172,7 @@ fn build_reshape(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 /// zero sizes are left out of the product the `-1` is inferred from.
 pub fn reshape_target(input: &Shape, sizes: &Tensor) -> Result<Shape> {
     if sizes.rank() > 1 {
-        bail!(
-            invalid_argument,
-            "sizes input must be 1-D, not {}",
-            sizes.shape()
-        );
+        bail!(invalid_argument, "sizes input must be 1-D, not {}", sizes.shape());
     }
     let values = index_values(sizes, "shape")?;
     let mut dims: SmallVec<[usize; 8]> = SmallVec::with_capacity(values.len());
@@ -212,26 +182,20 @@ pub fn reshape_target(input: &Shape, sizes: &Tensor) -> Result<Shape> {
     for (d, &size) in values.iter().enumerate() {
         if size == -1 {
             if let Some(first) = unknown {
-                bail!(
-                    invalid_argument,
-                    "Only one input size may be -1, not both {first} and {d}"
-                );
+                bail!(invalid_argument, "Only one input size may be -1, not both {first} and {d}");
             }
             unknown = Some(d);
             dims.push(0);
         } else if size < 0 {
-            bail!(
-                invalid_argument,
-                "Size {d} must be non-negative, not {size}"
-            );
+            bail!(invalid_argument, "Size {d} must be non-negative, not {size}");
         } else {
             let size = size as usize;
             if size == 0 {
                 has_zero = true;
             } else {
-                product = product.checked_mul(size).ok_or_else(|| {
-                    Status::invalid_argument(format!("requested shape {values:?} overflows"))
-                })?;
+                product = product
+                    .checked_mul(size)
+                    .ok_or_else(|| Status::invalid_argument(format!("requested shape {values:?} overflows")))?;
             }
             dims.push(size);
         }
@@ -263,9 +227,7 @@ pub fn reshape_target(input: &Shape, sizes: &Tensor) -> Result<Shape> {
         bail!(
             invalid_argument,
             "Input to reshape is a tensor with {n} values, but the requested shape has {}",
-            shape
-                .checked_num_elements()
-                .map_or_else(|| "too many".to_string(), |v| v.to_string())
+            shape.checked_num_elements().map_or_else(|| "too many".to_string(), |v| v.to_string())
         );
     }
     Ok(shape)
@@ -306,11 +268,7 @@ fn check_permutation(perm: &[i64], rank: usize) -> Result<SmallVec<[usize; 8]>> 
     }
     if let Some(missing) = seen.iter().position(|s| !s) {
         let list: Vec<String> = perm.iter().map(|p| p.to_string()).collect();
-        bail!(
-            invalid_argument,
-            "{missing} is missing from {{{}}}.",
-            list.join(",")
-        );
+        bail!(invalid_argument, "{missing} is missing from {{{}}}.", list.join(","));
     }
     Ok(out)
 }
@@ -402,10 +360,8 @@ pub fn transpose(input: &Tensor, perm: &[usize]) -> Result<Tensor> {
     by_input.sort_unstable();
     let size_of = |(a, b): (usize, usize)| dims[a..=b].iter().product::<usize>();
     let cdims: SmallVec<[usize; 8]> = by_input.iter().map(|&g| size_of(g)).collect();
-    let cperm: SmallVec<[usize; 8]> = groups
-        .iter()
-        .map(|g| by_input.iter().position(|h| h == g).unwrap_or(0))
-        .collect();
+    let cperm: SmallVec<[usize; 8]> =
+        groups.iter().map(|g| by_input.iter().position(|h| h == g).unwrap_or(0)).collect();
     dispatch_dtype!(input.dtype(), T => {
         let x = input.as_slice::<T>()?;
         Tensor::build::<T>(out_shape, |out| permute(x, &cdims, &cperm, out))
@@ -416,11 +372,7 @@ fn compute_transpose(ctx: &mut OpContext<'_>) -> Result<()> {
     let input = ctx.input(0)?;
     let perm_t = ctx.input(1)?;
     if perm_t.rank() != 1 {
-        bail!(
-            invalid_argument,
-            "perm must be a vector, not {}",
-            perm_t.shape()
-        );
+        bail!(invalid_argument, "perm must be a vector, not {}", perm_t.shape());
     }
     let perm = check_permutation(&index_values(perm_t, "perm")?, input.rank())?;
     let out = transpose(input, &perm)?;
@@ -434,10 +386,7 @@ fn compute_transpose(ctx: &mut OpContext<'_>) -> Result<()> {
 /// Joins `values` along `axis` (already normalised): for each of the
 /// `outer` rows, each input's contiguous chunk in turn.
 fn join<T: Element>(values: &[&Tensor], outer: usize, out_shape: Shape) -> Result<Tensor> {
-    let slices: SmallVec<[&[T]; 8]> = values
-        .iter()
-        .map(|v| v.as_slice::<T>())
-        .collect::<Result<_>>()?;
+    let slices: SmallVec<[&[T]; 8]> = values.iter().map(|v| v.as_slice::<T>()).collect::<Result<_>>()?;
     let chunks: SmallVec<[usize; 8]> = slices.iter().map(|s| s.len() / outer.max(1)).collect();
     Tensor::build::<T>(out_shape, |out| {
         let mut o = 0;
@@ -453,21 +402,14 @@ fn join<T: Element>(values: &[&Tensor], outer: usize, out_shape: Shape) -> Resul
 /// ConcatV2 and Concat: `values` joined along the dimension in `axis`.
 fn concat(values: &[&Tensor], axis: &Tensor) -> Result<Tensor> {
     if axis.num_elements() != 1 || axis.rank() > 1 {
-        bail!(
-            invalid_argument,
-            "Concat dim tensor should be a scalar integer, but got shape {}",
-            axis.shape()
-        );
+        bail!(invalid_argument, "Concat dim tensor should be a scalar integer, but got shape {}", axis.shape());
     }
     let first = values[0];
     let rank = first.rank();
     let a = single_index(axis, "concat dim")?;
     let Some(axis) = normalize_axis(a, rank) else {
         if rank == 0 {
-            bail!(
-                invalid_argument,
-                "ConcatOp : Can't concatenate scalars (use tf.stack instead)"
-            );
+            bail!(invalid_argument, "ConcatOp : Can't concatenate scalars (use tf.stack instead)");
         }
         bail!(
             invalid_argument,
@@ -478,12 +420,7 @@ fn concat(values: &[&Tensor], axis: &Tensor) -> Result<Tensor> {
     let mut axis_total = 0usize;
     for (i, v) in values.iter().enumerate() {
         if v.dtype() != first.dtype() {
-            bail!(
-                invalid_argument,
-                "ConcatOp : input {i} is {}, input 0 is {}",
-                v.dtype(),
-                first.dtype()
-            );
+            bail!(invalid_argument, "ConcatOp : input {i} is {}, input 0 is {}", v.dtype(), first.dtype());
         }
         if v.rank() != rank {
             bail!(
@@ -533,11 +470,7 @@ impl OpKernel for ConcatKernel {
         if n < 2 {
             bail!(internal, "concat has {n} inputs; needs values and an axis");
         }
-        let (axis_at, range) = if self.axis_first {
-            (0, 1..n)
-        } else {
-            (n - 1, 0..n - 1)
-        };
+        let (axis_at, range) = if self.axis_first { (0, 1..n) } else { (n - 1, 0..n - 1) };
         let mut values: SmallVec<[&Tensor; 8]> = SmallVec::new();
         for i in range {
             values.push(ctx.input(i)?);
@@ -555,9 +488,7 @@ struct PackKernel {
 }
 
 fn build_pack(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(PackKernel {
-        axis: init.node.attr_int_or("axis", 0)?,
-    }))
+    Ok(Box::new(PackKernel { axis: init.node.attr_int_or("axis", 0)? }))
 }
 
 impl OpKernel for PackKernel {
@@ -571,12 +502,7 @@ impl OpKernel for PackKernel {
         };
         let expanded = first.rank() + 1;
         let Some(axis) = normalize_axis(self.axis, expanded) else {
-            bail!(
-                invalid_argument,
-                "axis = {} not in [{}, {expanded})",
-                self.axis,
-                -(expanded as i64)
-            );
+            bail!(invalid_argument, "axis = {} not in [{}, {expanded})", self.axis, -(expanded as i64));
         };
         for (i, v) in values.iter().enumerate() {
             if v.shape() != first.shape() || v.dtype() != first.dtype() {
@@ -625,17 +551,10 @@ pub fn slice(input: &Tensor, begin: &Tensor, size: &Tensor) -> Result<Tensor> {
         let bi = b[i];
         let si = if s[i] == -1 { dim - bi } else { s[i] };
         if bi < 0 || bi > dim {
-            bail!(
-                invalid_argument,
-                "Expected begin[{i}] in [0, {dim}], but got {bi}"
-            );
+            bail!(invalid_argument, "Expected begin[{i}] in [0, {dim}], but got {bi}");
         }
         if si < 0 || bi + si > dim {
-            bail!(
-                invalid_argument,
-                "Expected size[{i}] in [0, {}], but got {si}",
-                dim - bi
-            );
+            bail!(invalid_argument, "Expected size[{i}] in [0, {}], but got {si}", dim - bi);
         }
         starts.push(bi as usize);
         sizes.push(si as usize);
@@ -704,19 +623,10 @@ fn tile_into<T: Element>(x: &[T], dims: &[usize], reps: &[usize], out: &mut [T])
     }
     // Tile each input sub-block once, then repeat the finished block.
     let sub_in: usize = dims[1..].iter().product();
-    let sub_out: usize = dims[1..]
-        .iter()
-        .zip(&reps[1..])
-        .map(|(d, r)| d * r)
-        .product();
+    let sub_out: usize = dims[1..].iter().zip(&reps[1..]).map(|(d, r)| d * r).product();
     let block = dims[0] * sub_out;
     for i in 0..dims[0] {
-        tile_into(
-            &x[i * sub_in..(i + 1) * sub_in],
-            &dims[1..],
-            &reps[1..],
-            &mut out[i * sub_out..(i + 1) * sub_out],
-        );
+        tile_into(&x[i * sub_in..(i + 1) * sub_in], &dims[1..], &reps[1..], &mut out[i * sub_out..(i + 1) * sub_out]);
     }
     for r in 1..reps[0] {
         out.copy_within(0..block, r * block);
@@ -738,10 +648,7 @@ fn compute_tile(ctx: &mut OpContext<'_>) -> Result<()> {
     let mut reps: SmallVec<[usize; 8]> = SmallVec::with_capacity(rank);
     for (i, &r) in m.iter().enumerate() {
         if r < 0 {
-            bail!(
-                invalid_argument,
-                "Expected multiples[{i}] >= 0, but got {r}"
-            );
+            bail!(invalid_argument, "Expected multiples[{i}] >= 0, but got {r}");
         }
         reps.push(r as usize);
     }
@@ -752,9 +659,10 @@ fn compute_tile(ctx: &mut OpContext<'_>) -> Result<()> {
     let dims = input.dims();
     let mut out_dims = Vec::with_capacity(rank);
     for (&d, &r) in dims.iter().zip(&reps) {
-        out_dims.push(d.checked_mul(r).ok_or_else(|| {
-            Status::invalid_argument(format!("tiling {} by {m:?} overflows", input.shape()))
-        })?);
+        out_dims.push(
+            d.checked_mul(r)
+                .ok_or_else(|| Status::invalid_argument(format!("tiling {} by {m:?} overflows", input.shape())))?,
+        );
     }
     let out_shape = Shape::from_vec(out_dims);
     let out = if out_shape.checked_num_elements() == Some(0) {
@@ -780,19 +688,12 @@ fn compute_expand_dims(ctx: &mut OpContext<'_>) -> Result<()> {
     let input = ctx.input(0)?;
     let dim_t = ctx.input(1)?;
     if dim_t.num_elements() != 1 {
-        bail!(
-            invalid_argument,
-            "'dim' must be a tensor with a single value, got shape {}",
-            dim_t.shape()
-        );
+        bail!(invalid_argument, "'dim' must be a tensor with a single value, got shape {}", dim_t.shape());
     }
     let dim = single_index(dim_t, "dim")?;
     let rank = input.rank();
     let Some(at) = normalize_axis(dim, rank + 1) else {
-        bail!(
-            invalid_argument,
-            "Tried to expand dim index {dim} for tensor with {rank} dimensions."
-        );
+        bail!(invalid_argument, "Tried to expand dim index {dim} for tensor with {rank} dimensions.");
     };
     let mut dims = input.dims().to_vec();
     dims.insert(at, 1);
@@ -806,9 +707,7 @@ struct SqueezeKernel {
 }
 
 fn build_squeeze(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(SqueezeKernel {
-        dims: attr_int_list_or(init.node, "squeeze_dims", &[])?,
-    }))
+    Ok(Box::new(SqueezeKernel { dims: attr_int_list_or(init.node, "squeeze_dims", &[])? }))
 }
 
 impl OpKernel for SqueezeKernel {
@@ -824,26 +723,14 @@ impl OpKernel for SqueezeKernel {
         }
         for &s in &self.dims {
             let Some(d) = normalize_axis(s, rank) else {
-                bail!(
-                    invalid_argument,
-                    "Tried to squeeze dim index {s} for tensor with {rank} dimensions."
-                );
+                bail!(invalid_argument, "Tried to squeeze dim index {s} for tensor with {rank} dimensions.");
             };
             if dims[d] != 1 {
-                bail!(
-                    invalid_argument,
-                    "Can not squeeze dim[{d}], expected a dimension of 1, got {}",
-                    dims[d]
-                );
+                bail!(invalid_argument, "Can not squeeze dim[{d}], expected a dimension of 1, got {}", dims[d]);
             }
             drop[d] = true;
         }
-        let kept: Vec<usize> = dims
-            .iter()
-            .zip(&drop)
-            .filter(|(_, dropped)| !**dropped)
-            .map(|(&d, _)| d)
-            .collect();
+        let kept: Vec<usize> = dims.iter().zip(&drop).filter(|(_, dropped)| !**dropped).map(|(&d, _)| d).collect();
         let out = input.reshaped(Shape::from_vec(kept))?;
         ctx.set_output(0, out);
         Ok(())
@@ -859,9 +746,7 @@ fn index_tensor(values: &[usize], dtype: DType, what: &str) -> Result<Tensor> {
         let mut v = SmallVec::<[i32; 8]>::with_capacity(values.len());
         for &x in values {
             v.push(i32::try_from(x).map_err(|_| {
-                Status::invalid_argument(format!(
-                    "{what} {x} does not fit the int32 output; use out_type int64"
-                ))
+                Status::invalid_argument(format!("{what} {x} does not fit the int32 output; use out_type int64"))
             })?);
         }
         Tensor::from_slice::<i32>(len, &v)
@@ -876,9 +761,7 @@ struct ShapeKernel {
 }
 
 fn build_shape(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(ShapeKernel {
-        out: attr_index_type_or(init.node, "out_type", DType::I32)?,
-    }))
+    Ok(Box::new(ShapeKernel { out: attr_index_type_or(init.node, "out_type", DType::I32)? }))
 }
 
 impl OpKernel for ShapeKernel {
@@ -894,9 +777,7 @@ struct SizeKernel {
 }
 
 fn build_size(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(SizeKernel {
-        out: attr_index_type_or(init.node, "out_type", DType::I32)?,
-    }))
+    Ok(Box::new(SizeKernel { out: attr_index_type_or(init.node, "out_type", DType::I32)? }))
 }
 
 impl OpKernel for SizeKernel {
@@ -954,11 +835,7 @@ where
 fn build_cast(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let src = init.node.attr_dtype("SrcT")?;
     let dst = init.node.attr_dtype("DstT")?;
-    let compute = if src == dst {
-        forward
-    } else {
-        dispatch_dtype!(src, S => cast_from::<S>(dst))
-    };
+    let compute = if src == dst { forward } else { dispatch_dtype!(src, S => cast_from::<S>(dst)) };
     Ok(FnKernel::boxed(compute))
 }
 
@@ -973,18 +850,10 @@ fn compute_fill(ctx: &mut OpContext<'_>) -> Result<()> {
     let dims_t = ctx.input(0)?;
     let value = ctx.input(1)?;
     if dims_t.rank() != 1 {
-        bail!(
-            invalid_argument,
-            "dims must be a vector, got shape {}",
-            dims_t.shape()
-        );
+        bail!(invalid_argument, "dims must be a vector, got shape {}", dims_t.shape());
     }
     if !value.shape().is_scalar() {
-        bail!(
-            invalid_argument,
-            "value must be a scalar, got shape {}",
-            value.shape()
-        );
+        bail!(invalid_argument, "value must be a scalar, got shape {}", value.shape());
     }
     let mut dims = Vec::new();
     for (i, &d) in index_values(dims_t, "dims")?.iter().enumerate() {
@@ -1051,11 +920,7 @@ mod tests {
         let out = run1(&op("Reshape"), &[x.clone(), i32v(&[2, -1, 3])]).unwrap();
         assert_eq!(out.dims(), &[2, 4, 3]);
         assert!(out.shares_bytes_with(&x), "no copy");
-        let out = run1(
-            &op("Reshape"),
-            &[x.clone(), Tensor::from_slice::<i64>([1], &[-1]).unwrap()],
-        )
-        .unwrap();
+        let out = run1(&op("Reshape"), &[x.clone(), Tensor::from_slice::<i64>([1], &[-1]).unwrap()]).unwrap();
         assert_eq!(out.dims(), &[24]);
         let out = run1(&op("Reshape"), &[Tensor::scalar(3.0f32), i32v(&[])]).unwrap();
         assert!(out.shape().is_scalar());
@@ -1065,20 +930,14 @@ mod tests {
         assert_eq!(out.dims(), &[0, 3]);
         let six = iota(&[6]);
         let err = run1(&op("Reshape"), &[six.clone(), i32v(&[2, 4])]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Input to reshape is a tensor with 6 values, but the requested shape has 8"
-        );
+        assert_eq!(err.message, "Input to reshape is a tensor with 6 values, but the requested shape has 8");
         let err = run1(&op("Reshape"), &[six.clone(), i32v(&[-1, 4])]).unwrap_err();
         assert_eq!(
             err.message,
             "Input to reshape is a tensor with 6 values, but the requested shape requires a multiple of 4"
         );
         let err = run1(&op("Reshape"), &[six.clone(), i32v(&[-1, -1])]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Only one input size may be -1, not both 0 and 1"
-        );
+        assert_eq!(err.message, "Only one input size may be -1, not both 0 and 1");
         let err = run1(&op("Reshape"), &[six, i32v(&[-2, 3])]).unwrap_err();
         assert_eq!(err.message, "Size 0 must be non-negative, not -2");
     }
@@ -1092,15 +951,12 @@ mod tests {
         assert_eq!(
             out.as_slice::<f32>().unwrap(),
             &[
-                0., 4., 8., 12., 16., 20., 1., 5., 9., 13., 17., 21., 2., 6., 10., 14., 18., 22.,
-                3., 7., 11., 15., 19., 23.
+                0., 4., 8., 12., 16., 20., 1., 5., 9., 13., 17., 21., 2., 6., 10., 14., 18., 22., 3., 7., 11., 15.,
+                19., 23.
             ]
         );
         let out = run1(&op("Transpose"), &[x.clone(), i32v(&[1, 0, 2])]).unwrap();
-        assert_eq!(
-            &out.as_slice::<f32>().unwrap()[..8],
-            &[0., 1., 2., 3., 12., 13., 14., 15.]
-        );
+        assert_eq!(&out.as_slice::<f32>().unwrap()[..8], &[0., 1., 2., 3., 12., 13., 14., 15.]);
         // Identity and size-1 moves are reshapes, not copies.
         let out = run1(&op("Transpose"), &[x.clone(), i32v(&[0, 1, 2])]).unwrap();
         assert!(out.shares_bytes_with(&x));
@@ -1115,10 +971,7 @@ mod tests {
         assert_eq!(v[1], 45.0);
         assert_eq!(v[44 * 37 + 36], (36 * 45 + 44) as f32);
         let err = run1(&op("Transpose"), &[x.clone(), i32v(&[0, 1])]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "transpose expects a vector of size 3. But input(1) is a vector of size 2"
-        );
+        assert_eq!(err.message, "transpose expects a vector of size 3. But input(1) is a vector of size 2");
         let err = run1(&op("Transpose"), &[x.clone(), i32v(&[0, 0, 1])]).unwrap_err();
         assert_eq!(err.message, "2 is missing from {0,0,1}.");
         let err = run1(&op("Transpose"), &[x, i32v(&[0, 3, 1])]).unwrap_err();
@@ -1144,20 +997,13 @@ mod tests {
             err.message,
             "ConcatOp : Dimension 1 in both shapes must be equal: shape[0] = [2,2] vs. shape[1] = [2,1]"
         );
-        let err = run1(
-            &n,
-            &[a.clone(), f32s(&[2], &[1., 2.]), Tensor::scalar(0i32)],
-        )
-        .unwrap_err();
+        let err = run1(&n, &[a.clone(), f32s(&[2], &[1., 2.]), Tensor::scalar(0i32)]).unwrap_err();
         assert_eq!(
             err.message,
             "ConcatOp : Ranks of all input tensors should match: shape[0] = [2,2] vs. shape[1] = [2]"
         );
         let err = run1(&n, &[a.clone(), b, Tensor::scalar(2i32)]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "ConcatOp : Expected concatenating dimensions in the range [-2, 2), but got 2"
-        );
+        assert_eq!(err.message, "ConcatOp : Expected concatenating dimensions in the range [-2, 2), but got 2");
         let s = Tensor::scalar(1.0f32);
         let err = run1(&n, &[s.clone(), s, Tensor::scalar(0i32)]).unwrap_err();
         assert!(err.message.contains("Can't concatenate scalars"), "{err}");
@@ -1173,11 +1019,7 @@ mod tests {
         let out = run1(&pack, &[a.clone(), b.clone()]).unwrap();
         assert_eq!(out.dims(), &[2, 2]);
         assert_eq!(out.as_slice::<f32>().unwrap(), &[1., 2., 3., 4.]);
-        let out = run1(
-            &pack.clone().attr("axis", AttrValue::Int(-1)),
-            &[a.clone(), b],
-        )
-        .unwrap();
+        let out = run1(&pack.clone().attr("axis", AttrValue::Int(-1)), &[a.clone(), b]).unwrap();
         assert_eq!(out.as_slice::<f32>().unwrap(), &[1., 3., 2., 4.]);
         let err = run1(&pack, &[a, f32s(&[3], &[0.; 3])]).unwrap_err();
         assert!(err.message.contains("values[1].shape = [3]"), "{err}");
@@ -1201,10 +1043,7 @@ mod tests {
         // numpy: np.tile([[1,2],[3,4]], (2,3))
         assert_eq!(
             out.as_slice::<f32>().unwrap(),
-            &[
-                1., 2., 1., 2., 1., 2., 3., 4., 3., 4., 3., 4., 1., 2., 1., 2., 1., 2., 3., 4., 3.,
-                4., 3., 4.
-            ]
+            &[1., 2., 1., 2., 1., 2., 3., 4., 3., 4., 3., 4., 1., 2., 1., 2., 1., 2., 3., 4., 3., 4., 3., 4.]
         );
         let out = run1(&tile, &[m.clone(), i32v(&[0, 2])]).unwrap();
         assert_eq!(out.dims(), &[0, 4]);
@@ -1221,38 +1060,23 @@ mod tests {
         let out = run1(&ed, &[x.clone(), Tensor::scalar(0i64)]).unwrap();
         assert_eq!(out.dims(), &[1, 2, 3]);
         let err = run1(&ed, &[x.clone(), Tensor::scalar(3i32)]).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Tried to expand dim index 3 for tensor with 2 dimensions."
-        );
+        assert_eq!(err.message, "Tried to expand dim index 3 for tensor with 2 dimensions.");
 
         let y = iota(&[1, 3, 1]);
         let out = run1(&op("Squeeze"), std::slice::from_ref(&y)).unwrap();
         assert_eq!(out.dims(), &[3]);
-        let sq = |dims: Vec<i64>| {
-            op("Squeeze").attr("squeeze_dims", AttrValue::List(AttrList::Int(dims)))
-        };
+        let sq = |dims: Vec<i64>| op("Squeeze").attr("squeeze_dims", AttrValue::List(AttrList::Int(dims)));
         let out = run1(&sq(vec![-1]), std::slice::from_ref(&y)).unwrap();
         assert_eq!(out.dims(), &[1, 3]);
         let err = run1(&sq(vec![1]), std::slice::from_ref(&y)).unwrap_err();
-        assert_eq!(
-            err.message,
-            "Can not squeeze dim[1], expected a dimension of 1, got 3"
-        );
+        assert_eq!(err.message, "Can not squeeze dim[1], expected a dimension of 1, got 3");
         let err = run1(&sq(vec![3]), &[y]).unwrap_err();
-        assert!(
-            err.message.contains("Tried to squeeze dim index 3"),
-            "{err}"
-        );
+        assert!(err.message.contains("Tried to squeeze dim index 3"), "{err}");
 
         let shape = run1(&op("Shape"), std::slice::from_ref(&x)).unwrap();
         assert_eq!(shape.dtype(), DType::I32);
         assert_eq!(shape.as_slice::<i32>().unwrap(), &[2, 3]);
-        let shape64 = run1(
-            &op("Shape").attr("out_type", ty(DType::I64)),
-            std::slice::from_ref(&x),
-        )
-        .unwrap();
+        let shape64 = run1(&op("Shape").attr("out_type", ty(DType::I64)), std::slice::from_ref(&x)).unwrap();
         assert_eq!(shape64.as_slice::<i64>().unwrap(), &[2, 3]);
         let scalar_shape = run1(&op("Shape"), &[Tensor::scalar(1.0f32)]).unwrap();
         assert_eq!(scalar_shape.dims(), &[0]);
@@ -1265,16 +1089,12 @@ mod tests {
 
     #[test]
     fn cast_pairs_and_edge_cases() {
-        let cast =
-            |src: DType, dst: DType| node("Cast").attr("SrcT", ty(src)).attr("DstT", ty(dst));
+        let cast = |src: DType, dst: DType| node("Cast").attr("SrcT", ty(src)).attr("DstT", ty(dst));
         let f = f32s(&[6], &[-1.7, -0.5, 0.0, 0.5, 2.9, f32::NAN]);
         let out = run1(&cast(DType::F32, DType::I32), std::slice::from_ref(&f)).unwrap();
         assert_eq!(out.as_slice::<i32>().unwrap(), &[-1, 0, 0, 0, 2, i32::MIN]);
         let out = run1(&cast(DType::F32, DType::Bool), std::slice::from_ref(&f)).unwrap();
-        assert_eq!(
-            out.as_slice::<bool>().unwrap(),
-            &[true, true, false, true, true, true]
-        );
+        assert_eq!(out.as_slice::<bool>().unwrap(), &[true, true, false, true, true, true]);
         let out = run1(&cast(DType::F32, DType::F32), std::slice::from_ref(&f)).unwrap();
         assert!(out.shares_bytes_with(&f));
         let b = Tensor::from_slice::<bool>([2], &[true, false]).unwrap();
@@ -1308,19 +1128,12 @@ mod tests {
         let err = run1(&fill, &[Tensor::scalar(2i32), Tensor::scalar(1.5f32)]).unwrap_err();
         assert!(err.message.contains("dims must be a vector"), "{err}");
         let x = Tensor::from_slice::<i64>([3], &[5, 6, 7]).unwrap();
-        let z = run1(
-            &node("ZerosLike").attr("T", ty(DType::I64)),
-            std::slice::from_ref(&x),
-        )
-        .unwrap();
+        let z = run1(&node("ZerosLike").attr("T", ty(DType::I64)), std::slice::from_ref(&x)).unwrap();
         assert_eq!(z.as_slice::<i64>().unwrap(), &[0, 0, 0]);
         let o = run1(&node("OnesLike").attr("T", ty(DType::I64)), &[x]).unwrap();
         assert_eq!(o.as_slice::<i64>().unwrap(), &[1, 1, 1]);
-        let bo = run1(
-            &node("OnesLike").attr("T", ty(DType::Bool)),
-            &[Tensor::zeros(DType::Bool, [2]).unwrap()],
-        )
-        .unwrap();
+        let bo =
+            run1(&node("OnesLike").attr("T", ty(DType::Bool)), &[Tensor::zeros(DType::Bool, [2]).unwrap()]).unwrap();
         assert_eq!(bo.as_slice::<bool>().unwrap(), &[true, true]);
     }
 }

@@ -31,9 +31,7 @@ struct Fail {
 }
 
 fn build_fail(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(Fail {
-        delay: Duration::from_millis(init.node.attr_int_or("delay_ms", 0)? as u64),
-    }))
+    Ok(Box::new(Fail { delay: Duration::from_millis(init.node.attr_int_or("delay_ms", 0)? as u64) }))
 }
 
 impl OpKernel for Fail {
@@ -45,11 +43,13 @@ impl OpKernel for Fail {
 
 struct Sleep {
     duration: Duration,
+    cheap: bool,
 }
 
 fn build_sleep(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(Sleep {
         duration: Duration::from_millis(init.node.attr_int("ms")? as u64),
+        cheap: init.node.attr_bool_or("cheap", false)?,
     }))
 }
 
@@ -58,6 +58,11 @@ impl OpKernel for Sleep {
         std::thread::sleep(self.duration);
         ctx.set_output(0, Tensor::scalar(1.0f32));
         Ok(())
+    }
+
+    /// Slow kernels go to the pool unless the test asks otherwise.
+    fn is_expensive(&self) -> bool {
+        !self.cheap
     }
 }
 

@@ -37,38 +37,13 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Assign", ref_update_signature, build_assign).stateful(),
     OpDef::kernel("AssignAdd", ref_update_signature, build_assign_add::<false>).stateful(),
     OpDef::kernel("AssignSub", ref_update_signature, build_assign_add::<true>).stateful(),
-    OpDef::kernel(
-        "IsVariableInitialized",
-        is_initialized_signature,
-        build_is_initialized,
-    )
-    .stateful(),
+    OpDef::kernel("IsVariableInitialized", is_initialized_signature, build_is_initialized).stateful(),
     OpDef::kernel("VarHandleOp", var_handle_signature, build_var_handle).stateful(),
     OpDef::kernel("ReadVariableOp", read_signature, build_read).stateful(),
-    OpDef::kernel(
-        "AssignVariableOp",
-        resource_update_signature,
-        build_assign_var,
-    )
-    .stateful(),
-    OpDef::kernel(
-        "AssignAddVariableOp",
-        resource_update_signature,
-        build_assign_add_var::<false>,
-    )
-    .stateful(),
-    OpDef::kernel(
-        "AssignSubVariableOp",
-        resource_update_signature,
-        build_assign_add_var::<true>,
-    )
-    .stateful(),
-    OpDef::kernel(
-        "VarIsInitializedOp",
-        var_is_initialized_signature,
-        build_var_is_initialized,
-    )
-    .stateful(),
+    OpDef::kernel("AssignVariableOp", resource_update_signature, build_assign_var).stateful(),
+    OpDef::kernel("AssignAddVariableOp", resource_update_signature, build_assign_add_var::<false>).stateful(),
+    OpDef::kernel("AssignSubVariableOp", resource_update_signature, build_assign_add_var::<true>).stateful(),
+    OpDef::kernel("VarIsInitializedOp", var_is_initialized_signature, build_var_is_initialized).stateful(),
     OpDef::kernel("DestroyResourceOp", destroy_signature, build_destroy).stateful(),
 ];
 
@@ -76,26 +51,17 @@ pub const DEFS: &[OpDef] = &[
 // Signatures
 
 fn variable_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![],
-        vec![ValueType::Ref(node.attr_dtype("dtype")?)],
-    ))
+    Ok(OpSignature::new(vec![], vec![ValueType::Ref(node.attr_dtype("dtype")?)]))
 }
 
 /// Assign, AssignAdd, AssignSub: `[T_ref, T] -> [T_ref]`.
 fn ref_update_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = node.attr_dtype("T")?;
-    Ok(OpSignature::new(
-        vec![ValueType::Ref(t), ValueType::Tensor(t)],
-        vec![ValueType::Ref(t)],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Ref(t), ValueType::Tensor(t)], vec![ValueType::Ref(t)]))
 }
 
 fn is_initialized_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![ValueType::Ref(node.attr_dtype("dtype")?)],
-        vec![ValueType::Tensor(DType::Bool)],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Ref(node.attr_dtype("dtype")?)], vec![ValueType::Tensor(DType::Bool)]))
 }
 
 fn var_handle_signature(node: &NodeSpec) -> Result<OpSignature> {
@@ -104,28 +70,16 @@ fn var_handle_signature(node: &NodeSpec) -> Result<OpSignature> {
 }
 
 fn read_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![ValueType::Resource],
-        vec![ValueType::Tensor(node.attr_dtype("dtype")?)],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Resource], vec![ValueType::Tensor(node.attr_dtype("dtype")?)]))
 }
 
 /// AssignVariableOp and friends: `[resource, dtype] -> []`.
 fn resource_update_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![
-            ValueType::Resource,
-            ValueType::Tensor(node.attr_dtype("dtype")?),
-        ],
-        vec![],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Resource, ValueType::Tensor(node.attr_dtype("dtype")?)], vec![]))
 }
 
 fn var_is_initialized_signature(_node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(
-        vec![ValueType::Resource],
-        vec![ValueType::Tensor(DType::Bool)],
-    ))
+    Ok(OpSignature::new(vec![ValueType::Resource], vec![ValueType::Tensor(DType::Bool)]))
 }
 
 fn destroy_signature(_node: &NodeSpec) -> Result<OpSignature> {
@@ -139,11 +93,7 @@ fn destroy_signature(_node: &NodeSpec) -> Result<OpSignature> {
 /// names a variable without one).
 fn variable_name(node: &NodeSpec) -> Result<String> {
     let shared = node.attr_str_or("shared_name", "")?;
-    Ok(if shared.is_empty() {
-        node.name.clone()
-    } else {
-        shared
-    })
+    Ok(if shared.is_empty() { node.name.clone() } else { shared })
 }
 
 /// `current + value` (or `- value` with `SUB`), same shapes required.
@@ -164,11 +114,7 @@ fn add_values<const SUB: bool>(var: &str, current: &Tensor, value: &Tensor) -> R
         DType::F64 => go::<f64, SUB>(current, value),
         DType::I32 => go::<i32, SUB>(current, value),
         DType::I64 => go::<i64, SUB>(current, value),
-        DType::Bool => Err(unsupported_dtype(
-            if SUB { "AssignSub" } else { "AssignAdd" },
-            DType::Bool,
-            REAL,
-        )),
+        DType::Bool => Err(unsupported_dtype(if SUB { "AssignSub" } else { "AssignAdd" }, DType::Bool, REAL)),
     }
 }
 
@@ -202,9 +148,7 @@ fn build_variable(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 
 impl OpKernel for VariableKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let var = ctx
-            .resources()
-            .lookup_or_create(&self.container, &self.name, self.dtype)?;
+        let var = ctx.resources().lookup_or_create(&self.container, &self.name, self.dtype)?;
         var.declare_shape(&self.shape);
         ctx.set_output_value(0, Value::Ref(var));
         Ok(())
@@ -216,9 +160,7 @@ struct AssignKernel {
 }
 
 fn build_assign(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(AssignKernel {
-        validate_shape: init.node.attr_bool_or("validate_shape", true)?,
-    }))
+    Ok(Box::new(AssignKernel { validate_shape: init.node.attr_bool_or("validate_shape", true)? }))
 }
 
 impl OpKernel for AssignKernel {
@@ -316,9 +258,7 @@ struct ReadKernel {
 }
 
 fn build_read(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(ReadKernel {
-        dtype: init.node.attr_dtype("dtype")?,
-    }))
+    Ok(Box::new(ReadKernel { dtype: init.node.attr_dtype("dtype")? }))
 }
 
 impl OpKernel for ReadKernel {
@@ -347,9 +287,7 @@ impl OpKernel for AssignVarKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let handle = ctx.input_resource(0)?.clone();
         let value = ctx.take_input(1)?;
-        let var = ctx
-            .resources()
-            .lookup_or_create(&handle.container, &handle.name, self.dtype)?;
+        let var = ctx.resources().lookup_or_create(&handle.container, &handle.name, self.dtype)?;
         var.assign(value, self.validate_shape)
     }
 }
@@ -360,9 +298,7 @@ struct AssignAddVarKernel<const SUB: bool> {
 
 fn build_assign_add_var<const SUB: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     require_real(init.node, "dtype")?;
-    Ok(Box::new(AssignAddVarKernel::<SUB> {
-        dtype: init.node.attr_dtype("dtype")?,
-    }))
+    Ok(Box::new(AssignAddVarKernel::<SUB> { dtype: init.node.attr_dtype("dtype")? }))
 }
 
 impl<const SUB: bool> OpKernel for AssignAddVarKernel<SUB> {
@@ -384,10 +320,7 @@ fn build_var_is_initialized(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>>
 impl OpKernel for VarIsInitializedKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let handle = ctx.input_resource(0)?;
-        let initialized = ctx
-            .resources()
-            .lookup(&handle.container, &handle.name)
-            .is_some_and(|v| v.is_initialized());
+        let initialized = ctx.resources().lookup(&handle.container, &handle.name).is_some_and(|v| v.is_initialized());
         ctx.set_output(0, Tensor::scalar(initialized));
         Ok(())
     }
@@ -398,9 +331,7 @@ struct DestroyKernel {
 }
 
 fn build_destroy(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(DestroyKernel {
-        ignore_lookup_error: init.node.attr_bool_or("ignore_lookup_error", true)?,
-    }))
+    Ok(Box::new(DestroyKernel { ignore_lookup_error: init.node.attr_bool_or("ignore_lookup_error", true)? }))
 }
 
 impl OpKernel for DestroyKernel {
@@ -408,12 +339,7 @@ impl OpKernel for DestroyKernel {
         let handle = ctx.input_resource(0)?;
         let removed = ctx.resources().remove(&handle.container, &handle.name);
         if removed.is_none() && !self.ignore_lookup_error {
-            bail!(
-                not_found,
-                "Resource {}/{} does not exist",
-                handle.container,
-                handle.name
-            );
+            bail!(not_found, "Resource {}/{} does not exist", handle.container, handle.name);
         }
         Ok(())
     }
@@ -455,9 +381,7 @@ mod tests {
         let mgr = ResourceMgr::default();
         let v = variable_v2("v", &[2]);
         let r = var_ref(&mgr, &v);
-        let Value::Ref(var) = &r else {
-            panic!("VariableV2 gives a ref")
-        };
+        let Value::Ref(var) = &r else { panic!("VariableV2 gives a ref") };
         assert_eq!(var.name(), "v");
         // Uninitialised: reading through the ref fails naming the variable.
         let err = r.clone().into_tensor().unwrap_err();
@@ -467,44 +391,18 @@ mod tests {
         let out = run(&mgr, &init, vec![r.clone()]).unwrap();
         assert!(!out[0].as_tensor().unwrap().scalar_value::<bool>().unwrap());
         // Assign passes the ref on; the value persists in the manager.
-        let out = run(
-            &mgr,
-            &ref_op("Assign"),
-            vec![r.clone(), Value::Tensor(f32s(&[2], &[1., 2.]))],
-        )
-        .unwrap();
+        let out = run(&mgr, &ref_op("Assign"), vec![r.clone(), Value::Tensor(f32s(&[2], &[1., 2.]))]).unwrap();
         assert!(matches!(&out[0], Value::Ref(v) if v.name() == "v"));
         let again = var_ref(&mgr, &v);
-        assert_eq!(
-            again.into_tensor().unwrap().as_slice::<f32>().unwrap(),
-            &[1., 2.]
-        );
+        assert_eq!(again.into_tensor().unwrap().as_slice::<f32>().unwrap(), &[1., 2.]);
         // AssignAdd and AssignSub persist across "steps".
         for _ in 0..3 {
             let r = var_ref(&mgr, &v);
-            run(
-                &mgr,
-                &ref_op("AssignAdd"),
-                vec![r, Value::Tensor(f32s(&[2], &[0.5, 1.]))],
-            )
-            .unwrap();
+            run(&mgr, &ref_op("AssignAdd"), vec![r, Value::Tensor(f32s(&[2], &[0.5, 1.]))]).unwrap();
         }
         let r = var_ref(&mgr, &v);
-        let out = run(
-            &mgr,
-            &ref_op("AssignSub"),
-            vec![r.clone(), Value::Tensor(f32s(&[2], &[1., 1.]))],
-        )
-        .unwrap();
-        assert_eq!(
-            out[0]
-                .clone()
-                .into_tensor()
-                .unwrap()
-                .as_slice::<f32>()
-                .unwrap(),
-            &[1.5, 4.]
-        );
+        let out = run(&mgr, &ref_op("AssignSub"), vec![r.clone(), Value::Tensor(f32s(&[2], &[1., 1.]))]).unwrap();
+        assert_eq!(out[0].clone().into_tensor().unwrap().as_slice::<f32>().unwrap(), &[1.5, 4.]);
         let out = run(&mgr, &init, vec![r]).unwrap();
         assert!(out[0].as_tensor().unwrap().scalar_value::<bool>().unwrap());
     }
@@ -514,59 +412,24 @@ mod tests {
         let mgr = ResourceMgr::default();
         let r = var_ref(&mgr, &variable_v2("w", &[2, 3]));
         // Before any value, the declared shape is what must match.
-        let err = run(
-            &mgr,
-            &ref_op("Assign"),
-            vec![r.clone(), Value::Tensor(f32s(&[3], &[0.; 3]))],
-        )
-        .unwrap_err();
+        let err = run(&mgr, &ref_op("Assign"), vec![r.clone(), Value::Tensor(f32s(&[3], &[0.; 3]))]).unwrap_err();
         assert_eq!(err.code, Code::InvalidArgument);
         assert!(
-            err.message.starts_with(
-                "Assign requires shapes of both tensors to match. lhs shape= [2,3] rhs shape= [3]"
-            ),
+            err.message.starts_with("Assign requires shapes of both tensors to match. lhs shape= [2,3] rhs shape= [3]"),
             "{err}"
         );
-        run(
-            &mgr,
-            &ref_op("Assign"),
-            vec![r.clone(), Value::Tensor(f32s(&[2, 3], &[0.; 6]))],
-        )
-        .unwrap();
-        let err = run(
-            &mgr,
-            &ref_op("Assign"),
-            vec![r.clone(), Value::Tensor(f32s(&[6], &[0.; 6]))],
-        )
-        .unwrap_err();
-        assert!(
-            err.message.contains("lhs shape= [2,3] rhs shape= [6]"),
-            "{err}"
-        );
+        run(&mgr, &ref_op("Assign"), vec![r.clone(), Value::Tensor(f32s(&[2, 3], &[0.; 6]))]).unwrap();
+        let err = run(&mgr, &ref_op("Assign"), vec![r.clone(), Value::Tensor(f32s(&[6], &[0.; 6]))]).unwrap_err();
+        assert!(err.message.contains("lhs shape= [2,3] rhs shape= [6]"), "{err}");
         // validate_shape = false lets the shape change.
         let loose = ref_op("Assign").attr("validate_shape", AttrValue::Bool(false));
-        run(
-            &mgr,
-            &loose,
-            vec![r.clone(), Value::Tensor(f32s(&[6], &[0.; 6]))],
-        )
-        .unwrap();
+        run(&mgr, &loose, vec![r.clone(), Value::Tensor(f32s(&[6], &[0.; 6]))]).unwrap();
         assert_eq!(r.clone().into_tensor().unwrap().dims(), &[6]);
         // AssignAdd needs equal shapes and an initialised variable.
-        let err = run(
-            &mgr,
-            &ref_op("AssignAdd"),
-            vec![r, Value::Tensor(f32s(&[2], &[0.; 2]))],
-        )
-        .unwrap_err();
+        let err = run(&mgr, &ref_op("AssignAdd"), vec![r, Value::Tensor(f32s(&[2], &[0.; 2]))]).unwrap_err();
         assert!(err.message.contains("shapes must be equal"), "{err}");
         let fresh = var_ref(&mgr, &variable_v2("u", &[1]));
-        let err = run(
-            &mgr,
-            &ref_op("AssignAdd"),
-            vec![fresh, Value::Tensor(f32s(&[1], &[1.]))],
-        )
-        .unwrap_err();
+        let err = run(&mgr, &ref_op("AssignAdd"), vec![fresh, Value::Tensor(f32s(&[1], &[1.]))]).unwrap_err();
         assert_eq!(err.code, Code::FailedPrecondition);
         assert!(err.message.contains("u"), "{err}");
     }
@@ -585,13 +448,8 @@ mod tests {
     fn resource_variable_lifecycle() {
         let mgr = ResourceMgr::default();
         let h = run(&mgr, &handle_op("counter"), vec![]).unwrap().remove(0);
-        let Value::Resource(handle) = &h else {
-            panic!("VarHandleOp gives a handle")
-        };
-        assert_eq!(
-            handle.name, "counter",
-            "empty shared_name takes the node name"
-        );
+        let Value::Resource(handle) = &h else { panic!("VarHandleOp gives a handle") };
+        assert_eq!(handle.name, "counter", "empty shared_name takes the node name");
         // Reading before any assignment: FailedPrecondition naming it.
         let err = run(&mgr, &res_op("ReadVariableOp"), vec![h.clone()]).unwrap_err();
         assert_eq!(err.code, Code::FailedPrecondition);
@@ -599,40 +457,19 @@ mod tests {
         let is_init = NodeSpec::new("ii", "VarIsInitializedOp");
         let out = run(&mgr, &is_init, vec![h.clone()]).unwrap();
         assert!(!out[0].as_tensor().unwrap().scalar_value::<bool>().unwrap());
-        let err = run(
-            &mgr,
-            &res_op("AssignAddVariableOp"),
-            vec![h.clone(), Value::Tensor(Tensor::scalar(1i64))],
-        )
-        .unwrap_err();
+        let err = run(&mgr, &res_op("AssignAddVariableOp"), vec![h.clone(), Value::Tensor(Tensor::scalar(1i64))])
+            .unwrap_err();
         assert_eq!(err.code, Code::FailedPrecondition);
         // Assign creates it; AssignAdd accumulates across runs.
-        let out = run(
-            &mgr,
-            &res_op("AssignVariableOp"),
-            vec![h.clone(), Value::Tensor(Tensor::scalar(10i64))],
-        )
-        .unwrap();
+        let out =
+            run(&mgr, &res_op("AssignVariableOp"), vec![h.clone(), Value::Tensor(Tensor::scalar(10i64))]).unwrap();
         assert!(out.is_empty());
         for _ in 0..3 {
-            run(
-                &mgr,
-                &res_op("AssignAddVariableOp"),
-                vec![h.clone(), Value::Tensor(Tensor::scalar(2i64))],
-            )
-            .unwrap();
+            run(&mgr, &res_op("AssignAddVariableOp"), vec![h.clone(), Value::Tensor(Tensor::scalar(2i64))]).unwrap();
         }
-        run(
-            &mgr,
-            &res_op("AssignSubVariableOp"),
-            vec![h.clone(), Value::Tensor(Tensor::scalar(1i64))],
-        )
-        .unwrap();
+        run(&mgr, &res_op("AssignSubVariableOp"), vec![h.clone(), Value::Tensor(Tensor::scalar(1i64))]).unwrap();
         let out = run(&mgr, &res_op("ReadVariableOp"), vec![h.clone()]).unwrap();
-        assert_eq!(
-            out[0].as_tensor().unwrap().scalar_value::<i64>().unwrap(),
-            15
-        );
+        assert_eq!(out[0].as_tensor().unwrap().scalar_value::<i64>().unwrap(), 15);
         let out = run(&mgr, &is_init, vec![h.clone()]).unwrap();
         assert!(out[0].as_tensor().unwrap().scalar_value::<bool>().unwrap());
         // A read with the wrong dtype names both.
@@ -655,19 +492,12 @@ mod tests {
         let node = handle_op("h").attr("shared_name", AttrValue::Bytes(b"shared".to_vec()));
         let def = crate::ops::lookup("VarHandleOp").unwrap();
         let sig = (def.signature)(&node).unwrap();
-        let crate::ops::Implementation::Kernel(build) = def.implementation else {
-            panic!("a kernel")
-        };
-        let kernel = build(&KernelInit {
-            node: &node,
-            signature: &sig,
-        })
-        .unwrap();
+        let crate::ops::Implementation::Kernel(build) = def.implementation else { panic!("a kernel") };
+        let kernel = build(&KernelInit { node: &node, signature: &sig }).unwrap();
         let outs = |k: &dyn OpKernel| {
             let mut inputs: Vec<Option<Value>> = vec![];
             let mut outputs = vec![None];
-            k.compute(&mut OpContext::new(&mut inputs, &mut outputs, &mgr))
-                .unwrap();
+            k.compute(&mut OpContext::new(&mut inputs, &mut outputs, &mgr)).unwrap();
             match outputs.remove(0) {
                 Some(Value::Resource(h)) => h,
                 other => panic!("{other:?}"),
@@ -678,24 +508,12 @@ mod tests {
         assert_eq!(a.name, "shared");
         // A second handle op with the same shared_name reaches the same
         // variable.
-        run(
-            &mgr,
-            &res_op("AssignVariableOp"),
-            vec![Value::Resource(a), Value::Tensor(Tensor::scalar(7i64))],
-        )
-        .unwrap();
-        let other = run(
-            &mgr,
-            &handle_op("h2").attr("shared_name", AttrValue::Bytes(b"shared".to_vec())),
-            vec![],
-        )
-        .unwrap()
-        .remove(0);
+        run(&mgr, &res_op("AssignVariableOp"), vec![Value::Resource(a), Value::Tensor(Tensor::scalar(7i64))]).unwrap();
+        let other = run(&mgr, &handle_op("h2").attr("shared_name", AttrValue::Bytes(b"shared".to_vec())), vec![])
+            .unwrap()
+            .remove(0);
         let out = run(&mgr, &res_op("ReadVariableOp"), vec![other]).unwrap();
-        assert_eq!(
-            out[0].as_tensor().unwrap().scalar_value::<i64>().unwrap(),
-            7
-        );
+        assert_eq!(out[0].as_tensor().unwrap().scalar_value::<i64>().unwrap(), 7);
         assert!(def.stateful);
     }
 }

@@ -29,10 +29,7 @@ impl DirectSession {
             pool: options.pool_options(),
             max_sessions: 1,
         })?;
-        let task = TaskHandle {
-            name: worker.task_name().to_string(),
-            worker: worker.clone(),
-        };
+        let task = TaskHandle { name: worker.task_name().to_string(), worker: worker.clone() };
         let master = MasterSession::create(
             format!("direct-{}", NEXT.fetch_add(1, Ordering::Relaxed)),
             vec![task],
@@ -46,9 +43,7 @@ impl DirectSession {
 
     /// Graphs registered on the private worker (zero after close).
     pub fn registered_graphs(&self) -> usize {
-        self.worker
-            .registered_graphs(self.master.handle())
-            .unwrap_or(0)
+        self.worker.registered_graphs(self.master.handle()).unwrap_or(0)
     }
 }
 
@@ -71,31 +66,15 @@ impl Session for DirectSession {
         self.master.run(options, feeds, fetches, targets)
     }
 
-    fn partial_run_setup(
-        &self,
-        feeds: &[String],
-        fetches: &[String],
-        targets: &[String],
-    ) -> Result<String> {
+    fn partial_run_setup(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<String> {
         self.master.partial_run_setup(feeds, fetches, targets)
     }
 
-    fn partial_run(
-        &self,
-        handle: &str,
-        feeds: Vec<(String, Tensor)>,
-        fetches: &[String],
-    ) -> Result<Vec<Tensor>> {
-        self.master
-            .partial_run(handle, feeds, fetches, &RunOptions::default())
+    fn partial_run(&self, handle: &str, feeds: Vec<(String, Tensor)>, fetches: &[String]) -> Result<Vec<Tensor>> {
+        self.master.partial_run(handle, feeds, fetches, &RunOptions::default())
     }
 
-    fn make_callable(
-        &self,
-        feeds: &[String],
-        fetches: &[String],
-        targets: &[String],
-    ) -> Result<CallableHandle> {
+    fn make_callable(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<CallableHandle> {
         self.master.make_callable(feeds, fetches, targets)
     }
 

@@ -78,27 +78,12 @@ pub trait Session: Send + Sync {
         targets: &[String],
     ) -> Result<(Vec<Tensor>, RunMetadata)>;
 
-    fn partial_run_setup(
-        &self,
-        feeds: &[String],
-        fetches: &[String],
-        targets: &[String],
-    ) -> Result<String>;
+    fn partial_run_setup(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<String>;
 
-    fn partial_run(
-        &self,
-        handle: &str,
-        feeds: Vec<(String, Tensor)>,
-        fetches: &[String],
-    ) -> Result<Vec<Tensor>>;
+    fn partial_run(&self, handle: &str, feeds: Vec<(String, Tensor)>, fetches: &[String]) -> Result<Vec<Tensor>>;
 
     /// Pre-resolves a signature: `run_callable` then does no name lookups.
-    fn make_callable(
-        &self,
-        feeds: &[String],
-        fetches: &[String],
-        targets: &[String],
-    ) -> Result<CallableHandle>;
+    fn make_callable(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<CallableHandle>;
 
     /// Runs a callable; `feeds` in the order given to `make_callable`.
     fn run_callable(
@@ -123,20 +108,11 @@ pub trait Session: Send + Sync {
 /// Shorthands for the common calls.
 pub trait SessionExt: Session {
     /// Runs a step with default options, taking `&str` names.
-    fn run_simple(
-        &self,
-        feeds: &[(&str, Tensor)],
-        fetches: &[&str],
-        targets: &[&str],
-    ) -> Result<Vec<Tensor>> {
-        let feeds = feeds
-            .iter()
-            .map(|(n, t)| (n.to_string(), t.clone()))
-            .collect();
+    fn run_simple(&self, feeds: &[(&str, Tensor)], fetches: &[&str], targets: &[&str]) -> Result<Vec<Tensor>> {
+        let feeds = feeds.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
         let fetches: Vec<String> = fetches.iter().map(|s| s.to_string()).collect();
         let targets: Vec<String> = targets.iter().map(|s| s.to_string()).collect();
-        self.run(&RunOptions::default(), feeds, &fetches, &targets)
-            .map(|(t, _)| t)
+        self.run(&RunOptions::default(), feeds, &fetches, &targets).map(|(t, _)| t)
     }
 }
 

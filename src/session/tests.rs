@@ -16,9 +16,7 @@ fn f32_const(name: &str, v: f32) -> NodeSpec {
 }
 
 fn identity(name: &str, input: &str) -> NodeSpec {
-    NodeSpec::new(name, "Identity")
-        .input(input, 0)
-        .attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
+    NodeSpec::new(name, "Identity").input(input, 0).attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
 }
 
 fn placeholder(name: &str) -> NodeSpec {
@@ -30,11 +28,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 }
 
 fn session_with(graph: GraphSpec, cpu_devices: usize, threads: usize) -> Box<dyn Session> {
-    let options = SessionOptions {
-        cpu_devices,
-        threads_per_device: threads,
-        ..SessionOptions::default()
-    };
+    let options = SessionOptions { cpu_devices, threads_per_device: threads, ..SessionOptions::default() };
     create_session(graph, &options).unwrap()
 }
 
@@ -93,12 +87,12 @@ fn timeout_is_deadline_exceeded_and_the_session_stays_usable() {
         nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(400)), f32_const("c", 3.0)],
     };
     let s = session_with(g, 1, 1);
-    let options = RunOptions {
-        timeout: Some(std::time::Duration::from_millis(30)),
-        trace: false,
-    };
+    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(30)), trace: false };
+    let start = std::time::Instant::now();
     let err = s.run(&options, vec![], &strings(&["slow"]), &[]).unwrap_err();
     assert_eq!(err.code, Code::DeadlineExceeded, "{err}");
+    // The pool runs the slow kernel; the caller returns at its deadline.
+    assert!(start.elapsed() < std::time::Duration::from_millis(300), "{:?}", start.elapsed());
     let out = s.run_simple(&[], &["c"], &[]).unwrap();
     assert_eq!(scalar(&out[0]), 3.0);
     // The slow step can also finish when given the time.
@@ -107,12 +101,25 @@ fn timeout_is_deadline_exceeded_and_the_session_stays_usable() {
 }
 
 #[test]
+fn a_step_finishing_after_its_deadline_is_deadline_exceeded() {
+    // A cheap kernel runs inline on the caller's thread, which cannot watch
+    // the clock meanwhile; the result still reports the overrun.
+    let g = GraphSpec {
+        nodes: vec![
+            NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(60)).attr("cheap", AttrValue::Bool(true)),
+        ],
+    };
+    let s = session_with(g, 1, 1);
+    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(10)), trace: false };
+    let err = s.run(&options, vec![], &strings(&["slow"]), &[]).unwrap_err();
+    assert_eq!(err.code, Code::DeadlineExceeded, "{err}");
+}
+
+#[test]
 fn operation_timeout_applies_to_every_step() {
     let g = GraphSpec { nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(300))] };
     let options = SessionOptions {
-        config: SessionConfig {
-            operation_timeout: Some(std::time::Duration::from_millis(20)),
-        },
+        config: SessionConfig { operation_timeout: Some(std::time::Duration::from_millis(20)) },
         ..SessionOptions::default()
     };
     let s = create_session(g, &options).unwrap();
@@ -142,7 +149,7 @@ fn variables_persist_across_steps_and_reset_clears_them() {
     let s = session_with(counter_graph(), 1, 1);
     let err = s.run_simple(&[], &["read"], &[]).unwrap_err();
     assert_eq!(err.code, Code::FailedPrecondition, "{err}");
-    assert!(err.message.contains("'v'"), "{err}");
+    assert!(err.message.contains("variable v"), "{err}");
     s.run_simple(&[], &[], &["init"]).unwrap();
     for step in 1..=3 {
         let out = s.run_simple(&[], &["read"], &[]).unwrap();
@@ -197,7 +204,8 @@ fn partial_runs_deliver_fetches_as_feeds_arrive() {
 fn callables_run_without_names_and_release() {
     let s = session_with(partial_graph(), 1, 1);
     let h = s.make_callable(&strings(&["a", "b"]), &strings(&["d", "c"]), &[]).unwrap();
-    let (out, _) = s.run_callable(h, vec![Tensor::scalar(1.0f32), Tensor::scalar(3.0f32)], &RunOptions::default()).unwrap();
+    let (out, _) =
+        s.run_callable(h, vec![Tensor::scalar(1.0f32), Tensor::scalar(3.0f32)], &RunOptions::default()).unwrap();
     assert_eq!((scalar(&out[0]), scalar(&out[1])), (6.0, 2.0));
     s.release_callable(h).unwrap();
     assert!(s.run_callable(h, vec![], &RunOptions::default()).is_err());
@@ -208,7 +216,12 @@ fn run_metadata_has_node_stats_when_traced() {
     let s = session_with(partial_graph(), 1, 1);
     let options = RunOptions { timeout: None, trace: true };
     let (_, meta) = s
-        .run(&options, vec![("a".into(), Tensor::scalar(1.0f32)), ("b".into(), Tensor::scalar(1.0f32))], &strings(&["d"]), &[])
+        .run(
+            &options,
+            vec![("a".into(), Tensor::scalar(1.0f32)), ("b".into(), Tensor::scalar(1.0f32))],
+            &strings(&["d"]),
+            &[],
+        )
         .unwrap();
     let names: Vec<&str> = meta.step_stats.iter().map(|n| n.node.as_str()).collect();
     assert!(names.contains(&"c") && names.contains(&"d"), "{names:?}");
@@ -229,10 +242,7 @@ fn close_releases_graphs_and_later_calls_fail() {
 fn list_devices_names_every_cpu() {
     let s = session_with(partial_graph(), 3, 1);
     let names: Vec<String> = s.list_devices().unwrap().into_iter().map(|d| d.name).collect();
-    assert_eq!(
-        names,
-        (0..3).map(|i| format!("/job:localhost/replica:0/task:0/device:CPU:{i}")).collect::<Vec<_>>()
-    );
+    assert_eq!(names, (0..3).map(|i| format!("/job:localhost/replica:0/task:0/device:CPU:{i}")).collect::<Vec<_>>());
 }
 
 #[test]
@@ -254,7 +264,8 @@ fn stress_10000_steps_from_4_threads() {
             std::thread::spawn(move || {
                 for i in 0..2500 {
                     let (a, b) = ((t * 10_000 + i) as f32, (i % 7) as f32);
-                    let out = s.run_simple(&[("a", Tensor::scalar(a)), ("b", Tensor::scalar(b))], &["d", "c"], &[]).unwrap();
+                    let out =
+                        s.run_simple(&[("a", Tensor::scalar(a)), ("b", Tensor::scalar(b))], &["d", "c"], &[]).unwrap();
                     assert_eq!(scalar(&out[0]), (a + 1.0) * b);
                     assert_eq!(scalar(&out[1]), a + 1.0);
                 }

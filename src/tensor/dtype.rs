@@ -7,9 +7,7 @@
 use std::fmt;
 
 /// The element types the runtime computes with.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug, Clone, Copy, PartialEq, Eq))]
 #[repr(u8)]
 pub enum DType {

@@ -38,9 +38,7 @@ fn byte_len(dtype: DType, shape: &Shape) -> Result<usize> {
     shape
         .checked_num_elements()
         .and_then(|n| n.checked_mul(dtype.size()))
-        .ok_or_else(|| {
-            Status::invalid_argument(format!("tensor shape {shape} of {dtype} overflows"))
-        })
+        .ok_or_else(|| Status::invalid_argument(format!("tensor shape {shape} of {dtype} overflows")))
 }
 
 fn check_bools(bytes: &[u8]) -> Result<()> {
@@ -56,13 +54,7 @@ fn check_bools(bytes: &[u8]) -> Result<()> {
 impl Tensor {
     fn from_parts(dtype: DType, shape: Shape, storage: Storage) -> Tensor {
         debug_assert_eq!(storage.bytes().len(), shape.num_elements() * dtype.size());
-        Tensor {
-            inner: Arc::new(Inner {
-                dtype,
-                shape,
-                storage,
-            }),
-        }
+        Tensor { inner: Arc::new(Inner { dtype, shape, storage }) }
     }
 
     /// A tensor of zeros (false for bool).
@@ -73,14 +65,9 @@ impl Tensor {
     }
 
     /// A tensor whose elements `fill` writes; they start zeroed.
-    pub fn build<T: Element>(
-        shape: impl Into<Shape>,
-        fill: impl FnOnce(&mut [T]),
-    ) -> Result<Tensor> {
+    pub fn build<T: Element>(shape: impl Into<Shape>, fill: impl FnOnce(&mut [T])) -> Result<Tensor> {
         let mut t = Tensor::zeros(T::DTYPE, shape)?;
-        let slice = t
-            .try_slice_mut::<T>()
-            .expect("a fresh tensor is uniquely owned and of its dtype");
+        let slice = t.try_slice_mut::<T>().expect("a fresh tensor is uniquely owned and of its dtype");
         fill(slice);
         Ok(t)
     }
@@ -94,10 +81,7 @@ impl Tensor {
     pub fn from_slice<T: Element>(shape: impl Into<Shape>, values: &[T]) -> Result<Tensor> {
         let shape = shape.into();
         if shape.checked_num_elements() != Some(values.len()) {
-            return Err(Status::invalid_argument(format!(
-                "{} values do not fill shape {shape}",
-                values.len()
-            )));
+            return Err(Status::invalid_argument(format!("{} values do not fill shape {shape}", values.len())));
         }
         Tensor::build::<T>(shape, |dst| dst.copy_from_slice(values))
     }
@@ -213,9 +197,7 @@ impl Tensor {
         // for `T`), their length is a multiple of size_of::<T>() and every
         // constructor guarantees a valid bit pattern for `T` (zeroed, copied
         // from `T`s, or checked bools).
-        Ok(unsafe {
-            std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / T::DTYPE.size())
-        })
+        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / T::DTYPE.size()) })
     }
 
     /// Writable elements, if this is a `T` tensor whose bytes nobody else sees.
@@ -227,12 +209,7 @@ impl Tensor {
         let bytes = inner.storage.bytes_mut()?;
         // SAFETY: as in `as_slice`; `&mut` access is unique because the Arc
         // is unique and the storage is owned. Writes of `T` keep it valid.
-        Some(unsafe {
-            std::slice::from_raw_parts_mut(
-                bytes.as_mut_ptr().cast::<T>(),
-                bytes.len() / T::DTYPE.size(),
-            )
-        })
+        Some(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / T::DTYPE.size()) })
     }
 
     /// The single element of a scalar or one-element tensor.
@@ -270,21 +247,14 @@ impl Tensor {
             return Err(Status::invalid_argument(format!(
                 "cannot reshape a tensor with {} elements to shape {shape} ({} elements)",
                 self.num_elements(),
-                shape
-                    .checked_num_elements()
-                    .map_or("overflowing".into(), |n| n.to_string())
+                shape.checked_num_elements().map_or("overflowing".into(), |n| n.to_string())
             )));
         }
         let bytes = self.as_bytes();
         if bytes.len() <= INLINE_BYTES {
-            return Ok(Tensor::from_parts(
-                self.dtype(),
-                shape,
-                Storage::copy_of(bytes),
-            ));
+            return Ok(Tensor::from_parts(self.dtype(), shape, Storage::copy_of(bytes)));
         }
-        let ptr = NonNull::new(bytes.as_ptr() as *mut u8)
-            .expect("out-of-line tensors have real addresses");
+        let ptr = NonNull::new(bytes.as_ptr() as *mut u8).expect("out-of-line tensors have real addresses");
         let keepalive: Keepalive = self.inner.clone();
         // SAFETY: the bytes belong to `self.inner`, which the keepalive holds;
         // once shared they are never written again.
@@ -295,18 +265,12 @@ impl Tensor {
     /// A fresh, uniquely owned copy (the only way to get writable bytes from
     /// a shared tensor).
     pub fn deep_copy(&self) -> Tensor {
-        Tensor::from_parts(
-            self.dtype(),
-            self.shape().clone(),
-            Storage::copy_of(self.as_bytes()),
-        )
+        Tensor::from_parts(self.dtype(), self.shape().clone(), Storage::copy_of(self.as_bytes()))
     }
 
     /// Same dtype, shape and bytes.
     pub fn bit_eq(&self, other: &Tensor) -> bool {
-        self.dtype() == other.dtype()
-            && self.shape() == other.shape()
-            && self.as_bytes() == other.as_bytes()
+        self.dtype() == other.dtype() && self.shape() == other.shape() && self.as_bytes() == other.as_bytes()
     }
 
     /// Converts every element to f64, for comparisons and printing.
@@ -319,34 +283,18 @@ impl Tensor {
     /// Compares with `expected` as numpy's `allclose` does:
     /// `|a - e| <= atol + rtol * |e|`, NaNs equal to NaNs. Returns a
     /// description of the first difference.
-    pub fn all_close(
-        &self,
-        expected: &Tensor,
-        rtol: f64,
-        atol: f64,
-    ) -> std::result::Result<(), String> {
+    pub fn all_close(&self, expected: &Tensor, rtol: f64, atol: f64) -> std::result::Result<(), String> {
         if self.dtype() != expected.dtype() {
-            return Err(format!(
-                "dtype {} != expected {}",
-                self.dtype(),
-                expected.dtype()
-            ));
+            return Err(format!("dtype {} != expected {}", self.dtype(), expected.dtype()));
         }
         if self.shape() != expected.shape() {
-            return Err(format!(
-                "shape {} != expected {}",
-                self.shape(),
-                expected.shape()
-            ));
+            return Err(format!("shape {} != expected {}", self.shape(), expected.shape()));
         }
         let (got, want) = (self.to_f64_vec(), expected.to_f64_vec());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            let same =
-                (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs();
+            let same = (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= atol + rtol * w.abs();
             if !same {
-                return Err(format!(
-                    "element {i}: got {g}, expected {w} (rtol {rtol}, atol {atol})"
-                ));
+                return Err(format!("element {i}: got {g}, expected {w} (rtol {rtol}, atol {atol})"));
             }
         }
         Ok(())
@@ -412,10 +360,7 @@ mod tests {
 
     #[test]
     fn reshape_of_large_tensor_shares_bytes() {
-        let t = Tensor::build::<f64>([4, 16], |s| {
-            s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f64)
-        })
-        .unwrap();
+        let t = Tensor::build::<f64>([4, 16], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f64)).unwrap();
         let r = t.reshaped([64]).unwrap();
         assert!(r.shares_bytes_with(&t));
         assert_eq!(r.as_slice::<f64>().unwrap()[63], 63.0);
@@ -454,11 +399,7 @@ mod tests {
         let b = Tensor::from_slice::<f32>([2], &[1.000001, f32::NAN]).unwrap();
         assert!(a.all_close(&b, 1e-5, 1e-6).is_ok());
         let c = Tensor::from_slice::<f32>([2], &[1.1, f32::NAN]).unwrap();
-        assert!(
-            a.all_close(&c, 1e-5, 1e-6)
-                .unwrap_err()
-                .contains("element 0")
-        );
+        assert!(a.all_close(&c, 1e-5, 1e-6).unwrap_err().contains("element 0"));
     }
 
     #[test]

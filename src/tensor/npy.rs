@@ -23,17 +23,14 @@ fn dtype_of_descr(descr: &str) -> Option<DType> {
 
 /// Reads an .npy image from `reader`; `what` names the source in errors.
 pub fn read_npy_from(reader: impl Read, what: &str) -> Result<Tensor> {
-    let bad = |e: std::io::Error| {
-        Status::invalid_argument(format!("{what}: not a readable .npy file: {e}"))
-    };
+    let bad = |e: std::io::Error| Status::invalid_argument(format!("{what}: not a readable .npy file: {e}"));
     let file = npyz::NpyFile::new(reader).map_err(bad)?;
     let descr = match file.dtype() {
         npyz::DType::Plain(type_str) => type_str.to_string(),
         other => other.descr(),
     };
-    let dtype = dtype_of_descr(&descr).ok_or_else(|| {
-        Status::unimplemented(format!("{what}: numpy dtype {descr} is not supported"))
-    })?;
+    let dtype = dtype_of_descr(&descr)
+        .ok_or_else(|| Status::unimplemented(format!("{what}: numpy dtype {descr} is not supported")))?;
     if file.order() == npyz::Order::Fortran {
         return Err(Status::unimplemented(format!(
             "{what}: Fortran-ordered arrays are not supported; save with np.ascontiguousarray"
@@ -56,8 +53,8 @@ pub fn read_npy_from(reader: impl Read, what: &str) -> Result<Tensor> {
 /// Reads an .npy file.
 pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor> {
     let path = path.as_ref();
-    let file = std::fs::File::open(path)
-        .map_err(|e| Status::not_found(format!("cannot open {}: {e}", path.display())))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| Status::not_found(format!("cannot open {}: {e}", path.display())))?;
     read_npy_from(std::io::BufReader::new(file), &path.display().to_string())
 }
 

@@ -30,16 +30,9 @@ const _: () = assert!(std::mem::align_of::<InlineBytes>() == TENSOR_ALIGN);
 pub type Keepalive = Arc<dyn Send + Sync>;
 
 pub(crate) enum Storage {
-    Inline {
-        bytes: InlineBytes,
-        len: usize,
-    },
+    Inline { bytes: InlineBytes, len: usize },
     Heap(HeapBytes),
-    Borrowed {
-        ptr: NonNull<u8>,
-        len: usize,
-        _keepalive: Keepalive,
-    },
+    Borrowed { ptr: NonNull<u8>, len: usize, _keepalive: Keepalive },
 }
 
 // SAFETY: `Storage` is only mutated through `&mut` (while its tensor is
@@ -54,10 +47,7 @@ impl Storage {
     /// Zeroed storage of `len` bytes.
     pub(crate) fn zeroed(len: usize) -> Storage {
         if len <= INLINE_BYTES {
-            Storage::Inline {
-                bytes: InlineBytes([0; INLINE_BYTES]),
-                len,
-            }
+            Storage::Inline { bytes: InlineBytes([0; INLINE_BYTES]), len }
         } else {
             Storage::Heap(HeapBytes::zeroed(len))
         }
@@ -79,11 +69,7 @@ impl Storage {
     /// bytes must not be written by anyone for as long as `keepalive` lives.
     pub(crate) unsafe fn borrowed(ptr: NonNull<u8>, len: usize, keepalive: Keepalive) -> Storage {
         debug_assert_eq!(ptr.as_ptr() as usize % TENSOR_ALIGN, 0);
-        Storage::Borrowed {
-            ptr,
-            len,
-            _keepalive: keepalive,
-        }
+        Storage::Borrowed { ptr, len, _keepalive: keepalive }
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -91,9 +77,7 @@ impl Storage {
             Storage::Inline { bytes, len } => &bytes.0[..*len],
             Storage::Heap(heap) => heap.bytes(),
             // SAFETY: the constructor's contract: valid, immutable, alive.
-            Storage::Borrowed { ptr, len, .. } => unsafe {
-                std::slice::from_raw_parts(ptr.as_ptr(), *len)
-            },
+            Storage::Borrowed { ptr, len, .. } => unsafe { std::slice::from_raw_parts(ptr.as_ptr(), *len) },
         }
     }
 
@@ -130,9 +114,7 @@ impl HeapBytes {
         let layout = Self::layout(len);
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
+        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
         HeapBytes { ptr, len }
     }
 

@@ -54,16 +54,12 @@ pub struct GraphMgr {
 }
 
 fn int_attr(spec: &crate::graph::NodeSpec, key: &str) -> Result<u32> {
-    u32::try_from(spec.attr_int(key)?)
-        .map_err(|_| Status::invalid_argument(format!("node '{}': bad {key}", spec.name)))
+    u32::try_from(spec.attr_int(key)?).map_err(|_| Status::invalid_argument(format!("node '{}': bad {key}", spec.name)))
 }
 
 impl GraphMgr {
     pub fn new(task_name: &str, devices: Vec<Arc<Device>>, rendezvous: RendezvousMgr) -> GraphMgr {
-        let resources = devices
-            .iter()
-            .map(|_| Arc::new(ResourceMgr::default()))
-            .collect();
+        let resources = devices.iter().map(|_| Arc::new(ResourceMgr::default())).collect();
         GraphMgr {
             task_name: task_name.to_string(),
             devices,
@@ -101,11 +97,7 @@ impl GraphMgr {
                     "node '{}' is placed on {}, which this task does not have (it has {})",
                     node.name,
                     node.device,
-                    self.devices
-                        .iter()
-                        .map(|d| d.name_str.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    self.devices.iter().map(|d| d.name_str.as_str()).collect::<Vec<_>>().join(", ")
                 )));
             }
             match node.op.as_str() {
@@ -114,9 +106,7 @@ impl GraphMgr {
                 "_Send" | "_Recv" => {
                     for attr in ["send_device", "recv_device"] {
                         if let Some(crate::graph::AttrValue::Bytes(d)) = node.get_attr(attr) {
-                            if crate::cluster::task_of(&String::from_utf8_lossy(d))
-                                != self.task_name
-                            {
+                            if crate::cluster::task_of(&String::from_utf8_lossy(d)) != self.task_name {
                                 crosses_tasks = true;
                             }
                         }
@@ -130,38 +120,22 @@ impl GraphMgr {
             &graph,
             &PartitionOptions {
                 location_of: &|d: &DeviceName| d.to_string(),
-                incarnation_of: &|name: &str| {
-                    devices
-                        .iter()
-                        .find(|d| d.name_str == name)
-                        .map_or(0, |d| d.incarnation)
-                },
+                incarnation_of: &|name: &str| devices.iter().find(|d| d.name_str == name).map_or(0, |d| d.incarnation),
             },
         )?;
         let mut executors = Vec::with_capacity(parts.len());
         for (device_name, part) in &parts {
-            let index = self.device_index(device_name).ok_or_else(|| {
-                Status::internal(format!("partition for unknown device {device_name}"))
-            })?;
-            executors.push(Executor::new(
-                part,
-                self.devices[index].clone(),
-                self.resources[index].clone(),
-            )?);
+            let index = self
+                .device_index(device_name)
+                .ok_or_else(|| Status::internal(format!("partition for unknown device {device_name}")))?;
+            executors.push(Executor::new(part, self.devices[index].clone(), self.resources[index].clone())?);
         }
         let num_args = arg_indices.iter().max().map_or(0, |&m| m as usize + 1);
         let num_retvals = retval_indices.iter().max().map_or(0, |&m| m as usize + 1);
         let handle = format!("g{}", self.next_handle.fetch_add(1, Ordering::Relaxed));
         self.graphs.write().insert(
             handle.clone(),
-            Arc::new(RegisteredGraph {
-                executors,
-                arg_indices,
-                retval_indices,
-                num_args,
-                num_retvals,
-                crosses_tasks,
-            }),
+            Arc::new(RegisteredGraph { executors, arg_indices, retval_indices, num_args, num_retvals, crosses_tasks }),
         );
         Ok(handle)
     }
@@ -184,10 +158,7 @@ impl GraphMgr {
 
     fn lookup(&self, handle: &str) -> Result<Arc<RegisteredGraph>> {
         self.graphs.read().get(handle).cloned().ok_or_else(|| {
-            Status::not_found(format!(
-                "graph handle '{handle}' is not registered on {}",
-                self.task_name
-            ))
+            Status::not_found(format!("graph handle '{handle}' is not registered on {}", self.task_name))
         })
     }
 
@@ -211,20 +182,12 @@ impl GraphMgr {
             match args.get_mut(index as usize) {
                 Some(slot) => *slot = Some(Value::Tensor(tensor)),
                 None => {
-                    return done(Err(Status::invalid_argument(format!(
-                        "feed index {index} is not in this graph"
-                    ))));
+                    return done(Err(Status::invalid_argument(format!("feed index {index} is not in this graph"))));
                 }
             }
         }
-        if let Some(&missing) = graph
-            .arg_indices
-            .iter()
-            .find(|&&i| args[i as usize].is_none())
-        {
-            return done(Err(Status::invalid_argument(format!(
-                "feed #{missing} was not provided"
-            ))));
+        if let Some(&missing) = graph.arg_indices.iter().find(|&&i| args[i as usize].is_none()) {
+            return done(Err(Status::invalid_argument(format!("feed #{missing} was not provided"))));
         }
         let rendezvous: Arc<dyn Rendezvous> = if graph.crosses_tasks {
             self.rendezvous.find_or_create(request.step_id)
@@ -258,21 +221,14 @@ impl GraphMgr {
                         .ok_or_else(|| Status::internal(format!("fetch #{i} was not produced")))?;
                     fetches.push((i, v.into_tensor()?));
                 }
-                Ok(RunGraphResponse {
-                    fetches,
-                    stats: step2.take_stats(),
-                })
+                Ok(RunGraphResponse { fetches, stats: step2.take_stats() })
             });
             done(response)
         });
         run_executors(&graph.executors, step, finish);
     }
 
-    fn run_partial(
-        &self,
-        graph: &Arc<RegisteredGraph>,
-        request: RunGraphRequest,
-    ) -> Result<RunGraphResponse> {
+    fn run_partial(&self, graph: &Arc<RegisteredGraph>, request: RunGraphRequest) -> Result<RunGraphResponse> {
         let flags = request.partial.expect("checked by the caller");
         let partial = if flags.first {
             let step = Arc::new(StepContext::new(
@@ -282,11 +238,8 @@ impl GraphMgr {
                 graph.num_retvals,
                 request.collect_stats,
             ));
-            let partial = Arc::new(PartialStep {
-                step: step.clone(),
-                finished: Notification::new(),
-                result: Mutex::new(None),
-            });
+            let partial =
+                Arc::new(PartialStep { step: step.clone(), finished: Notification::new(), result: Mutex::new(None) });
             self.partial.lock().insert(request.step_id, partial.clone());
             self.running.lock().insert(request.step_id, step.clone());
             let p2 = partial.clone();
@@ -307,27 +260,15 @@ impl GraphMgr {
                 .lock()
                 .get(&request.step_id)
                 .cloned()
-                .ok_or_else(|| {
-                    Status::not_found(format!(
-                        "partial run step {} is not running",
-                        request.step_id
-                    ))
-                })?
+                .ok_or_else(|| Status::not_found(format!("partial run step {} is not running", request.step_id)))?
         };
         for (index, tensor) in request.feeds {
-            partial.step.rendezvous.send(
-                &crate::executor::step::arg_key(index as usize),
-                Value::Tensor(tensor),
-            )?;
+            partial.step.rendezvous.send(&crate::executor::step::arg_key(index as usize), Value::Tensor(tensor))?;
         }
         let mut fetches = Vec::with_capacity(request.fetches.len());
         for &index in &request.fetches {
             if graph.retval_indices.contains(&index) {
-                let v = partial
-                    .step
-                    .frame
-                    .retvals
-                    .wait_take(index as usize, request.deadline);
+                let v = partial.step.frame.retvals.wait_take(index as usize, request.deadline);
                 let v = v.map_err(|e| {
                     partial.step.cancel(e.clone());
                     e
@@ -336,32 +277,19 @@ impl GraphMgr {
             }
         }
         if flags.last {
-            let ended = partial
-                .finished
-                .wait_until(request.deadline, Duration::ZERO);
+            let ended = partial.finished.wait_until(request.deadline, Duration::ZERO);
             self.partial.lock().remove(&request.step_id);
             self.running.lock().remove(&request.step_id);
             self.rendezvous.cleanup(request.step_id);
             if !ended {
-                partial.step.cancel(Status::deadline_exceeded(
-                    "partial run did not finish before its deadline",
-                ));
-                return Err(Status::deadline_exceeded(
-                    "partial run did not finish before its deadline",
-                ));
+                partial.step.cancel(Status::deadline_exceeded("partial run did not finish before its deadline"));
+                return Err(Status::deadline_exceeded("partial run did not finish before its deadline"));
             }
             if let Some(Err(e)) = partial.result.lock().take() {
                 return Err(e);
             }
         }
-        Ok(RunGraphResponse {
-            fetches,
-            stats: if flags.last {
-                partial.step.take_stats()
-            } else {
-                Vec::new()
-            },
-        })
+        Ok(RunGraphResponse { fetches, stats: if flags.last { partial.step.take_stats() } else { Vec::new() } })
     }
 
     pub fn abort_step(&self, step_id: u64, status: Status) {
@@ -393,11 +321,7 @@ impl GraphMgr {
 }
 
 /// Runs every executor of a step under one barrier (or directly, for one).
-pub fn run_executors(
-    executors: &[Arc<Executor>],
-    step: Arc<StepContext>,
-    done: crate::executor::StepDone,
-) {
+pub fn run_executors(executors: &[Arc<Executor>], step: Arc<StepContext>, done: crate::executor::StepDone) {
     match executors {
         [] => done(Ok(())),
         [only] => {
@@ -416,10 +340,7 @@ pub fn run_executors(
             let barrier = ExecutorBarrier::new(many.len(), step.clone(), done);
             for executor in many {
                 let b = barrier.clone();
-                executor.run_async(
-                    step.clone(),
-                    Box::new(move |result| b.partition_done(result)),
-                );
+                executor.run_async(step.clone(), Box::new(move |result| b.partition_done(result)));
             }
         }
     }

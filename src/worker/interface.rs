@@ -73,12 +73,7 @@ pub trait WorkerInterface: Send + Sync {
 
     /// Registers one partition (every node placed on this task); returns
     /// its handle.
-    fn register_graph(
-        &self,
-        session_handle: &str,
-        graph: GraphSpec,
-        collect_stats: bool,
-    ) -> Result<String>;
+    fn register_graph(&self, session_handle: &str, graph: GraphSpec, collect_stats: bool) -> Result<String>;
 
     fn deregister_graph(&self, session_handle: &str, graph_handle: &str) -> Result<()>;
 

@@ -13,8 +13,7 @@ pub mod rendezvous_mgr;
 
 pub use graph_mgr::{GraphMgr, RegisteredGraph};
 pub use interface::{
-    ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphDone, RunGraphRequest,
-    RunGraphResponse, WorkerInterface,
+    ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphDone, RunGraphRequest, RunGraphResponse, WorkerInterface,
 };
 pub use rendezvous_mgr::{RemoteSend, RendezvousMgr, WorkerRendezvous};
 
@@ -65,12 +64,7 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(options: &WorkerOptions) -> Result<Arc<Worker>> {
-        let devices = Device::cpus(
-            &options.job,
-            options.task,
-            options.cpu_devices.max(1),
-            &options.pool,
-        )?;
+        let devices = Device::cpus(&options.job, options.task, options.cpu_devices.max(1), &options.pool)?;
         Ok(Arc::new(Worker {
             task_name: format!("/job:{}/replica:0/task:{}", options.job, options.task),
             devices,
@@ -97,10 +91,7 @@ impl Worker {
 
     pub fn session(&self, handle: &str) -> Result<Arc<WorkerSession>> {
         self.sessions.read().get(handle).cloned().ok_or_else(|| {
-            Status::aborted(format!(
-                "session '{handle}' is not known on {} (was the task restarted?)",
-                self.task_name
-            ))
+            Status::aborted(format!("session '{handle}' is not known on {} (was the task restarted?)", self.task_name))
         })
     }
 
@@ -113,11 +104,7 @@ impl Worker {
         tensor: crate::tensor::Tensor,
     ) -> Result<()> {
         let session = self.session(session_handle)?;
-        session
-            .graph_mgr
-            .rendezvous
-            .find_or_create(step_id)
-            .deliver(key, tensor)
+        session.graph_mgr.rendezvous.find_or_create(step_id).deliver(key, tensor)
     }
 
     pub fn num_sessions(&self) -> usize {
@@ -159,11 +146,7 @@ impl WorkerInterface for Worker {
             session_handle.to_string(),
             Arc::new(WorkerSession {
                 handle: session_handle.to_string(),
-                graph_mgr: Arc::new(GraphMgr::new(
-                    &self.task_name,
-                    self.devices.clone(),
-                    rendezvous,
-                )),
+                graph_mgr: Arc::new(GraphMgr::new(&self.task_name, self.devices.clone(), rendezvous)),
                 cluster: cluster.clone(),
             }),
         );
@@ -173,9 +156,7 @@ impl WorkerInterface for Worker {
     fn delete_worker_session(&self, session_handle: &str) -> Result<()> {
         let removed = self.sessions.write().remove(session_handle);
         if let Some(session) = removed {
-            session.graph_mgr.abort_all(Status::cancelled(format!(
-                "session '{session_handle}' was closed"
-            )));
+            session.graph_mgr.abort_all(Status::cancelled(format!("session '{session_handle}' was closed")));
         }
         Ok(())
     }
@@ -193,9 +174,7 @@ impl WorkerInterface for Worker {
     }
 
     fn deregister_graph(&self, session_handle: &str, graph_handle: &str) -> Result<()> {
-        self.session(session_handle)?
-            .graph_mgr
-            .deregister(graph_handle)
+        self.session(session_handle)?.graph_mgr.deregister(graph_handle)
     }
 
     fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone) {
@@ -220,9 +199,7 @@ impl WorkerInterface for Worker {
     }
 
     fn reset_session(&self, session_handle: &str, containers: &[String]) -> Result<()> {
-        self.session(session_handle)?
-            .graph_mgr
-            .clear_resources(containers);
+        self.session(session_handle)?.graph_mgr.clear_resources(containers);
         Ok(())
     }
 

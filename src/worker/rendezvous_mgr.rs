@@ -21,13 +21,7 @@ use std::time::{Duration, Instant};
 /// Sends a tensor to the task that will receive it.
 pub trait RemoteSend: Send + Sync {
     /// `dst_task` is `/job:J/replica:R/task:T`.
-    fn send_remote(
-        &self,
-        dst_task: &str,
-        step_id: u64,
-        key: &RendezvousKey,
-        tensor: Tensor,
-    ) -> Result<()>;
+    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()>;
 }
 
 /// A step's rendezvous on a worker: local table, plus forwarding of sends
@@ -60,12 +54,10 @@ impl Rendezvous for WorkerRendezvous {
         if dst_task == &*self.task_name {
             return self.local.send(key, value);
         }
-        let remote = self.remote.as_ref().ok_or_else(|| {
-            Status::internal(format!(
-                "no transport to send '{}' to {dst_task}",
-                key.as_str()
-            ))
-        })?;
+        let remote = self
+            .remote
+            .as_ref()
+            .ok_or_else(|| Status::internal(format!("no transport to send '{}' to {dst_task}", key.as_str())))?;
         let tensor = value.into_tensor()?;
         remote.send_remote(dst_task, self.step_id, key, tensor)
     }
@@ -92,11 +84,7 @@ const ABANDONED_AFTER: Duration = Duration::from_secs(600);
 
 impl RendezvousMgr {
     pub fn new(task_name: &str, remote: Option<Arc<dyn RemoteSend>>) -> RendezvousMgr {
-        RendezvousMgr {
-            task_name: Arc::from(task_name),
-            remote,
-            steps: Mutex::new(HashMap::new()),
-        }
+        RendezvousMgr { task_name: Arc::from(task_name), remote, steps: Mutex::new(HashMap::new()) }
     }
 
     /// The rendezvous of `step_id`, created if this is its first mention.
