@@ -11,7 +11,7 @@ use crate::error::{Result, Status};
 use crate::graph::partition::rendezvous_key;
 use crate::graph::spec::{AttrValue, GraphSpec, NodeSpec};
 use crate::graph::validate::{Graph, NodeId, Resolved, resolve_nodes};
-use crate::ops::{Builtin, Implementation, KernelInit, OpKernel, ValueType};
+use crate::ops::{Builtin, Implementation, KernelInit, OpContext, OpKernel, ResourceMgr, Value, ValueType};
 use std::collections::HashMap;
 
 pub(crate) enum NodeKind {
@@ -41,6 +41,8 @@ pub(crate) struct PlanNode {
     pub out_edges: Vec<OutEdge>,
     pub control_out: Vec<u32>,
     pub initial_pending: u32,
+    /// Some input is a bound constant (lent to the kernel, see `Plan`).
+    pub has_const_inputs: bool,
 }
 
 impl PlanNode {
@@ -55,6 +57,10 @@ pub(crate) struct Plan {
     pub roots: Vec<u32>,
     /// Per input slot: read through a ref before the consumer sees it.
     pub slot_deref: Vec<bool>,
+    /// Per input slot: the value of a `Const` producer, bound when the plan
+    /// is built. Such edges cost a step nothing: no Const node runs, no
+    /// pending count is decremented.
+    pub slot_const: Vec<Option<Value>>,
     pub initial_pending: Vec<u32>,
 }
 
@@ -76,6 +82,18 @@ fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
 fn index_attr(spec: &NodeSpec) -> Result<usize> {
     usize::try_from(spec.attr_int("index")?)
         .map_err(|_| Status::invalid_argument(format!("node '{}' ({}): negative index", spec.name, spec.op)))
+}
+
+/// The value of a `Const` node with no inputs, computed once.
+fn constant_value(node: &PlanNode) -> Result<Option<Value>> {
+    let NodeKind::Kernel { kernel, .. } = &node.kind else { return Ok(None) };
+    if node.op != "Const" || node.num_inputs != 0 || node.initial_pending != 0 || node.num_outputs != 1 {
+        return Ok(None);
+    }
+    let mut outputs = [None];
+    let resources = ResourceMgr::default();
+    kernel.compute(&mut OpContext::new(&mut [], &mut outputs, &resources)).map_err(|e| e.context(node.describe()))?;
+    Ok(outputs[0].take())
 }
 
 impl Plan {
@@ -125,6 +143,7 @@ impl Plan {
                 out_edges: Vec::new(),
                 control_out: Vec::new(),
                 initial_pending: (gnode.inputs.len() + gnode.control_inputs.len()) as u32,
+                has_const_inputs: false,
             });
         }
         for &id in &order {
@@ -141,9 +160,23 @@ impl Plan {
         for node in &mut nodes {
             node.out_edges.sort_by_key(|e| e.port);
         }
-        let roots = (0..nodes.len() as u32).filter(|&i| nodes[i as usize].initial_pending == 0).collect();
+        let mut slot_const: Vec<Option<Value>> = vec![None; slot_deref.len()];
+        let mut skipped = vec![false; nodes.len()];
+        for id in 0..nodes.len() {
+            let Some(value) = constant_value(&nodes[id])? else { continue };
+            let edges = std::mem::take(&mut nodes[id].out_edges);
+            for edge in edges {
+                slot_const[edge.slot as usize] = Some(value.clone());
+                nodes[edge.dst as usize].initial_pending -= 1;
+                nodes[edge.dst as usize].has_const_inputs = true;
+            }
+            skipped[id] = nodes[id].control_out.is_empty();
+        }
+        let roots = (0..nodes.len() as u32)
+            .filter(|&i| nodes[i as usize].initial_pending == 0 && !skipped[i as usize])
+            .collect();
         let initial_pending = nodes.iter().map(|n| n.initial_pending).collect();
-        Ok(Plan { nodes, roots, slot_deref, initial_pending })
+        Ok(Plan { nodes, roots, slot_deref, slot_const, initial_pending })
     }
 
     pub fn num_slots(&self) -> usize {

@@ -112,7 +112,7 @@ impl Executor {
             done: Mutex::new(Some(done)),
         });
         let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
-        exec.schedule(&self.plan.roots, &mut stack, false);
+        exec.dispatch(&self.plan.roots, &mut stack);
         exec.drain(&mut stack);
     }
 }
@@ -149,8 +149,11 @@ impl Execution {
         self.frame.as_deref().expect("frame present until drop")
     }
 
-    /// Takes the value in input slot `slot`.
+    /// Takes the value in input slot `slot` (a copy, for a bound constant).
     fn take_slot(&self, slot: u32) -> Option<Value> {
+        if let Some(constant) = &self.plan().slot_const[slot as usize] {
+            return Some(constant.clone());
+        }
         // SAFETY: called only by the node that owns the slot, after its
         // pending count reached zero (README.md).
         unsafe { (*self.frame().slots[slot as usize].0.get()).take() }
@@ -160,6 +163,9 @@ impl Execution {
     fn input_bytes(&self, node: &PlanNode) -> usize {
         (node.input_base..node.input_base + node.num_inputs)
             .map(|s| {
+                if let Some(Value::Tensor(t)) = &self.plan().slot_const[s as usize] {
+                    return t.byte_len();
+                }
                 // SAFETY: the caller made `node` ready and has not handed it
                 // to anyone yet, so it owns these slots.
                 match unsafe { &*self.frame().slots[s as usize].0.get() } {
@@ -179,17 +185,9 @@ impl Execution {
         self.failed.store(true, Ordering::Release);
     }
 
-    /// Accounts `ready` newly runnable nodes and hands them out: expensive
+    /// Hands out ready nodes (already counted in `outstanding`): expensive
     /// ones to the device pool, cheap ones to `stack` (run by this thread).
-    fn schedule(self: &Arc<Self>, ready: &[u32], stack: &mut SmallVec<[u32; 16]>, count_added: bool) {
-        if ready.is_empty() {
-            return;
-        }
-        if count_added {
-            self.outstanding.fetch_add(ready.len(), Ordering::AcqRel);
-        }
-        let pool = &self.executor.device.pool;
-        let on_own_pool = pool.on_pool_thread();
+    fn dispatch(self: &Arc<Self>, ready: &[u32], stack: &mut SmallVec<[u32; 16]>) {
         let mut kept_expensive = false;
         for (i, &id) in ready.iter().enumerate() {
             let node = &self.plan().nodes[id as usize];
@@ -197,10 +195,15 @@ impl Execution {
                 NodeKind::Kernel { expensive, .. } => expensive || self.input_bytes(node) > EXPENSIVE_INPUT_BYTES,
                 _ => false,
             };
+            if !expensive {
+                stack.push(id);
+                continue;
+            }
+            let pool = &self.executor.device.pool;
             let last = i + 1 == ready.len();
             // A pool thread keeps one expensive node for itself: with nothing
             // else to do, a hop would only add latency.
-            if expensive && !(on_own_pool && last && !kept_expensive) {
+            if !(last && !kept_expensive && pool.on_pool_thread()) {
                 let exec = self.clone();
                 pool.spawn(move || {
                     let mut stack = SmallVec::new();
@@ -221,7 +224,7 @@ impl Execution {
         }
     }
 
-    /// One node finished; `new_ready` successors were already counted.
+    /// A node finished and made nothing ready.
     fn node_done(&self) {
         if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.finish();
@@ -275,11 +278,7 @@ impl Execution {
         if let Some(start_us) = start_us {
             self.record(node, start_us);
         }
-        match outputs {
-            Ok(outputs) => self.propagate(id, outputs, stack),
-            Err(e) => self.fail(e),
-        }
-        self.node_done();
+        self.complete(id, outputs, stack);
     }
 
     fn record(&self, node: &PlanNode, start_us: u64) {
@@ -303,9 +302,21 @@ impl Execution {
     }
 
     fn compute(&self, node: &PlanNode, kernel: &dyn crate::ops::OpKernel) -> Result<SmallVec<[Option<Value>; 2]>> {
+        let plan = self.plan();
         let mut inputs: SmallVec<[Option<Value>; 4]> = SmallVec::with_capacity(node.num_inputs as usize);
+        let mut lent: SmallVec<[Option<&Value>; 4]> = SmallVec::new();
+        if node.has_const_inputs {
+            let base = node.input_base as usize;
+            for constant in &plan.slot_const[base..base + node.num_inputs as usize] {
+                lent.push(constant.as_ref());
+            }
+        }
         for i in 0..node.num_inputs {
             let slot = node.input_base + i;
+            if node.has_const_inputs && plan.slot_const[slot as usize].is_some() {
+                inputs.push(None);
+                continue;
+            }
             let value = self.take_slot(slot);
             let value = match value {
                 Some(Value::Ref(var)) if self.plan().slot_deref[slot as usize] => {
@@ -315,10 +326,13 @@ impl Execution {
             };
             inputs.push(value);
         }
-        let mut outputs: SmallVec<[Option<Value>; 2]> = smallvec::smallvec![None; node.num_outputs as usize];
+        let mut outputs: SmallVec<[Option<Value>; 2]> = SmallVec::new();
+        for _ in 0..node.num_outputs {
+            outputs.push(None);
+        }
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
-            kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, resources))
+            kernel.compute(&mut OpContext::with_lent(&mut inputs, &lent, &mut outputs, resources))
         }));
         match result {
             Ok(Ok(())) => Ok(outputs),
@@ -358,26 +372,47 @@ impl Execution {
     fn complete_wait(self: &Arc<Self>, id: u32, result: Result<Value>) {
         let node = &self.plan().nodes[id as usize];
         let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
-        match result {
-            Ok(v) => self.propagate(id, smallvec::smallvec![Some(v)], &mut stack),
-            Err(e) => self.fail(e.context(node.describe())),
-        }
-        self.node_done();
+        let outputs = result.map(|v| smallvec::smallvec![Some(v)]).map_err(|e| e.context(node.describe()));
+        self.complete(id, outputs, &mut stack);
         self.drain(&mut stack);
     }
 
-    /// Hands `outputs` to the successors of `id` and schedules those that
-    /// became ready.
-    fn propagate(
+    /// Node `id` finished with `outputs`: hands them to its successors,
+    /// accounts the ones that became ready and dispatches them.
+    ///
+    /// `outstanding` changes by (ready - 1): a node with exactly one ready
+    /// successor hands its count over, so a chain touches no shared counter.
+    /// The count is raised before any successor is handed to another thread.
+    fn complete(
         self: &Arc<Self>,
         id: u32,
-        mut outputs: SmallVec<[Option<Value>; 2]>,
+        outputs: Result<SmallVec<[Option<Value>; 2]>>,
         stack: &mut SmallVec<[u32; 16]>,
     ) {
+        let ready = match outputs {
+            Ok(outputs) => self.propagate(id, outputs),
+            Err(e) => {
+                self.fail(e);
+                SmallVec::new()
+            }
+        };
+        match ready.len() {
+            0 => self.node_done(),
+            1 => {}
+            n => {
+                self.outstanding.fetch_add(n - 1, Ordering::AcqRel);
+            }
+        }
+        self.dispatch(&ready, stack);
+    }
+
+    /// Hands `outputs` to the successors of `id`; returns those that became
+    /// ready.
+    fn propagate(&self, id: u32, mut outputs: SmallVec<[Option<Value>; 2]>) -> SmallVec<[u32; 8]> {
         let node = &self.plan().nodes[id as usize];
         if let Some(missing) = outputs.iter().position(Option::is_none) {
             self.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
-            return;
+            return SmallVec::new();
         }
         let frame = self.frame();
         let mut ready: SmallVec<[u32; 8]> = SmallVec::new();
@@ -389,17 +424,28 @@ impl Execution {
             // SAFETY: this node is the only producer of `edge.slot`, and the
             // consumer cannot run before the decrement below.
             unsafe { *frame.slots[edge.slot as usize].0.get() = value };
-            if frame.pending[edge.dst as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+            if last_producer(&frame.pending[edge.dst as usize]) {
                 ready.push(edge.dst);
             }
         }
         for &c in &node.control_out {
-            if frame.pending[c as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+            if last_producer(&frame.pending[c as usize]) {
                 ready.push(c);
             }
         }
-        self.schedule(&ready, stack, true);
+        ready
     }
+}
+
+/// Counts one producer of a node off; true for the last one.
+///
+/// A count that reads 1 needs no write: every other producer has already
+/// decremented (counts only fall, one per producer edge), so the caller is
+/// the last, and nobody touches the counter again this step. The Acquire
+/// load synchronises with their release decrements just as the RMW would.
+#[inline]
+fn last_producer(pending: &AtomicU32) -> bool {
+    pending.load(Ordering::Acquire) == 1 || pending.fetch_sub(1, Ordering::AcqRel) == 1
 }
 
 /// A small stable number for the current thread, for stats.

@@ -293,6 +293,42 @@ pub fn binary_in_place<T: Element>(mut a: Tensor, mut b: Tensor, f: impl Fn(T, T
     Tensor::build::<T>(out_shape, |out| plan.map(sa, sb, out, &f))
 }
 
+/// `f(a, b)` where only `a` is given (`b` is lent): written over `a` when
+/// it is uniquely owned and has the output's shape.
+pub fn binary_into_lhs<T: Element>(mut a: Tensor, b: &Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
+    if b.num_elements() == 1 && b.rank() <= a.rank() {
+        let y = b.as_slice::<T>()?[0];
+        return unary_in_place(a, |x| f(x, y));
+    }
+    if a.dims() == b.dims() {
+        if let Some(sa) = a.try_slice_mut::<T>() {
+            for (x, &y) in sa.iter_mut().zip(b.as_slice::<T>()?) {
+                *x = f(*x, y);
+            }
+            return Ok(a);
+        }
+    }
+    binary_in_place(a, b.clone(), f)
+}
+
+/// `f(a, b)` where only `b` is given (`a` is lent): written over `b` when
+/// it is uniquely owned and has the output's shape.
+pub fn binary_into_rhs<T: Element>(a: &Tensor, mut b: Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
+    if a.num_elements() == 1 && a.rank() <= b.rank() {
+        let x = a.as_slice::<T>()?[0];
+        return unary_in_place(b, |y| f(x, y));
+    }
+    if a.dims() == b.dims() {
+        if let Some(sb) = b.try_slice_mut::<T>() {
+            for (y, &x) in sb.iter_mut().zip(a.as_slice::<T>()?) {
+                *y = f(x, *y);
+            }
+            return Ok(b);
+        }
+    }
+    binary_in_place(a.clone(), b, f)
+}
+
 /// `f(a, b)` elementwise with broadcasting into a fresh tensor of another
 /// element type (comparisons).
 pub fn binary_map<T: Element, O: Element>(a: &Tensor, b: &Tensor, f: impl Fn(T, T) -> O) -> Result<Tensor> {

@@ -12,7 +12,9 @@
 //! are float-only, arithmetic takes float32/64 and int32/64, and a dtype
 //! without a kernel is an error at build time naming the dtype.
 
-use super::broadcast::{binary_in_place, binary_map, broadcast_shape, unary_in_place};
+use super::broadcast::{
+    binary_in_place, binary_into_lhs, binary_into_rhs, binary_map, broadcast_shape, unary_in_place,
+};
 use super::numeric::{Float, Num, round_half_to_even};
 use super::registry::OpDef;
 use super::{
@@ -310,13 +312,35 @@ pub trait Binary<T>: 'static {
 }
 
 fn compute_binary<T: Element, Op: Binary<T>>(ctx: &mut OpContext<'_>) -> Result<()> {
-    let a = ctx.take_input(0)?;
-    let b = ctx.take_input(1)?;
-    // With an empty output nothing is divided, and TF reports nothing.
-    if a.num_elements() > 0 {
-        Op::check(b.as_slice::<T>()?)?;
-    }
-    let out = binary_in_place::<T>(a, b, Op::apply)?;
+    // A lent operand (a graph constant) is read where it lies: taking it
+    // would cost a reference count round trip and it cannot be reused.
+    let out = match (ctx.input_is_lent(0), ctx.input_is_lent(1)) {
+        (false, true) => {
+            let a = ctx.take_input(0)?;
+            let b = ctx.input(1)?;
+            if a.num_elements() > 0 {
+                Op::check(b.as_slice::<T>()?)?;
+            }
+            binary_into_lhs::<T>(a, b, Op::apply)?
+        }
+        (true, false) => {
+            let b = ctx.take_input(1)?;
+            let a = ctx.input(0)?;
+            if a.num_elements() > 0 {
+                Op::check(b.as_slice::<T>()?)?;
+            }
+            binary_into_rhs::<T>(a, b, Op::apply)?
+        }
+        _ => {
+            let a = ctx.take_input(0)?;
+            let b = ctx.take_input(1)?;
+            // With an empty output nothing is divided, and TF reports nothing.
+            if a.num_elements() > 0 {
+                Op::check(b.as_slice::<T>()?)?;
+            }
+            binary_in_place::<T>(a, b, Op::apply)?
+        }
+    };
     ctx.set_output(0, out);
     Ok(())
 }

@@ -234,13 +234,32 @@ pub fn attr_index_type_or(node: &NodeSpec, key: &str, default: DType) -> Result<
 /// device's resources.
 pub struct OpContext<'a> {
     inputs: &'a mut [Option<Value>],
+    /// Inputs lent rather than given (constants bound to the graph), by
+    /// input index; empty when every input is given.
+    lent: &'a [Option<&'a Value>],
     outputs: &'a mut [Option<Value>],
     resources: &'a ResourceMgr,
 }
 
 impl<'a> OpContext<'a> {
     pub fn new(inputs: &'a mut [Option<Value>], outputs: &'a mut [Option<Value>], resources: &'a ResourceMgr) -> Self {
-        OpContext { inputs, outputs, resources }
+        OpContext { inputs, lent: &[], outputs, resources }
+    }
+
+    /// A context where `lent[i]`, when set, stands for input `i`.
+    pub fn with_lent(
+        inputs: &'a mut [Option<Value>],
+        lent: &'a [Option<&'a Value>],
+        outputs: &'a mut [Option<Value>],
+        resources: &'a ResourceMgr,
+    ) -> Self {
+        OpContext { inputs, lent, outputs, resources }
+    }
+
+    /// Whether input `index` is lent: `take_input` would have to copy its
+    /// handle, and its bytes can never be reused in place.
+    pub fn input_is_lent(&self, index: usize) -> bool {
+        matches!(self.lent.get(index), Some(Some(_)))
     }
 
     pub fn num_inputs(&self) -> usize {
@@ -248,6 +267,9 @@ impl<'a> OpContext<'a> {
     }
 
     fn input_value(&self, index: usize) -> Result<&Value> {
+        if let Some(Some(v)) = self.lent.get(index) {
+            return Ok(v);
+        }
         self.inputs
             .get(index)
             .and_then(|v| v.as_ref())
@@ -265,6 +287,12 @@ impl<'a> OpContext<'a> {
     /// Takes input `index`, so a kernel may reuse its bytes when nobody else
     /// holds them.
     pub fn take_input(&mut self, index: usize) -> Result<Tensor> {
+        if let Some(Some(v)) = self.lent.get(index) {
+            return match v {
+                Value::Tensor(t) => Ok(t.clone()),
+                other => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),
+            };
+        }
         match self.inputs.get_mut(index).and_then(Option::take) {
             Some(Value::Tensor(t)) => Ok(t),
             Some(other) => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),

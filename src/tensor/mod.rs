@@ -19,8 +19,9 @@ use crate::error::{Result, Status};
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn};
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
 use storage::Storage;
+// No weak count: the uniqueness check of in-place kernels is a plain load.
+use triomphe::Arc;
 
 /// An immutable n-dimensional array. Cloning shares the bytes.
 #[derive(Clone)]
@@ -255,7 +256,7 @@ impl Tensor {
             return Ok(Tensor::from_parts(self.dtype(), shape, Storage::copy_of(bytes)));
         }
         let ptr = NonNull::new(bytes.as_ptr() as *mut u8).expect("out-of-line tensors have real addresses");
-        let keepalive: Keepalive = self.inner.clone();
+        let keepalive: Keepalive = std::sync::Arc::new(self.clone());
         // SAFETY: the bytes belong to `self.inner`, which the keepalive holds;
         // once shared they are never written again.
         let storage = unsafe { Storage::borrowed(ptr, bytes.len(), keepalive) };
