@@ -6,10 +6,14 @@
 //! - [`graph`]: the graph model, GraphDef import, validate, prune, place,
 //!   partition.
 //! - [`ops`]: the op registry and kernels.
+//! - [`alloc`]: the global allocator, aligned I/O buffers, registered regions.
+//! - [`net`]: frames, messages, io_uring and socket transport, RPC.
 
+pub mod alloc;
 pub mod bench;
 pub mod error;
 pub mod graph;
+pub mod net;
 pub mod ops;
 pub mod tensor;
 

@@ -1,7 +1,5 @@
-//! The one ringflow binary (commands are added as the layers land).
-
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+//! The one ringflow binary (commands are added as the layers land). The
+//! global allocator (mimalloc) is set in `ringflow::alloc`.
 
 fn main() {
     println!("ringflow {}", env!("CARGO_PKG_VERSION"));

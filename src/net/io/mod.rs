@@ -1,0 +1,217 @@
+//! The byte movers: send a frame's slices, receive into the reader's space,
+//! each with a bounded spin before the thread sleeps.
+//!
+//! Owns: the choice of driver ([`Driver::Uring`] or [`Driver::Socket`]),
+//! made once per process from [`TransportKind`] and a probe, and logged; the
+//! per-thread io_uring ([`uring`]); the plain-socket fallback ([`socket`]).
+//! Must not know about frames' meaning, requests or services.
+//!
+//! Both drivers move the same bytes (the wire format is above this layer),
+//! so an io_uring peer and a fallback peer interoperate. Operations are
+//! synchronous for their caller: a buffer handed to the kernel belongs to
+//! the operation until its completion is reaped, even when the caller's
+//! deadline passes (the receive is cancelled and its completion awaited).
+
+pub(crate) mod socket;
+pub(crate) mod uring;
+
+use std::io;
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Which transport a process asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransportKind {
+    /// io_uring when the probe succeeds, else the socket fallback.
+    #[default]
+    Auto,
+    /// io_uring, or an error when unavailable.
+    Uring,
+    /// Plain sockets (readv/sendmsg/poll), forced.
+    Socket,
+}
+
+impl TransportKind {
+    /// Reads `RINGFLOW_TRANSPORT` (`auto`, `uring`/`io_uring`, `socket`).
+    pub fn from_env() -> TransportKind {
+        match std::env::var("RINGFLOW_TRANSPORT") {
+            Ok(v) => TransportKind::parse(&v).unwrap_or_else(|| {
+                tracing::warn!("RINGFLOW_TRANSPORT={v:?} is not auto|uring|socket; using auto");
+                TransportKind::Auto
+            }),
+            Err(_) => TransportKind::Auto,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TransportKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Some(TransportKind::Auto),
+            "uring" | "io_uring" | "io-uring" => Some(TransportKind::Uring),
+            "socket" | "sockets" | "fallback" => Some(TransportKind::Socket),
+            _ => None,
+        }
+    }
+}
+
+/// The driver a connection uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Uring,
+    Socket,
+}
+
+impl Driver {
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Uring => "io_uring",
+            Driver::Socket => "socket",
+        }
+    }
+}
+
+/// Resolves a requested kind to a driver, probing io_uring once per
+/// process. `Uring` fails with the probe's reason when it is unavailable.
+pub fn select_driver(kind: TransportKind) -> io::Result<Driver> {
+    match kind {
+        TransportKind::Socket => Ok(Driver::Socket),
+        TransportKind::Uring => match uring::probe() {
+            Ok(_) => Ok(Driver::Uring),
+            Err(reason) => Err(io::Error::other(format!("io_uring unavailable: {reason}"))),
+        },
+        TransportKind::Auto => {
+            static LOGGED: OnceLock<Driver> = OnceLock::new();
+            Ok(*LOGGED.get_or_init(|| match uring::probe() {
+                Ok(features) => {
+                    tracing::info!("transport: io_uring ({features})");
+                    Driver::Uring
+                }
+                Err(reason) => {
+                    tracing::warn!(
+                        "transport: io_uring unavailable ({reason}); using the socket fallback"
+                    );
+                    Driver::Socket
+                }
+            }))
+        }
+    }
+}
+
+/// How long to spin before sleeping, and when to give up.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub spin: Duration,
+    pub deadline: Option<Instant>,
+}
+
+impl Wait {
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvOutcome {
+    Data(usize),
+    /// The peer closed the connection.
+    Eof,
+    TimedOut,
+}
+
+/// Receives at most `len` bytes into `ptr`.
+///
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes that nobody reads until
+/// this returns.
+pub unsafe fn recv(
+    driver: Driver,
+    fd: RawFd,
+    ptr: *mut u8,
+    len: usize,
+    wait: Wait,
+) -> io::Result<RecvOutcome> {
+    match driver {
+        // SAFETY: forwarded contract.
+        Driver::Uring => unsafe { uring::recv(fd, ptr, len, wait) },
+        // SAFETY: forwarded contract.
+        Driver::Socket => unsafe { socket::recv(fd, ptr, len, wait) },
+    }
+}
+
+/// Sends every byte of `slices`, in order. `zerocopy` asks for zero-copy
+/// send where the driver has it.
+pub fn send_all(
+    driver: Driver,
+    fd: RawFd,
+    slices: &[IoSlice<'_>],
+    zerocopy: bool,
+    spin: Duration,
+) -> io::Result<()> {
+    match driver {
+        Driver::Uring => uring::send_all(fd, slices, zerocopy, spin),
+        Driver::Socket => socket::send_all(fd, slices),
+    }
+}
+
+/// Largest number of iovecs one send takes (Linux's IOV_MAX).
+pub(crate) const MAX_IOVECS: usize = 1024;
+
+/// Advances `iovs[*first..]` past `sent` bytes.
+pub(crate) fn advance_iovecs(iovs: &mut [libc::iovec], first: &mut usize, mut sent: usize) {
+    while sent > 0 && *first < iovs.len() {
+        let iov = &mut iovs[*first];
+        if sent >= iov.iov_len {
+            sent -= iov.iov_len;
+            *first += 1;
+        } else {
+            // SAFETY (arithmetic): `sent` < iov_len, so still inside the slice.
+            iov.iov_base = (iov.iov_base as *mut u8).wrapping_add(sent).cast();
+            iov.iov_len -= sent;
+            sent = 0;
+        }
+    }
+    while *first < iovs.len() && iovs[*first].iov_len == 0 {
+        *first += 1;
+    }
+}
+
+pub(crate) fn to_iovecs(slices: &[IoSlice<'_>]) -> Vec<libc::iovec> {
+    slices
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| libc::iovec {
+            iov_base: s.as_ptr() as *mut libc::c_void,
+            iov_len: s.len(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advancing_iovecs_handles_partial_and_whole_slices() {
+        let a = [1u8; 10];
+        let b = [2u8; 5];
+        let slices = [IoSlice::new(&a), IoSlice::new(&[]), IoSlice::new(&b)];
+        let mut iovs = to_iovecs(&slices);
+        assert_eq!(iovs.len(), 2);
+        let mut first = 0;
+        advance_iovecs(&mut iovs, &mut first, 4);
+        assert_eq!((first, iovs[0].iov_len), (0, 6));
+        advance_iovecs(&mut iovs, &mut first, 8);
+        assert_eq!((first, iovs[1].iov_len), (1, 3));
+        advance_iovecs(&mut iovs, &mut first, 3);
+        assert_eq!(first, 2);
+    }
+
+    #[test]
+    fn transport_kind_parses() {
+        assert_eq!(TransportKind::parse("socket"), Some(TransportKind::Socket));
+        assert_eq!(TransportKind::parse("IO_URING"), Some(TransportKind::Uring));
+        assert_eq!(TransportKind::parse("bogus"), None);
+    }
+}

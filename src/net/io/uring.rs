@@ -1,0 +1,359 @@
+//! The io_uring driver: one ring per thread that does I/O, created on first
+//! use with the setup flags the kernel accepts, opcodes probed once.
+//!
+//! Owns: the thread-local ring and its completions. Each operation is
+//! submitted and its completion reaped before the call returns; a receive
+//! whose deadline passes is cancelled and its completion still awaited,
+//! because the buffer belongs to the kernel until then (TigerBeetle's and
+//! monoio's rule). Waiting spins on the completion queue for a bounded time
+//! (entering the kernel only when it flags pending task work), then sleeps
+//! in `io_uring_enter` with a timeout.
+//!
+//! Must not know about frames: it moves bytes for [`super`].
+
+use super::{MAX_IOVECS, RecvOutcome, Wait, advance_iovecs, to_iovecs};
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use std::cell::RefCell;
+use std::io;
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const RING_ENTRIES: u32 = 64;
+const PARK_SLICE: Duration = Duration::from_millis(250);
+
+/// What the probe found.
+#[derive(Debug, Clone)]
+pub struct UringFeatures {
+    pub send_zc: bool,
+    pub setup_flags: &'static str,
+}
+
+impl std::fmt::Display for UringFeatures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "setup {}, sendmsg_zc {}",
+            self.setup_flags,
+            if self.send_zc { "yes" } else { "no" }
+        )
+    }
+}
+
+/// Setup flag sets tried in order; the first the kernel accepts is used by
+/// every ring of the process.
+#[derive(Clone, Copy)]
+enum Setup {
+    /// Completions' task work runs when we enter the kernel (flagged in the
+    /// SQ ring), so a spinning thread is not interrupted by IPIs.
+    CoopTaskrunSingleIssuer,
+    Plain,
+}
+
+impl Setup {
+    fn name(self) -> &'static str {
+        match self {
+            Setup::CoopTaskrunSingleIssuer => "COOP_TASKRUN|TASKRUN_FLAG|SINGLE_ISSUER",
+            Setup::Plain => "default",
+        }
+    }
+
+    fn build(self) -> io::Result<IoUring> {
+        let mut builder = IoUring::builder();
+        if let Setup::CoopTaskrunSingleIssuer = self {
+            builder
+                .setup_coop_taskrun()
+                .setup_taskrun_flag()
+                .setup_single_issuer();
+        }
+        builder.build(RING_ENTRIES)
+    }
+}
+
+struct Probed {
+    setup: Setup,
+    features: UringFeatures,
+}
+
+fn probed() -> &'static Result<Probed, String> {
+    static PROBE: OnceLock<Result<Probed, String>> = OnceLock::new();
+    PROBE.get_or_init(|| {
+        if std::env::var_os("RINGFLOW_NO_URING").is_some() {
+            return Err("disabled by RINGFLOW_NO_URING".into());
+        }
+        let mut last_err = String::new();
+        for setup in [Setup::CoopTaskrunSingleIssuer, Setup::Plain] {
+            let ring = match setup.build() {
+                Ok(ring) => ring,
+                Err(e) => {
+                    last_err = match e.raw_os_error() {
+                        Some(libc::EPERM) => format!(
+                            "io_uring_setup: {e} (blocked by seccomp or sysctl kernel.io_uring_disabled?)"
+                        ),
+                        Some(libc::ENOSYS) => {
+                            format!("io_uring_setup: {e} (kernel without io_uring)")
+                        }
+                        Some(libc::ENOMEM) => format!("io_uring_setup: {e} (memlock limit?)"),
+                        _ => format!("io_uring_setup: {e}"),
+                    };
+                    continue;
+                }
+            };
+            let mut probe = io_uring::Probe::new();
+            if let Err(e) = ring.submitter().register_probe(&mut probe) {
+                return Err(format!("probing io_uring opcodes: {e}"));
+            }
+            for (code, name) in [
+                (opcode::SendMsg::CODE, "SENDMSG"),
+                (opcode::Recv::CODE, "RECV"),
+                (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+            ] {
+                if !probe.is_supported(code) {
+                    return Err(format!("kernel lacks io_uring opcode {name}"));
+                }
+            }
+            return Ok(Probed {
+                setup,
+                features: UringFeatures {
+                    send_zc: probe.is_supported(opcode::SendMsgZc::CODE),
+                    setup_flags: setup.name(),
+                },
+            });
+        }
+        Err(last_err)
+    })
+}
+
+/// Whether io_uring can be used here, and with what.
+pub fn probe() -> Result<UringFeatures, String> {
+    probed()
+        .as_ref()
+        .map(|p| p.features.clone())
+        .map_err(Clone::clone)
+}
+
+struct Ring {
+    ring: IoUring,
+    next_user_data: u64,
+    /// Completions reaped while waiting for another one.
+    stash: Vec<(u64, i32, u32)>,
+}
+
+thread_local! {
+    static RING: RefCell<Option<Ring>> = const { RefCell::new(None) };
+}
+
+fn with_ring<T>(f: impl FnOnce(&mut Ring) -> io::Result<T>) -> io::Result<T> {
+    RING.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let setup = match probed() {
+                Ok(p) => p.setup,
+                Err(reason) => return Err(io::Error::other(reason.clone())),
+            };
+            *slot = Some(Ring {
+                ring: setup.build()?,
+                next_user_data: 1,
+                stash: Vec::new(),
+            });
+        }
+        f(slot.as_mut().expect("initialised above"))
+    })
+}
+
+impl Ring {
+    fn user_data(&mut self) -> u64 {
+        self.next_user_data = self.next_user_data.wrapping_add(1).max(1);
+        self.next_user_data
+    }
+
+    /// Queues `entry` and submits it.
+    ///
+    /// # Safety
+    /// Whatever `entry` points to must stay valid until its completion is
+    /// reaped.
+    unsafe fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
+        // SAFETY: forwarded contract.
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.ring.submit()?;
+        }
+        self.ring.submit()?;
+        Ok(())
+    }
+
+    fn take_stashed(&mut self, user_data: u64) -> Option<(i32, u32)> {
+        let at = self.stash.iter().position(|c| c.0 == user_data)?;
+        let (_, res, flags) = self.stash.swap_remove(at);
+        Some((res, flags))
+    }
+
+    fn reap(&mut self, user_data: u64) -> Option<(i32, u32)> {
+        if let Some(found) = self.take_stashed(user_data) {
+            return Some(found);
+        }
+        let mut found = None;
+        for cqe in self.ring.completion() {
+            if found.is_none() && cqe.user_data() == user_data {
+                found = Some((cqe.result(), cqe.flags()));
+            } else {
+                self.stash
+                    .push((cqe.user_data(), cqe.result(), cqe.flags()));
+            }
+        }
+        found
+    }
+
+    /// Waits for the completion of `user_data`: spins for `spin`, then
+    /// sleeps in the kernel. `None` when `deadline` passes first.
+    fn wait(
+        &mut self,
+        user_data: u64,
+        spin: Duration,
+        deadline: Option<Instant>,
+    ) -> io::Result<Option<(i32, u32)>> {
+        let spin_until = Instant::now() + spin;
+        loop {
+            if let Some(found) = self.reap(user_data) {
+                return Ok(Some(found));
+            }
+            if self.ring.submission().taskrun() || self.ring.submission().cq_overflow() {
+                self.ring.submit()?;
+                continue;
+            }
+            if Instant::now() >= spin_until {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        loop {
+            if let Some(found) = self.reap(user_data) {
+                return Ok(Some(found));
+            }
+            let slice = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    left.min(PARK_SLICE)
+                }
+                None => PARK_SLICE,
+            };
+            let ts = types::Timespec::from(slice);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes nobody reads meanwhile.
+pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Result<RecvOutcome> {
+    let len = len.min(u32::MAX as usize) as u32;
+    with_ring(|ring| {
+        loop {
+            let user_data = ring.user_data();
+            let entry = opcode::Recv::new(types::Fd(fd), ptr, len)
+                .build()
+                .user_data(user_data);
+            // SAFETY: the buffer is valid per our contract, and we do not
+            // return before this operation's completion is reaped (below, or
+            // after the cancel).
+            unsafe { ring.push(entry)? };
+            let (res, _flags) = match ring.wait(user_data, wait.spin, wait.deadline)? {
+                Some(done) => done,
+                None => {
+                    let cancel_data = ring.user_data();
+                    let cancel = opcode::AsyncCancel::new(user_data)
+                        .build()
+                        .user_data(cancel_data);
+                    // SAFETY: a cancel refers to no memory.
+                    unsafe { ring.push(cancel)? };
+                    let done = ring
+                        .wait(user_data, Duration::ZERO, None)?
+                        .expect("a wait without deadline completes");
+                    // Reap the cancel's own completion so it does not linger
+                    // (its result does not matter).
+                    ring.wait(cancel_data, Duration::ZERO, None)?;
+                    if done.0 == -libc::ECANCELED || done.0 == -libc::EINTR {
+                        return Ok(RecvOutcome::TimedOut);
+                    }
+                    done
+                }
+            };
+            return match res {
+                n if n > 0 => Ok(RecvOutcome::Data(n as usize)),
+                0 => Ok(RecvOutcome::Eof),
+                e if e == -libc::EINTR || e == -libc::EAGAIN => continue,
+                e => Err(io::Error::from_raw_os_error(-e)),
+            };
+        }
+    })
+}
+
+pub fn send_all(
+    fd: RawFd,
+    slices: &[IoSlice<'_>],
+    zerocopy: bool,
+    spin: Duration,
+) -> io::Result<()> {
+    let zerocopy = zerocopy && probe().map(|f| f.send_zc).unwrap_or(false);
+    let mut iovs = to_iovecs(slices);
+    let mut first = 0;
+    with_ring(|ring| {
+        while first < iovs.len() {
+            let count = (iovs.len() - first).min(MAX_IOVECS);
+            // SAFETY: zeroed msghdr is a valid "no address, no control" header.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iovs[first..].as_mut_ptr();
+            msg.msg_iovlen = count as _;
+            let user_data = ring.user_data();
+            let entry = if zerocopy {
+                opcode::SendMsgZc::new(types::Fd(fd), &msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build()
+            } else {
+                opcode::SendMsg::new(types::Fd(fd), &msg)
+                    .flags(libc::MSG_NOSIGNAL as u32)
+                    .build()
+            }
+            .user_data(user_data);
+            // SAFETY: `msg`, `iovs` and the slices they point to outlive the
+            // operation: we reap its completion (and, for zero-copy, its
+            // buffer notification) before leaving this iteration.
+            unsafe { ring.push(entry)? };
+            let (res, flags) = ring
+                .wait(user_data, spin, None)?
+                .expect("a wait without deadline completes");
+            if zerocopy && cqueue::more(flags) {
+                // The kernel still references the pages until it posts the
+                // notification.
+                loop {
+                    let (_, nflags) = ring
+                        .wait(user_data, spin, None)?
+                        .expect("a wait without deadline completes");
+                    if cqueue::notif(nflags) {
+                        break;
+                    }
+                }
+            }
+            if res < 0 {
+                if res == -libc::EINTR || res == -libc::EAGAIN {
+                    continue;
+                }
+                return Err(io::Error::from_raw_os_error(-res));
+            }
+            advance_iovecs(&mut iovs, &mut first, res as usize);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,255 @@
+//! One TCP connection as both ends see it: the socket, the send lock that
+//! keeps frames whole, reading the next frame, and the hello exchange.
+//!
+//! Owns: the socket and the rule that a frame is written by one thread at a
+//! time, start to end, by the thread that has it (so a reply computed inline
+//! goes out without waking anyone). Must not know what a request means.
+
+use super::TransportOptions;
+use crate::error::{Code, Status};
+use crate::net::frame::{FrameError, FrameKind, FrameLimits, OutgoingFrame, ReceivedFrame};
+use crate::net::io::{self, Driver, RecvOutcome, Wait};
+use crate::net::message::{self, ErrorMeta, Hello};
+use crate::net::reader::FrameReader;
+use crate::tensor::Tensor;
+use parking_lot::Mutex;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Transport failures, typed inside `net` and turned into a [`Status`] at
+/// the API.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("malformed frame from {peer}: {source}")]
+    Frame { peer: String, source: FrameError },
+    #[error("{op} on connection to {peer}: {source}")]
+    Io {
+        peer: String,
+        op: &'static str,
+        source: std::io::Error,
+    },
+    #[error("connection to {peer} closed")]
+    Closed { peer: String },
+    #[error("handshake with {peer}: {reason}")]
+    Handshake { peer: String, reason: String },
+    #[error("timed out waiting for {peer}")]
+    TimedOut { peer: String },
+}
+
+impl NetError {
+    pub fn to_status(&self) -> Status {
+        let code = match self {
+            NetError::Frame { .. } => Code::InvalidArgument,
+            NetError::TimedOut { .. } => Code::DeadlineExceeded,
+            _ => Code::Unavailable,
+        };
+        Status::new(code, self.to_string())
+    }
+}
+
+pub(crate) struct Conn {
+    stream: TcpStream,
+    pub(crate) driver: Driver,
+    pub(crate) peer: String,
+    send_lock: Mutex<()>,
+    pub(crate) limits: FrameLimits,
+    pub(crate) spin: Duration,
+    zerocopy_min_bytes: u64,
+    closed: AtomicBool,
+}
+
+impl Conn {
+    pub(crate) fn new(
+        stream: TcpStream,
+        driver: Driver,
+        peer: String,
+        options: &TransportOptions,
+    ) -> Conn {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY on {peer}: {e}");
+        }
+        Conn {
+            stream,
+            driver,
+            peer,
+            send_lock: Mutex::new(()),
+            limits: options.frame_limits(),
+            spin: options.spin(),
+            zerocopy_min_bytes: options.zerocopy_send_min_bytes,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Shuts the socket down both ways: wakes this connection's reader
+    /// (its receive completes with end-of-stream) and fails later sends.
+    pub(crate) fn close(&self) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Encodes and sends one frame, whole, on the calling thread.
+    pub(crate) fn send(
+        &self,
+        kind: FrameKind,
+        method: u16,
+        request_id: u64,
+        meta: &[u8],
+        payloads: &[Tensor],
+    ) -> Result<(), NetError> {
+        let frame = OutgoingFrame::new(kind, method, request_id, meta, payloads, &self.limits)
+            .map_err(|source| NetError::Frame {
+                peer: self.peer.clone(),
+                source,
+            })?;
+        self.send_frame(&frame)
+    }
+
+    pub(crate) fn send_frame(&self, frame: &OutgoingFrame) -> Result<(), NetError> {
+        if self.is_closed() {
+            return Err(NetError::Closed {
+                peer: self.peer.clone(),
+            });
+        }
+        let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
+        let slices = frame.io_slices();
+        let _whole_frame = self.send_lock.lock();
+        io::send_all(self.driver, self.fd(), &slices, zerocopy, self.spin).map_err(|source| {
+            NetError::Io {
+                peer: self.peer.clone(),
+                op: "send",
+                source,
+            }
+        })
+    }
+
+    pub(crate) fn send_error(
+        &self,
+        request_id: u64,
+        method: u16,
+        status: &Status,
+    ) -> Result<(), NetError> {
+        let meta = message::encode(&ErrorMeta {
+            code: status.code as u8,
+            message: status.message.clone(),
+        })
+        .map_err(|s| NetError::Handshake {
+            peer: self.peer.clone(),
+            reason: s.message,
+        })?;
+        self.send(FrameKind::Error, method, request_id, &meta, &[])
+    }
+
+    /// The next frame: one already buffered, or received now. `Ok(None)`
+    /// when the deadline passes; end of stream is [`NetError::Closed`]
+    /// (with a frame cut short it is a truncation error).
+    pub(crate) fn read_frame(
+        &self,
+        reader: &mut FrameReader,
+        deadline: Option<Instant>,
+    ) -> Result<Option<ReceivedFrame>, NetError> {
+        let frame_error = |source| NetError::Frame {
+            peer: self.peer.clone(),
+            source,
+        };
+        loop {
+            if let Some(frame) = reader.next_frame().map_err(frame_error)? {
+                return Ok(Some(frame));
+            }
+            let (ptr, len) = reader.recv_space().map_err(frame_error)?;
+            let wait = Wait {
+                spin: self.spin,
+                deadline,
+            };
+            // SAFETY: `recv_space` hands out bytes nobody reads until they
+            // are committed; the driver returns only once it is done with
+            // them.
+            let outcome = unsafe { io::recv(self.driver, self.fd(), ptr, len, wait) };
+            match outcome {
+                Ok(RecvOutcome::Data(n)) => reader.commit(n),
+                Ok(RecvOutcome::TimedOut) => return Ok(None),
+                Ok(RecvOutcome::Eof) if reader.is_idle() => {
+                    return Err(NetError::Closed {
+                        peer: self.peer.clone(),
+                    });
+                }
+                Ok(RecvOutcome::Eof) => {
+                    return Err(frame_error(FrameError::InconsistentLengths(
+                        "connection closed in the middle of a frame".into(),
+                    )));
+                }
+                Err(source) => {
+                    return Err(NetError::Io {
+                        peer: self.peer.clone(),
+                        op: "recv",
+                        source,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sends our hello (request id 0).
+    pub(crate) fn send_hello(&self, options: &TransportOptions) -> Result<(), NetError> {
+        let hello = Hello {
+            protocol_version: crate::net::frame::PROTOCOL_VERSION,
+            incarnation: options.incarnation,
+            name: options.name.clone(),
+            auth: Vec::new(),
+        };
+        let meta = message::encode(&hello).map_err(|s| NetError::Handshake {
+            peer: self.peer.clone(),
+            reason: s.message,
+        })?;
+        self.send(FrameKind::Hello, 0, 0, &meta, &[])
+    }
+
+    /// Reads the peer's hello: the first frame must be one, with our
+    /// protocol version. (The cluster-secret check goes here, before any
+    /// other frame is decoded.)
+    pub(crate) fn expect_hello(
+        &self,
+        reader: &mut FrameReader,
+        deadline: Instant,
+    ) -> Result<Hello, NetError> {
+        let handshake = |reason: String| NetError::Handshake {
+            peer: self.peer.clone(),
+            reason,
+        };
+        let frame = self
+            .read_frame(reader, Some(deadline))?
+            .ok_or_else(|| handshake("no hello before the connect timeout".into()))?;
+        if frame.header.kind != FrameKind::Hello {
+            return Err(handshake(format!(
+                "first frame is {:?}, not a hello",
+                frame.header.kind
+            )));
+        }
+        let hello =
+            message::decode::<Hello>(frame.meta_bytes()).map_err(|s| handshake(s.message))?;
+        if hello.protocol_version != crate::net::frame::PROTOCOL_VERSION {
+            return Err(handshake(format!(
+                "peer speaks protocol {}, we speak {}",
+                hello.protocol_version,
+                crate::net::frame::PROTOCOL_VERSION
+            )));
+        }
+        Ok(hello)
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
