@@ -11,6 +11,7 @@
 
 pub mod alloc;
 pub mod bench;
+pub mod cli;
 pub mod error;
 pub mod graph;
 pub mod net;

@@ -14,10 +14,47 @@ use std::ptr::NonNull;
 /// cost no memory and freeing returns pages to the kernel at once.
 pub const MMAP_THRESHOLD_BYTES: usize = 1 << 20;
 
+const HUGE_PAGE_BYTES: usize = 2 << 20;
+const SMALL_PAGE_BYTES: usize = 4096;
+
 enum Backing {
     Heap(Layout),
-    Mapped { map_len: usize },
+    Mapped { map_len: usize, recycle: bool },
     Region(RegionSlot),
+}
+
+/// Receive mappings kept for reuse after their last tensor drops: a
+/// recycled mapping is already resident, so the next large receive takes no
+/// page faults and the kernel does not zero it again. Bounded, so a burst
+/// of large tensors does not pin memory.
+const RECYCLE_MAX_BYTES: usize = 256 << 20;
+const RECYCLE_MAX_MAPPINGS: usize = 4;
+
+struct Recycled {
+    ptr: NonNull<u8>,
+    map_len: usize,
+}
+
+// SAFETY: a recycled mapping is owned by the cache alone.
+unsafe impl Send for Recycled {}
+
+static RECYCLED: parking_lot::Mutex<Vec<Recycled>> = parking_lot::Mutex::new(Vec::new());
+
+fn take_recycled(map_len: usize) -> Option<NonNull<u8>> {
+    let mut cache = RECYCLED.lock();
+    let at = cache.iter().position(|r| r.map_len == map_len)?;
+    Some(cache.swap_remove(at).ptr)
+}
+
+/// Keeps the mapping for reuse when there is room; `false` = caller unmaps.
+fn offer_recycled(ptr: NonNull<u8>, map_len: usize) -> bool {
+    let mut cache = RECYCLED.lock();
+    let held: usize = cache.iter().map(|r| r.map_len).sum();
+    if cache.len() >= RECYCLE_MAX_MAPPINGS || held + map_len > RECYCLE_MAX_BYTES {
+        return false;
+    }
+    cache.push(Recycled { ptr, map_len });
+    true
 }
 
 /// A 64-byte aligned buffer of fixed length, shared as `Arc<IoBuf>`.
@@ -62,8 +99,39 @@ impl IoBuf {
         })
     }
 
+    /// A buffer the kernel is about to fill completely (a receive): its
+    /// initial contents are unspecified (zero or a previous receive's
+    /// bytes), and large ones are recycled mappings when one fits.
+    pub fn for_receive(len: usize) -> std::io::Result<IoBuf> {
+        if len < MMAP_THRESHOLD_BYTES {
+            return Self::zeroed(len);
+        }
+        // Rounded to small pages only: a huge-page round-up would make the
+        // last 2 MiB of every receive resident for a few bytes.
+        let map_len = len.next_multiple_of(SMALL_PAGE_BYTES);
+        if let Some(ptr) = take_recycled(map_len) {
+            return Ok(IoBuf {
+                ptr,
+                len,
+                backing: Backing::Mapped {
+                    map_len,
+                    recycle: true,
+                },
+            });
+        }
+        let mut buf = Self::map(len, map_len)?;
+        buf.backing = Backing::Mapped {
+            map_len,
+            recycle: true,
+        };
+        Ok(buf)
+    }
+
     fn mapped(len: usize) -> std::io::Result<IoBuf> {
-        let map_len = len.max(1);
+        Self::map(len, len.next_multiple_of(SMALL_PAGE_BYTES))
+    }
+
+    fn map(len: usize, map_len: usize) -> std::io::Result<IoBuf> {
         // SAFETY: a fresh private anonymous mapping; no existing memory is
         // touched. The result is checked against MAP_FAILED.
         let raw = unsafe {
@@ -85,10 +153,20 @@ impl IoBuf {
         }
         let ptr = NonNull::new(raw.cast::<u8>()).expect("mmap never returns null on success");
         debug_assert_eq!(ptr.as_ptr() as usize % TENSOR_ALIGN, 0);
+        if map_len >= HUGE_PAGE_BYTES {
+            // Transparent huge pages: a 64 MiB receive takes 32 page faults
+            // instead of 16384 (the kernel writes every page of it once).
+            // Only advice: failure (THP disabled) changes nothing else.
+            // SAFETY: advice on the mapping we just created.
+            unsafe { libc::madvise(raw, map_len, libc::MADV_HUGEPAGE) };
+        }
         Ok(IoBuf {
             ptr,
             len,
-            backing: Backing::Mapped { map_len },
+            backing: Backing::Mapped {
+                map_len,
+                recycle: false,
+            },
         })
     }
 
@@ -161,7 +239,10 @@ impl Drop for IoBuf {
         match &self.backing {
             // SAFETY: allocated in `zeroed` with exactly this layout.
             Backing::Heap(layout) => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), *layout) },
-            Backing::Mapped { map_len } => {
+            Backing::Mapped { map_len, recycle } => {
+                if *recycle && offer_recycled(self.ptr, *map_len) {
+                    return;
+                }
                 // SAFETY: the mapping was created in `mapped` with this length
                 // and nothing refers to it once the last `IoBuf` handle drops.
                 let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), *map_len) };
@@ -187,6 +268,20 @@ impl std::fmt::Debug for IoBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receive_mappings_are_recycled() {
+        let len = MMAP_THRESHOLD_BYTES * 3 + 5;
+        let first = IoBuf::for_receive(len).unwrap();
+        let addr = first.as_ptr();
+        drop(first);
+        // Another test may take it concurrently; only check when we got it.
+        let second = IoBuf::for_receive(len).unwrap();
+        if second.as_ptr() == addr {
+            assert!(second.is_mapped());
+        }
+        assert_eq!(second.len(), len);
+    }
 
     #[test]
     fn heap_and_mapped_buffers_are_aligned_zeroed_and_writable() {

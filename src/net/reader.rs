@@ -77,6 +77,12 @@ impl FrameReader {
         IoBuf::zeroed(chunk_bytes).map_err(|e| FrameError::Alloc(chunk_bytes as u64, e.to_string()))
     }
 
+    /// True while receiving a large frame's body, whose remaining length
+    /// is exactly what [`recv_space`](Self::recv_space) offers.
+    pub fn expects_exact(&self) -> bool {
+        self.large.is_some()
+    }
+
     /// True when no partial frame is buffered (a clean point to stop).
     pub fn is_idle(&self) -> bool {
         self.large.is_none() && self.start == self.filled
@@ -115,7 +121,7 @@ impl FrameReader {
         }
         // A large frame: give it its own buffer and receive the rest there.
         let body_len = header.body_len as usize;
-        let buf = IoBuf::zeroed(body_len)
+        let buf = IoBuf::for_receive(body_len)
             .map_err(|e| FrameError::Alloc(header.body_len, e.to_string()))?;
         let prefix = available - HEADER_BYTES;
         // SAFETY: source is received, immutable chunk bytes; destination is

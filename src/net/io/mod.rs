@@ -103,6 +103,19 @@ pub fn select_driver(kind: TransportKind) -> io::Result<Driver> {
 pub struct Wait {
     pub spin: Duration,
     pub deadline: Option<Instant>,
+    /// The caller expects at least `len` more bytes (a large frame's body):
+    /// without a deadline, one receive may wait for all of them
+    /// (MSG_WAITALL), which saves a wake-up per socket-buffer's worth.
+    pub fill: bool,
+}
+
+/// Receives at least this long may be filled in one wait-all operation.
+pub(crate) const FILL_MIN_BYTES: usize = 64 << 10;
+
+impl Wait {
+    pub(crate) fn wait_all(&self, len: usize) -> bool {
+        self.fill && self.deadline.is_none() && len >= FILL_MIN_BYTES
+    }
 }
 
 impl Wait {

@@ -19,6 +19,23 @@ const PARK_SLICE: Duration = Duration::from_millis(250);
 /// # Safety
 /// `ptr` must be valid for writes of `len` bytes nobody reads meanwhile.
 pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Result<RecvOutcome> {
+    if wait.wait_all(len) {
+        loop {
+            // SAFETY: `ptr`/`len` are valid for writes per the caller's
+            // contract. Blocks until `len` bytes, end of stream or shutdown.
+            let n = unsafe { libc::recv(fd, ptr.cast(), len, libc::MSG_WAITALL) };
+            match n {
+                n if n > 0 => return Ok(RecvOutcome::Data(n as usize)),
+                0 => return Ok(RecvOutcome::Eof),
+                _ => {
+                    let err = io::Error::last_os_error();
+                    if err.kind() != io::ErrorKind::Interrupted {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+    }
     let try_recv = || -> io::Result<Option<RecvOutcome>> {
         // SAFETY: `ptr`/`len` are valid for writes per the caller's contract.
         let n = unsafe { libc::recv(fd, ptr.cast(), len, libc::MSG_DONTWAIT) };

@@ -48,6 +48,8 @@ enum Setup {
     /// Completions' task work runs when we enter the kernel (flagged in the
     /// SQ ring), so a spinning thread is not interrupted by IPIs.
     CoopTaskrunSingleIssuer,
+    /// Task work deferred to our own `io_uring_enter(GETEVENTS)` calls.
+    DeferTaskrun,
     Plain,
 }
 
@@ -55,17 +57,27 @@ impl Setup {
     fn name(self) -> &'static str {
         match self {
             Setup::CoopTaskrunSingleIssuer => "COOP_TASKRUN|TASKRUN_FLAG|SINGLE_ISSUER",
+            Setup::DeferTaskrun => "DEFER_TASKRUN|TASKRUN_FLAG|SINGLE_ISSUER",
             Setup::Plain => "default",
         }
     }
 
     fn build(self) -> io::Result<IoUring> {
         let mut builder = IoUring::builder();
-        if let Setup::CoopTaskrunSingleIssuer = self {
-            builder
-                .setup_coop_taskrun()
-                .setup_taskrun_flag()
-                .setup_single_issuer();
+        match self {
+            Setup::CoopTaskrunSingleIssuer => {
+                builder
+                    .setup_coop_taskrun()
+                    .setup_taskrun_flag()
+                    .setup_single_issuer();
+            }
+            Setup::DeferTaskrun => {
+                builder
+                    .setup_defer_taskrun()
+                    .setup_taskrun_flag()
+                    .setup_single_issuer();
+            }
+            Setup::Plain => {}
         }
         builder.build(RING_ENTRIES)
     }
@@ -83,7 +95,13 @@ fn probed() -> &'static Result<Probed, String> {
             return Err("disabled by RINGFLOW_NO_URING".into());
         }
         let mut last_err = String::new();
-        for setup in [Setup::CoopTaskrunSingleIssuer, Setup::Plain] {
+        let order: &[Setup] = match std::env::var("RINGFLOW_URING_SETUP").as_deref() {
+            Ok("plain") => &[Setup::Plain],
+            Ok("defer") => &[Setup::DeferTaskrun, Setup::Plain],
+            Ok("coop") => &[Setup::CoopTaskrunSingleIssuer, Setup::Plain],
+            _ => &[Setup::CoopTaskrunSingleIssuer, Setup::Plain],
+        };
+        for &setup in order {
             let ring = match setup.build() {
                 Ok(ring) => ring,
                 Err(e) => {
@@ -258,18 +276,23 @@ impl Ring {
 /// # Safety
 /// `ptr` must be valid for writes of `len` bytes nobody reads meanwhile.
 pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Result<RecvOutcome> {
+    let wait_all = wait.wait_all(len);
     let len = len.min(u32::MAX as usize) as u32;
+    // A wait-all receive of a large body has nothing to gain from spinning.
+    let spin = if wait_all { Duration::ZERO } else { wait.spin };
+    let flags = if wait_all { libc::MSG_WAITALL } else { 0 };
     with_ring(|ring| {
         loop {
             let user_data = ring.user_data();
             let entry = opcode::Recv::new(types::Fd(fd), ptr, len)
+                .flags(flags)
                 .build()
                 .user_data(user_data);
             // SAFETY: the buffer is valid per our contract, and we do not
             // return before this operation's completion is reaped (below, or
             // after the cancel).
             unsafe { ring.push(entry)? };
-            let (res, _flags) = match ring.wait(user_data, wait.spin, wait.deadline)? {
+            let (res, _flags) = match ring.wait(user_data, spin, wait.deadline)? {
                 Some(done) => done,
                 None => {
                     let cancel_data = ring.user_data();

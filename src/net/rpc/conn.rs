@@ -170,6 +170,7 @@ impl Conn {
             let wait = Wait {
                 spin: self.spin,
                 deadline,
+                fill: reader.expects_exact(),
             };
             // SAFETY: `recv_space` hands out bytes nobody reads until they
             // are committed; the driver returns only once it is done with
