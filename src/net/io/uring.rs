@@ -273,13 +273,48 @@ impl Ring {
     }
 }
 
+fn spin_on_socket() -> bool {
+    static MODE: OnceLock<bool> = OnceLock::new();
+    *MODE.get_or_init(|| !matches!(std::env::var("RINGFLOW_URING_SPIN").as_deref(), Ok("ring")))
+}
+
 /// # Safety
 /// `ptr` must be valid for writes of `len` bytes nobody reads meanwhile.
 pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Result<RecvOutcome> {
     let wait_all = wait.wait_all(len);
-    let len = len.min(u32::MAX as usize) as u32;
     // A wait-all receive of a large body has nothing to gain from spinning.
-    let spin = if wait_all { Duration::ZERO } else { wait.spin };
+    let mut spin = if wait_all { Duration::ZERO } else { wait.spin };
+    if !spin.is_zero() && spin_on_socket() {
+        // Spin by polling the socket itself: a receive submitted to the ring
+        // while the socket is empty arms a poll whose completion comes back
+        // through task work, which costs more than the syscall it saves.
+        // Only once the spin is over is the receive handed to the ring,
+        // where the thread sleeps.
+        let spin_until = Instant::now() + spin;
+        loop {
+            // SAFETY: `ptr`/`len` are valid for writes per our contract.
+            let n = unsafe { libc::recv(fd, ptr.cast(), len, libc::MSG_DONTWAIT) };
+            if n > 0 {
+                return Ok(RecvOutcome::Data(n as usize));
+            }
+            if n == 0 {
+                return Ok(RecvOutcome::Eof);
+            }
+            let err = io::Error::last_os_error();
+            if !matches!(
+                err.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ) {
+                return Err(err);
+            }
+            if Instant::now() >= spin_until {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        spin = Duration::ZERO;
+    }
+    let len = len.min(u32::MAX as usize) as u32;
     let flags = if wait_all { libc::MSG_WAITALL } else { 0 };
     with_ring(|ring| {
         loop {
