@@ -43,6 +43,10 @@ pub enum Command {
         /// Bounded spin before sleeping, microseconds.
         #[arg(long)]
         spin_us: Option<u64>,
+        /// Zero-copy send for frames with at least this many payload bytes
+        /// (a size, or `off`).
+        #[arg(long)]
+        zerocopy_min: Option<String>,
     },
     /// The other process of a benchmark (internal).
     #[command(name = "__net-peer", hide = true)]
@@ -98,6 +102,7 @@ pub fn run(cli: Cli) -> Result<()> {
             iterations,
             transport,
             spin_us,
+            zerocopy_min,
         } => {
             let mut opts = BenchOptions::default();
             if let Some(size) = size {
@@ -115,6 +120,12 @@ pub fn run(cli: Cli) -> Result<()> {
                     .iter()
                     .map(|t| parse_transport(t))
                     .collect::<Result<_>>()?;
+            }
+            if let Some(zc) = zerocopy_min {
+                opts.zerocopy_send_min_bytes = match zc.as_str() {
+                    "off" | "never" => u64::MAX,
+                    size => parse_size(size)?,
+                };
             }
             if let Some(spin) = spin_us {
                 opts.spin_us = spin;

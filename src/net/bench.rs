@@ -37,6 +37,9 @@ pub struct BenchOptions {
     /// probe fails.
     pub transports: Vec<TransportKind>,
     pub spin_us: u64,
+    /// Zero-copy send threshold for the sending side (see
+    /// `TransportOptions::zerocopy_send_min_bytes`).
+    pub zerocopy_send_min_bytes: u64,
 }
 
 impl Default for BenchOptions {
@@ -49,6 +52,7 @@ impl Default for BenchOptions {
             bulk_iterations: 20,
             transports: vec![TransportKind::Uring, TransportKind::Socket],
             spin_us: 100,
+            zerocopy_send_min_bytes: TransportOptions::default().zerocopy_send_min_bytes,
         }
     }
 }
@@ -280,7 +284,13 @@ struct BulkResult {
 
 fn rpc_bulk(kind: TransportKind, opts: &BenchOptions, tensor: &Tensor) -> Result<BulkResult> {
     let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
-    let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
+    let client = Client::connect(
+        &peer.addr,
+        TransportOptions {
+            zerocopy_send_min_bytes: opts.zerocopy_send_min_bytes,
+            ..bench_transport_options(kind, opts.spin_us)
+        },
+    )?;
     let far = || Instant::now() + Duration::from_secs(600);
     client.call(Method::Ping, b"rss-reset", &[], far())?;
     let mut total = Duration::ZERO;

@@ -77,6 +77,11 @@ impl FrameReader {
         IoBuf::zeroed(chunk_bytes).map_err(|e| FrameError::Alloc(chunk_bytes as u64, e.to_string()))
     }
 
+    /// The region receive chunks come from, if any.
+    pub fn region(&self) -> Option<&Region> {
+        self.region.as_ref()
+    }
+
     /// True while receiving a large frame's body, whose remaining length
     /// is exactly what [`recv_space`](Self::recv_space) offers.
     pub fn expects_exact(&self) -> bool {

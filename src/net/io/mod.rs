@@ -15,6 +15,7 @@
 pub(crate) mod socket;
 pub(crate) mod uring;
 
+use crate::alloc::Region;
 use std::io;
 use std::io::IoSlice;
 use std::os::fd::RawFd;
@@ -100,25 +101,29 @@ pub fn select_driver(kind: TransportKind) -> io::Result<Driver> {
 
 /// How long to spin before sleeping, and when to give up.
 #[derive(Debug, Clone, Copy)]
-pub struct Wait {
+pub struct Wait<'a> {
     pub spin: Duration,
     pub deadline: Option<Instant>,
     /// The caller expects at least `len` more bytes (a large frame's body):
     /// without a deadline, one receive may wait for all of them
     /// (MSG_WAITALL), which saves a wake-up per socket-buffer's worth.
     pub fill: bool,
+    /// The registered region the receive buffer may lie in: the io_uring
+    /// driver registers it with the thread's ring (once) and receives into
+    /// it with fixed-buffer reads.
+    pub region: Option<&'a Region>,
 }
 
 /// Receives at least this long may be filled in one wait-all operation.
 pub(crate) const FILL_MIN_BYTES: usize = 64 << 10;
 
-impl Wait {
+impl Wait<'_> {
     pub(crate) fn wait_all(&self, len: usize) -> bool {
         self.fill && self.deadline.is_none() && len >= FILL_MIN_BYTES
     }
 }
 
-impl Wait {
+impl Wait<'_> {
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|d| d.saturating_duration_since(Instant::now()))
@@ -143,7 +148,7 @@ pub unsafe fn recv(
     fd: RawFd,
     ptr: *mut u8,
     len: usize,
-    wait: Wait,
+    wait: Wait<'_>,
 ) -> io::Result<RecvOutcome> {
     match driver {
         // SAFETY: forwarded contract.

@@ -18,7 +18,7 @@ const PARK_SLICE: Duration = Duration::from_millis(250);
 
 /// # Safety
 /// `ptr` must be valid for writes of `len` bytes nobody reads meanwhile.
-pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Result<RecvOutcome> {
+pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::Result<RecvOutcome> {
     if wait.wait_all(len) {
         loop {
             // SAFETY: `ptr`/`len` are valid for writes per the caller's

@@ -12,6 +12,7 @@
 //! Must not know about frames: it moves bytes for [`super`].
 
 use super::{MAX_IOVECS, RecvOutcome, Wait, advance_iovecs, to_iovecs};
+use crate::alloc::Region;
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use std::cell::RefCell;
 use std::io;
@@ -156,6 +157,11 @@ struct Ring {
     next_user_data: u64,
     /// Completions reaped while waiting for another one.
     stash: Vec<(u64, i32, u32)>,
+    /// The region registered as this ring's fixed buffer 0 (kept alive:
+    /// the kernel holds its pages until the ring is gone), or the id of a
+    /// region whose registration failed (not retried).
+    fixed: Option<Region>,
+    failed_region: Option<u64>,
 }
 
 thread_local! {
@@ -174,6 +180,8 @@ fn with_ring<T>(f: impl FnOnce(&mut Ring) -> io::Result<T>) -> io::Result<T> {
                 ring: setup.build()?,
                 next_user_data: 1,
                 stash: Vec::new(),
+                fixed: None,
+                failed_region: None,
             });
         }
         f(slot.as_mut().expect("initialised above"))
@@ -181,6 +189,37 @@ fn with_ring<T>(f: impl FnOnce(&mut Ring) -> io::Result<T>) -> io::Result<T> {
 }
 
 impl Ring {
+    /// The fixed-buffer index of `region` in this ring, registering it on
+    /// first use. `None` when it cannot be registered (logged once).
+    fn fixed_index(&mut self, region: &Region) -> Option<u16> {
+        if let Some(fixed) = &self.fixed {
+            return (fixed.id() == region.id()).then_some(0);
+        }
+        if self.failed_region == Some(region.id()) {
+            return None;
+        }
+        let iovec = region.iovec();
+        // SAFETY: the region's mapping stays valid while `self.fixed` holds
+        // a handle to it, which is as long as the ring exists.
+        match unsafe { self.ring.submitter().register_buffers(&[iovec]) } {
+            Ok(()) => {
+                self.fixed = Some(region.clone());
+                Some(0)
+            }
+            Err(e) => {
+                let limit = crate::alloc::memlock_limit_bytes()
+                    .map_or("unlimited".to_string(), |b| format!("{} KiB", b / 1024));
+                tracing::warn!(
+                    "cannot register {region:?} with io_uring as a fixed buffer: {e} \
+                     (`ulimit -l` is {limit}; each ring pins the region again); \
+                     receiving into it with plain receives"
+                );
+                self.failed_region = Some(region.id());
+                None
+            }
+        }
+    }
+
     fn user_data(&mut self) -> u64 {
         self.next_user_data = self.next_user_data.wrapping_add(1).max(1);
         self.next_user_data
@@ -280,7 +319,7 @@ fn spin_on_socket() -> bool {
 
 /// # Safety
 /// `ptr` must be valid for writes of `len` bytes nobody reads meanwhile.
-pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Result<RecvOutcome> {
+pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::Result<RecvOutcome> {
     let wait_all = wait.wait_all(len);
     // A wait-all receive of a large body has nothing to gain from spinning.
     let mut spin = if wait_all { Duration::ZERO } else { wait.spin };
@@ -319,10 +358,25 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait) -> io::Resul
     with_ring(|ring| {
         loop {
             let user_data = ring.user_data();
-            let entry = opcode::Recv::new(types::Fd(fd), ptr, len)
-                .flags(flags)
-                .build()
-                .user_data(user_data);
+            let in_region = wait.region.filter(|r| {
+                let base = r.base_ptr() as usize;
+                (ptr as usize) >= base && (ptr as usize) + len as usize <= base + r.len()
+            });
+            let fixed = match in_region {
+                Some(region) if !wait_all => ring.fixed_index(region),
+                _ => None,
+            };
+            let entry = match fixed {
+                // A read into registered memory: the kernel skips pinning and
+                // mapping the pages on every receive.
+                Some(index) => opcode::ReadFixed::new(types::Fd(fd), ptr, len, index)
+                    .build()
+                    .user_data(user_data),
+                None => opcode::Recv::new(types::Fd(fd), ptr, len)
+                    .flags(flags)
+                    .build()
+                    .user_data(user_data),
+            };
             // SAFETY: the buffer is valid per our contract, and we do not
             // return before this operation's completion is reaped (below, or
             // after the cancel).

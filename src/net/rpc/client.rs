@@ -148,8 +148,12 @@ impl Client {
             ))
         })?;
         let conn = Conn::new(stream, driver, addr.to_string(), &options);
-        let mut reader = FrameReader::new(conn.limits, options.recv_chunk_bytes, None)
-            .map_err(|e| Status::resource_exhausted(format!("receive buffer for {addr}: {e}")))?;
+        let mut reader = FrameReader::new(
+            conn.limits,
+            options.recv_chunk_bytes,
+            options.recv_region.clone(),
+        )
+        .map_err(|e| Status::resource_exhausted(format!("receive buffer for {addr}: {e}")))?;
         conn.send_hello(&options).map_err(|e| e.to_status())?;
         let peer_hello = conn
             .expect_hello(&mut reader, deadline)

@@ -167,10 +167,12 @@ impl Conn {
                 return Ok(Some(frame));
             }
             let (ptr, len) = reader.recv_space().map_err(frame_error)?;
+            let region = reader.region().cloned();
             let wait = Wait {
                 spin: self.spin,
                 deadline,
                 fill: reader.expects_exact(),
+                region: region.as_ref(),
             };
             // SAFETY: `recv_space` hands out bytes nobody reads until they
             // are committed; the driver returns only once it is done with

@@ -32,6 +32,10 @@ pub struct TransportOptions {
     pub incarnation: u64,
     /// How this process names itself in the hello (logs only).
     pub name: String,
+    /// A registered-memory region whose slots (of `recv_chunk_bytes` each)
+    /// small frames are received into; io_uring threads register it as a
+    /// fixed buffer. `None`: chunks come from the heap.
+    pub recv_region: Option<crate::alloc::Region>,
 }
 
 impl Default for TransportOptions {
@@ -48,6 +52,7 @@ impl Default for TransportOptions {
             connect_timeout_ms: 5_000,
             incarnation: process_incarnation(),
             name: String::new(),
+            recv_region: None,
         }
     }
 }

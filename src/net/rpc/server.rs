@@ -317,7 +317,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
 
 fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
     let options = &shared.options;
-    let mut reader = match FrameReader::new(conn.limits, options.recv_chunk_bytes, None) {
+    let mut reader = match FrameReader::new(
+        conn.limits,
+        options.recv_chunk_bytes,
+        options.recv_region.clone(),
+    ) {
         Ok(reader) => reader,
         Err(e) => {
             tracing::warn!("connection from {}: {e}", conn.peer);

@@ -468,3 +468,42 @@ fn a_client_that_never_says_hello_is_dropped() {
     let _ = mpsc::channel::<()>();
     server.shutdown();
 }
+
+#[test]
+fn frames_received_into_a_registered_region() {
+    use crate::alloc::{LockPolicy, Region, RegionOptions};
+    for kind in kinds() {
+        let region = Region::new(&RegionOptions {
+            bytes: 8 * (16 << 10),
+            slot_bytes: 16 << 10,
+            lock: LockPolicy::IfAllowed,
+        })
+        .unwrap();
+        let (server, _) = start(kind);
+        let client = Client::connect(
+            &server.local_addr().to_string(),
+            TransportOptions {
+                recv_region: Some(region.clone()),
+                // No spin: every receive goes through the ring (fixed reads).
+                spin_us: 0,
+                ..options(kind)
+            },
+        )
+        .unwrap();
+        let base = region.base_ptr() as usize;
+        for round in 0..20i32 {
+            let t = Tensor::from_slice::<i32>([4], &[round, 1, 2, 3]).unwrap();
+            let resp = client
+                .call(Method::Ping, b"r", &[t.clone()], soon())
+                .unwrap();
+            let got = &resp.payloads[0];
+            assert!(got.bit_eq(&t), "{kind:?}");
+            let at = got.data_ptr() as usize;
+            assert!(
+                (base..base + region.len()).contains(&at),
+                "{kind:?}: not in the region"
+            );
+        }
+        server.shutdown();
+    }
+}
