@@ -433,6 +433,17 @@ pub fn send_all(
                 opcode::SendMsgZc::new(types::Fd(fd), &msg)
                     .flags(libc::MSG_NOSIGNAL as u32)
                     .build()
+            } else if count == 1 {
+                // One slice (a frame without payloads): plain SEND skips
+                // importing a msghdr and an iovec array.
+                let iov = iovs[first];
+                opcode::Send::new(
+                    types::Fd(fd),
+                    iov.iov_base as *const u8,
+                    iov.iov_len.min(u32::MAX as usize) as u32,
+                )
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
             } else {
                 opcode::SendMsg::new(types::Fd(fd), &msg)
                     .flags(libc::MSG_NOSIGNAL as u32)
