@@ -395,8 +395,12 @@ impl OutgoingFrame {
 #[derive(Clone)]
 pub struct ReceivedFrame {
     pub header: FrameHeader,
-    buf: Arc<IoBuf>,
+    /// Holds the metadata and payload table, from `body_offset`.
+    head_buf: Arc<IoBuf>,
     body_offset: usize,
+    /// Holds the payloads (the same buffer as `head_buf` unless the reader
+    /// gave a large frame's payloads their own).
+    payload_buf: Arc<IoBuf>,
     payloads: Vec<Tensor>,
 }
 
@@ -418,30 +422,52 @@ impl ReceivedFrame {
         buf: Arc<IoBuf>,
         body_offset: usize,
     ) -> Result<ReceivedFrame, FrameError> {
-        let body_len = usize::try_from(header.body_len)
-            .map_err(|_| FrameError::InconsistentLengths("body exceeds address space".into()))?;
-        let available = buf.len().saturating_sub(body_offset);
-        if body_offset % PAYLOAD_ALIGN != 0 || available < body_len {
+        let payload_base = body_offset.saturating_add(header.layout().payload_offset as usize);
+        Self::parse_split(header, buf.clone(), body_offset, buf, payload_base)
+    }
+
+    /// Like [`parse`](Self::parse), with the metadata and table at
+    /// `body_offset` in `head_buf` and the payload bytes at `payload_base`
+    /// in `payload_buf`.
+    pub fn parse_split(
+        header: FrameHeader,
+        head_buf: Arc<IoBuf>,
+        body_offset: usize,
+        payload_buf: Arc<IoBuf>,
+        payload_base: usize,
+    ) -> Result<ReceivedFrame, FrameError> {
+        let layout = header.layout();
+        let head_len = (layout.table_offset + header.table_len) as usize;
+        let payload_len = usize::try_from(header.payload_bytes)
+            .map_err(|_| FrameError::InconsistentLengths("payloads exceed address space".into()))?;
+        let head_available = head_buf.len().saturating_sub(body_offset);
+        let payload_available = payload_buf.len().saturating_sub(payload_base);
+        if body_offset % PAYLOAD_ALIGN != 0
+            || payload_base % PAYLOAD_ALIGN != 0
+            || head_available < head_len
+            || payload_available < payload_len
+        {
             return Err(FrameError::Truncated {
                 need: header.body_len,
-                have: available as u64,
+                have: (head_available.min(head_len) + payload_available.min(payload_len)) as u64,
             });
         }
-        let layout = header.layout();
-        // SAFETY: the body range is complete (the reader only parses a body
-        // once every byte was received) and is never written again: the
-        // reader writes only beyond the bytes it has handed to frames.
+        // SAFETY: the table lies in the complete head (checked above; the
+        // reader only parses a frame once every byte was received), which is
+        // never written again: the reader writes only beyond the bytes it
+        // has handed to frames.
         let table = unsafe {
-            buf.slice(
+            head_buf.slice(
                 body_offset + layout.table_offset as usize,
                 header.table_len as usize,
             )
         };
         let mut payloads = Vec::with_capacity(header.payload_count as usize);
         let mut at = 0usize;
-        let mut payload_at = body_offset + layout.payload_offset as usize;
-        let payload_end = body_offset + body_len;
-        let keepalive: Keepalive = buf.clone();
+        let mut payload_at = payload_base;
+        let payload_end = payload_base + payload_len;
+        let buf = &payload_buf;
+        let keepalive: Keepalive = payload_buf.clone();
         for index in 0..header.payload_count {
             let bad =
                 |reason: String| FrameError::BadPayloadTable(format!("entry {index}: {reason}"));
@@ -512,14 +538,15 @@ impl ReceivedFrame {
         if payload_at != payload_end {
             return Err(FrameError::InconsistentLengths(format!(
                 "payloads fill {} of {} payload bytes",
-                payload_at - body_offset - layout.payload_offset as usize,
+                payload_at - payload_base,
                 header.payload_bytes
             )));
         }
         Ok(ReceivedFrame {
             header,
-            buf,
+            head_buf,
             body_offset,
+            payload_buf,
             payloads,
         })
     }
@@ -529,7 +556,7 @@ impl ReceivedFrame {
         // SAFETY: inside the complete body (checked in `parse`) and never
         // written again.
         unsafe {
-            self.buf
+            self.head_buf
                 .slice(self.body_offset, self.header.meta_len as usize)
         }
     }
@@ -547,9 +574,14 @@ impl ReceivedFrame {
         std::mem::take(&mut self.payloads)
     }
 
-    /// The receive buffer this frame lies in (for no-copy checks).
+    /// The receive buffer the payloads lie in (for no-copy checks).
     pub fn buffer(&self) -> &Arc<IoBuf> {
-        &self.buf
+        &self.payload_buf
+    }
+
+    /// The receive buffer the metadata lies in.
+    pub fn meta_buffer(&self) -> &Arc<IoBuf> {
+        &self.head_buf
     }
 }
 

@@ -23,11 +23,17 @@ use super::frame::{FrameError, FrameHeader, FrameLimits, HEADER_BYTES, ReceivedF
 use crate::alloc::{IoBuf, Region};
 use std::sync::Arc;
 
-/// A frame too large for the chunk, being received into its own buffer.
+/// A frame too large for the chunk, being received into its own buffer:
+/// its payloads alone (metadata and table stay in place in the chunk,
+/// `head`), or its whole body when even the metadata is large.
 struct LargeBody {
     header: FrameHeader,
+    /// The chunk and body offset holding metadata and table, if split.
+    head: Option<(Arc<IoBuf>, usize)>,
     buf: Arc<IoBuf>,
     filled: usize,
+    /// Bytes `buf` receives in all.
+    target: usize,
 }
 
 pub struct FrameReader {
@@ -96,9 +102,15 @@ impl FrameReader {
     /// The next complete frame among the received bytes, if any.
     pub fn next_frame(&mut self) -> Result<Option<ReceivedFrame>, FrameError> {
         if let Some(large) = &self.large {
-            if large.filled as u64 == large.header.body_len {
+            if large.filled == large.target {
                 let large = self.large.take().expect("checked above");
-                return ReceivedFrame::parse(large.header, large.buf, 0).map(Some);
+                return match large.head {
+                    Some((head, body_offset)) => {
+                        ReceivedFrame::parse_split(large.header, head, body_offset, large.buf, 0)
+                    }
+                    None => ReceivedFrame::parse(large.header, large.buf, 0),
+                }
+                .map(Some);
             }
             return Ok(None);
         }
@@ -124,7 +136,42 @@ impl FrameReader {
             self.move_partial_to_fresh_chunk()?;
             return Ok(None);
         }
-        // A large frame: give it its own buffer and receive the rest there.
+        // A large frame. When its metadata and table are small they stay in
+        // place in the chunk and only the payloads get a buffer of their own
+        // (so a received tensor costs its own size in memory, no more);
+        // otherwise the whole body does.
+        let head_len = HEADER_BYTES + header.layout().payload_offset as usize;
+        if header.payload_bytes > 0 && head_len <= self.chunk_bytes / 2 {
+            if available < head_len {
+                if self.start + head_len > self.chunk.len() {
+                    self.move_partial_to_fresh_chunk()?;
+                }
+                return Ok(None); // The metadata first, in the chunk.
+            }
+            let target = header.payload_bytes as usize;
+            let buf = IoBuf::for_receive(target)
+                .map_err(|e| FrameError::Alloc(header.payload_bytes, e.to_string()))?;
+            let prefix = available - head_len;
+            // SAFETY: source is received, immutable chunk bytes; destination
+            // is the fresh buffer, exclusively ours, with room for `prefix`
+            // < `target` bytes (the frame did not fit what was received).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.chunk.as_ptr().add(self.start + head_len),
+                    buf.as_mut_ptr(),
+                    prefix,
+                )
+            };
+            self.large = Some(LargeBody {
+                header,
+                head: Some((self.chunk.clone(), self.start + HEADER_BYTES)),
+                buf: Arc::new(buf),
+                filled: prefix,
+                target,
+            });
+            self.start = self.filled;
+            return Ok(None);
+        }
         let body_len = header.body_len as usize;
         let buf = IoBuf::for_receive(body_len)
             .map_err(|e| FrameError::Alloc(header.body_len, e.to_string()))?;
@@ -142,8 +189,10 @@ impl FrameReader {
         self.start = self.filled;
         self.large = Some(LargeBody {
             header,
+            head: None,
             buf: Arc::new(buf),
             filled: prefix,
+            target: body_len,
         });
         Ok(None)
     }
@@ -171,7 +220,7 @@ impl FrameReader {
     /// first, so that a complete frame is never left waiting behind a read.
     pub fn recv_space(&mut self) -> Result<(*mut u8, usize), FrameError> {
         if let Some(large) = &self.large {
-            let left = large.header.body_len as usize - large.filled;
+            let left = large.target - large.filled;
             debug_assert!(left > 0, "complete large frames are taken by next_frame");
             // SAFETY (pointer arithmetic): `filled` < buffer length.
             let ptr = large.buf.as_mut_ptr().wrapping_add(large.filled);
@@ -203,10 +252,7 @@ impl FrameReader {
     pub fn commit(&mut self, n: usize) {
         match &mut self.large {
             Some(large) => {
-                assert!(
-                    large.filled + n <= large.header.body_len as usize,
-                    "overlong commit"
-                );
+                assert!(large.filled + n <= large.target, "overlong commit");
                 large.filled += n;
             }
             None => {
@@ -244,6 +290,10 @@ mod tests {
     use crate::tensor::Tensor;
 
     fn frame_bytes(id: u64, floats: usize) -> (Vec<u8>, Tensor) {
+        frame_bytes_with_meta(id, floats, b"m")
+    }
+
+    fn frame_bytes_with_meta(id: u64, floats: usize, meta: &[u8]) -> (Vec<u8>, Tensor) {
         let t = Tensor::build::<f32>([floats], |s| {
             s.iter_mut()
                 .enumerate()
@@ -254,7 +304,7 @@ mod tests {
             FrameKind::Request,
             3,
             id,
-            b"m",
+            meta,
             &[t.clone()],
             &FrameLimits::default(),
         )
@@ -264,11 +314,16 @@ mod tests {
 
     #[test]
     fn stream_split_anywhere_yields_the_same_frames_in_place() {
-        let sizes = [1usize, 10, 100, 1000, 5000, 40, 3];
+        // Small frames, frames larger than the chunk (payloads get their own
+        // buffer, metadata stays in the chunk), and one whose metadata alone
+        // is too large for the chunk (the whole body gets a buffer).
+        let sizes = [1usize, 10, 100, 1000, 5000, 40, 3, 700];
+        let big_meta = vec![b'm'; 3000];
         let mut stream = Vec::new();
         let mut expected = Vec::new();
         for (i, &n) in sizes.iter().enumerate() {
-            let (bytes, t) = frame_bytes(i as u64, n);
+            let meta: &[u8] = if i == 7 { &big_meta } else { b"m" };
+            let (bytes, t) = frame_bytes_with_meta(i as u64, n, meta);
             stream.extend_from_slice(&bytes);
             expected.push(t);
         }
@@ -282,7 +337,16 @@ mod tests {
             assert_eq!(got.len(), sizes.len(), "piece {piece}");
             for (i, (frame, want)) in got.iter().zip(&expected).enumerate() {
                 assert_eq!(frame.header.request_id, i as u64);
-                assert_eq!(frame.meta_bytes(), b"m");
+                let want_meta: &[u8] = if i == 7 { &big_meta } else { b"m" };
+                assert_eq!(frame.meta_bytes(), want_meta);
+                if sizes[i] == 5000 {
+                    assert!(!Arc::ptr_eq(frame.buffer(), frame.meta_buffer()));
+                    assert_eq!(
+                        frame.buffer().len(),
+                        20_032,
+                        "payload buffer holds payloads only"
+                    );
+                }
                 let t = &frame.payloads()[0];
                 assert!(t.bit_eq(want), "piece {piece} frame {i}");
                 assert!(frame.buffer().contains(t.data_ptr()));
