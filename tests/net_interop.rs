@@ -16,6 +16,10 @@ struct Peer {
 
 impl Peer {
     fn spawn(transport: &str) -> Peer {
+        Self::spawn_with(transport, &[], Stdio::inherit())
+    }
+
+    fn spawn_with(transport: &str, env: &[(&str, &str)], stderr: Stdio) -> Peer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ringflow"))
             .args([
                 "__net-peer",
@@ -23,8 +27,10 @@ impl Peer {
                 &format!("--transport={transport}"),
                 "--spin-us=10",
             ])
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("spawn ringflow peer");
         let mut line = String::new();
@@ -113,4 +119,31 @@ fn io_uring_and_socket_processes_interoperate() {
             }
         }
     }
+}
+
+#[test]
+fn without_io_uring_the_fallback_is_chosen_and_logged() {
+    // RINGFLOW_NO_URING makes the probe fail as a seccomp-blocked
+    // io_uring_setup would; `auto` must fall back and say so.
+    let mut peer = Peer::spawn_with("auto", &[("RINGFLOW_NO_URING", "1")], Stdio::piped());
+    let client = Client::connect(&peer.addr, TransportOptions::default()).unwrap();
+    let resp = client
+        .call(
+            Method::Ping,
+            b"hi",
+            &[],
+            Instant::now() + Duration::from_secs(30),
+        )
+        .unwrap();
+    assert_eq!(resp.meta_bytes(), b"hi");
+    drop(resp);
+    drop(client);
+    let mut stderr = peer.child.stderr.take().unwrap();
+    drop(peer); // waits for the peer to exit
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+    assert!(
+        log.contains("io_uring unavailable") && log.contains("socket fallback"),
+        "peer log: {log}"
+    );
 }
