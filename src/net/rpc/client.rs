@@ -25,12 +25,15 @@ use crate::error::{Code, Result, Status};
 use crate::net::frame::{FrameKind, ReceivedFrame};
 use crate::net::io;
 use crate::net::message::{self, ErrorMeta, Hello, Method};
+use crate::net::message::{OneWay, Rpc};
 use crate::net::reader::FrameReader;
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
-use rkyv::Archive;
-use rkyv::api::high::HighValidator;
+use rkyv::api::high::{HighSerializer, HighValidator};
 use rkyv::bytecheck::CheckBytes;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Serialize};
 use rkyv::{Portable, rancor};
 use std::collections::HashMap;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -277,6 +280,28 @@ impl Client {
             return Err(inner.send_failed(e, method));
         }
         Ok(call)
+    }
+
+    /// Encodes `request` and calls its method (see [`Rpc`]); the response's
+    /// metadata is `R::Response`'s archive (`response.meta::<R::Response>()`).
+    pub fn call_rpc<R>(
+        &self,
+        request: &R,
+        payloads: &[Tensor],
+        deadline: Instant,
+    ) -> Result<Response>
+    where
+        R: Rpc + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+    {
+        self.call(R::METHOD, &message::encode(request)?, payloads, deadline)
+    }
+
+    /// Encodes and pushes a one-way message (see [`OneWay`]).
+    pub fn push_msg<M>(&self, msg: &M, payloads: &[Tensor]) -> Result<()>
+    where
+        M: OneWay + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+    {
+        self.push(M::METHOD, &message::encode(msg)?, payloads)
     }
 
     /// Sends a one-way message (no response, no id).

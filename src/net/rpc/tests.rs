@@ -150,12 +150,11 @@ fn typed_request_and_response_in_place() {
     for kind in kinds() {
         let (server, _) = start(kind);
         let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
-        let req = message::encode(&RecvTensorRequest {
+        let req = RecvTensorRequest {
             step_id: 99,
             rendezvous_key: "a;1;b;x:0;0:0".into(),
-        })
-        .unwrap();
-        let resp = client.call(Method::RecvTensor, &req, &[], soon()).unwrap();
+        };
+        let resp = client.call_rpc(&req, &[], soon()).unwrap();
         let archived = resp.meta::<RecvTensorResponse>().unwrap();
         let t = archived.tensor.resolve(&resp.payloads).unwrap();
         assert_eq!(t.as_slice::<i64>().unwrap(), &[99, 7]);
@@ -231,13 +230,7 @@ fn pushes_arrive_one_way() {
             rendezvous_key: "k".into(),
             tensor: list.add(&t),
         };
-        client
-            .push(
-                Method::TensorPush,
-                &message::encode(&push).unwrap(),
-                list.tensors(),
-            )
-            .unwrap();
+        client.push_msg(&push, list.tensors()).unwrap();
         // A call after the push on the same connection is answered after it.
         client.call(Method::Ping, b"x", &[], soon()).unwrap();
         let pushes = service.pushes.lock();
