@@ -305,7 +305,7 @@ mod tests {
             3,
             id,
             meta,
-            &[t.clone()],
+            std::slice::from_ref(&t),
             &FrameLimits::default(),
         )
         .unwrap();

@@ -487,7 +487,7 @@ fn frames_received_into_a_registered_region() {
         for round in 0..20i32 {
             let t = Tensor::from_slice::<i32>([4], &[round, 1, 2, 3]).unwrap();
             let resp = client
-                .call(Method::Ping, b"r", &[t.clone()], soon())
+                .call(Method::Ping, b"r", std::slice::from_ref(&t), soon())
                 .unwrap();
             let got = &resp.payloads[0];
             assert!(got.bit_eq(&t), "{kind:?}");
