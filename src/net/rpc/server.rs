@@ -163,6 +163,14 @@ impl Drop for Reply {
     }
 }
 
+const _: () = {
+    const fn is_send<T: Send>() {}
+    // A reply may be completed from any thread; a request may be moved to
+    // the thread that does the work.
+    is_send::<Reply>();
+    is_send::<Request>();
+};
+
 struct Shared {
     service: Arc<dyn Service>,
     options: TransportOptions,
