@@ -158,19 +158,29 @@ pub unsafe fn recv(
     }
 }
 
-/// Sends every byte of `slices`, in order. `zerocopy` asks for zero-copy
-/// send where the driver has it.
+/// Sends every byte of `slices`, in order, or fails with `TimedOut` once
+/// `deadline` passes (the stream then holds part of the bytes: the caller
+/// must close it). `zerocopy` asks for zero-copy send where the driver has
+/// it.
 pub fn send_all(
     driver: Driver,
     fd: RawFd,
     slices: &[IoSlice<'_>],
     zerocopy: bool,
     spin: Duration,
+    deadline: Instant,
 ) -> io::Result<()> {
     match driver {
-        Driver::Uring => uring::send_all(fd, slices, zerocopy, spin),
-        Driver::Socket => socket::send_all(fd, slices),
+        Driver::Uring => uring::send_all(fd, slices, zerocopy, spin, deadline),
+        Driver::Socket => socket::send_all(fd, slices, deadline),
     }
+}
+
+pub(crate) fn send_timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "send did not complete before its deadline (peer not reading?)",
+    )
 }
 
 /// Largest number of iovecs one send takes (Linux's IOV_MAX).

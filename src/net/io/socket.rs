@@ -97,7 +97,7 @@ pub(crate) fn poll_fd(fd: RawFd, events: libc::c_short, timeout: Duration) -> io
     Ok(())
 }
 
-pub fn send_all(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<()> {
+pub fn send_all(fd: RawFd, slices: &[IoSlice<'_>], deadline: Instant) -> io::Result<()> {
     let mut iovs = to_iovecs(slices);
     let mut first = 0;
     while first < iovs.len() {
@@ -106,14 +106,20 @@ pub fn send_all(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<()> {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iovs[first..].as_mut_ptr();
         msg.msg_iovlen = count as _;
+        // Non-blocking, so a peer that stops reading cannot hold this thread
+        // past its deadline.
         // SAFETY: the iovecs point into `slices`, alive for this call.
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
         if n < 0 {
             let err = io::Error::last_os_error();
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
                 io::ErrorKind::WouldBlock => {
-                    poll_fd(fd, libc::POLLOUT, PARK_SLICE)?;
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(super::send_timed_out());
+                    }
+                    poll_fd(fd, libc::POLLOUT, left.min(PARK_SLICE))?;
                     continue;
                 }
                 _ => return Err(err),

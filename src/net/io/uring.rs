@@ -437,6 +437,7 @@ pub fn send_all(
     slices: &[IoSlice<'_>],
     zerocopy: bool,
     spin: Duration,
+    deadline: Instant,
 ) -> io::Result<()> {
     let zerocopy = zerocopy && probe().map(|f| f.send_zc).unwrap_or(false);
     let mut iovs = to_iovecs(slices);
@@ -479,9 +480,34 @@ pub fn send_all(
             // operation: we reap its completion (and, for zero-copy, its
             // buffer notification) before leaving this iteration.
             unsafe { ring.push(entry)? };
-            let (res, flags) = ring
-                .wait(user_data, spin, None)?
-                .expect("a wait without deadline completes");
+            let (res, flags) = match ring.wait(user_data, spin, Some(deadline))? {
+                Some(done) => done,
+                None => {
+                    // Cancel, and still reap the send (and its zero-copy
+                    // notification): the kernel owns the pages until then.
+                    let cancel_data = ring.user_data();
+                    let cancel = opcode::AsyncCancel::new(user_data)
+                        .build()
+                        .user_data(cancel_data);
+                    // SAFETY: a cancel refers to no memory.
+                    unsafe { ring.push(cancel)? };
+                    let (_, flags) = ring
+                        .wait(user_data, Duration::ZERO, None)?
+                        .expect("a wait without deadline completes");
+                    if zerocopy && cqueue::more(flags) {
+                        loop {
+                            let (_, nflags) = ring
+                                .wait(user_data, Duration::ZERO, None)?
+                                .expect("a wait without deadline completes");
+                            if cqueue::notif(nflags) {
+                                break;
+                            }
+                        }
+                    }
+                    ring.wait(cancel_data, Duration::ZERO, None)?;
+                    return Err(super::send_timed_out());
+                }
+            };
             if zerocopy && cqueue::more(flags) {
                 // The kernel still references the pages until it posts the
                 // notification.
@@ -540,7 +566,8 @@ mod tests {
         let head = [1u8; 100];
         let body = vec![2u8; 5000];
         let slices = [IoSlice::new(&head), IoSlice::new(&body)];
-        send_all(a.as_raw_fd(), &slices, false, Duration::ZERO).unwrap();
+        let far = Instant::now() + Duration::from_secs(10);
+        send_all(a.as_raw_fd(), &slices, false, Duration::ZERO, far).unwrap();
         let mut got = vec![0u8; 5100];
         let mut filled = 0;
         while filled < got.len() {

@@ -236,7 +236,9 @@ impl Client {
         payloads: &[Tensor],
         deadline: Instant,
     ) -> Result<Response> {
-        self.start_call(method, meta, payloads)?.wait(deadline)
+        let send_deadline = deadline.min(Instant::now() + self.inner.conn.send_timeout);
+        self.start_call_by(method, meta, payloads, send_deadline)?
+            .wait(deadline)
     }
 
     /// Sends a request and returns at once; [`PendingCall::wait`] collects
@@ -246,6 +248,17 @@ impl Client {
         method: Method,
         meta: &[u8],
         payloads: &[Tensor],
+    ) -> Result<PendingCall> {
+        let send_deadline = Instant::now() + self.inner.conn.send_timeout;
+        self.start_call_by(method, meta, payloads, send_deadline)
+    }
+
+    fn start_call_by(
+        &self,
+        method: Method,
+        meta: &[u8],
+        payloads: &[Tensor],
+        send_deadline: Instant,
     ) -> Result<PendingCall> {
         let inner = &self.inner;
         inner.check_alive()?;
@@ -273,10 +286,14 @@ impl Client {
             method,
             slot,
         };
-        if let Err(e) = inner
-            .conn
-            .send(FrameKind::Request, method as u16, id, meta, payloads)
-        {
+        if let Err(e) = inner.conn.send_by(
+            FrameKind::Request,
+            method as u16,
+            id,
+            meta,
+            payloads,
+            send_deadline,
+        ) {
             return Err(inner.send_failed(e, method));
         }
         Ok(call)
@@ -335,6 +352,16 @@ impl Inner {
             // Our own frame broke a limit: the connection is fine.
             NetError::Frame { source, .. } => {
                 Status::invalid_argument(format!("{method} to {}: {source}", self.conn.peer))
+            }
+            NetError::TimedOut { .. } => {
+                self.fail_all(Status::unavailable(format!(
+                    "connection to {} closed: a {method} request could not be sent in time",
+                    self.conn.peer
+                )));
+                Status::deadline_exceeded(format!(
+                    "{method} to {}: sending the request did not finish before the deadline",
+                    self.conn.peer
+                ))
             }
             other => {
                 let status = Status::unavailable(format!("{method}: {other}"));

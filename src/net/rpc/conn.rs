@@ -56,6 +56,7 @@ pub(crate) struct Conn {
     send_lock: Mutex<()>,
     pub(crate) limits: FrameLimits,
     pub(crate) spin: Duration,
+    pub(crate) send_timeout: Duration,
     zerocopy_min_bytes: u64,
     closed: AtomicBool,
 }
@@ -77,6 +78,7 @@ impl Conn {
             send_lock: Mutex::new(()),
             limits: options.frame_limits(),
             spin: options.spin(),
+            send_timeout: Duration::from_millis(options.send_timeout_ms),
             zerocopy_min_bytes: options.zerocopy_send_min_bytes,
             closed: AtomicBool::new(false),
         }
@@ -98,7 +100,8 @@ impl Conn {
         }
     }
 
-    /// Encodes and sends one frame, whole, on the calling thread.
+    /// Encodes and sends one frame, whole, on the calling thread, within
+    /// the send timeout.
     pub(crate) fn send(
         &self,
         kind: FrameKind,
@@ -107,15 +110,36 @@ impl Conn {
         meta: &[u8],
         payloads: &[Tensor],
     ) -> Result<(), NetError> {
+        let deadline = Instant::now() + self.send_timeout;
+        self.send_by(kind, method, request_id, meta, payloads, deadline)
+    }
+
+    /// Like [`send`](Self::send), giving up at `deadline`.
+    pub(crate) fn send_by(
+        &self,
+        kind: FrameKind,
+        method: u16,
+        request_id: u64,
+        meta: &[u8],
+        payloads: &[Tensor],
+        deadline: Instant,
+    ) -> Result<(), NetError> {
         let frame = OutgoingFrame::new(kind, method, request_id, meta, payloads, &self.limits)
             .map_err(|source| NetError::Frame {
                 peer: self.peer.clone(),
                 source,
             })?;
-        self.send_frame(&frame)
+        self.send_frame(&frame, deadline)
     }
 
-    pub(crate) fn send_frame(&self, frame: &OutgoingFrame) -> Result<(), NetError> {
+    /// Sends `frame` whole. Any I/O failure (a timeout included) closes the
+    /// connection: part of the frame may be on the wire, and nothing can
+    /// follow it.
+    pub(crate) fn send_frame(
+        &self,
+        frame: &OutgoingFrame,
+        deadline: Instant,
+    ) -> Result<(), NetError> {
         if self.is_closed() {
             return Err(NetError::Closed {
                 peer: self.peer.clone(),
@@ -123,12 +147,31 @@ impl Conn {
         }
         let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
         let slices = frame.io_slices();
-        let _whole_frame = self.send_lock.lock();
-        io::send_all(self.driver, self.fd(), &slices, zerocopy, self.spin).map_err(|source| {
-            NetError::Io {
+        let Some(_whole_frame) = self.send_lock.try_lock_until(deadline) else {
+            return Err(NetError::TimedOut {
                 peer: self.peer.clone(),
-                op: "send",
-                source,
+            });
+        };
+        io::send_all(
+            self.driver,
+            self.fd(),
+            &slices,
+            zerocopy,
+            self.spin,
+            deadline,
+        )
+        .map_err(|source| {
+            self.close();
+            if source.kind() == std::io::ErrorKind::TimedOut {
+                NetError::TimedOut {
+                    peer: self.peer.clone(),
+                }
+            } else {
+                NetError::Io {
+                    peer: self.peer.clone(),
+                    op: "send",
+                    source,
+                }
             }
         })
     }

@@ -28,6 +28,9 @@ pub struct TransportOptions {
     /// Size of the buffers small frames are received into.
     pub recv_chunk_bytes: usize,
     pub connect_timeout_ms: u64,
+    /// Longest a frame's send may take (a peer that stops reading); the
+    /// connection is closed after. Calls also stop sending at their deadline.
+    pub send_timeout_ms: u64,
     /// This process's incarnation, sent in the hello.
     pub incarnation: u64,
     /// How this process names itself in the hello (logs only).
@@ -50,6 +53,7 @@ impl Default for TransportOptions {
             zerocopy_send_min_bytes: u64::MAX,
             recv_chunk_bytes: 256 << 10,
             connect_timeout_ms: 5_000,
+            send_timeout_ms: 10_000,
             incarnation: process_incarnation(),
             name: String::new(),
             recv_region: None,

@@ -500,3 +500,91 @@ fn frames_received_into_a_registered_region() {
         server.shutdown();
     }
 }
+
+/// A peer that completes the hello and then never reads again.
+fn deaf_server() -> (String, std::thread::JoinHandle<()>, mpsc::Sender<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut header = [0u8; HEADER_BYTES];
+        stream.read_exact(&mut header).unwrap();
+        let body_len = u64::from_le_bytes(header[48..56].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; body_len];
+        stream.read_exact(&mut body).unwrap();
+        let hello = message::encode(&message::Hello {
+            protocol_version: crate::net::frame::PROTOCOL_VERSION,
+            ..Default::default()
+        })
+        .unwrap();
+        let hello =
+            OutgoingFrame::new(FrameKind::Hello, 0, 0, &hello, &[], &FrameLimits::default())
+                .unwrap();
+        stream.write_all(&hello.to_vec()).unwrap();
+        let _ = stop_rx.recv_timeout(Duration::from_secs(30));
+        drop(stream);
+    });
+    (addr, handle, stop_tx)
+}
+
+#[test]
+fn a_peer_that_stops_reading_cannot_hold_a_sender_past_its_deadline() {
+    let big = Tensor::zeros(DType::F32, [16 << 20]).unwrap(); // 64 MiB
+    for kind in kinds() {
+        let (addr, handle, stop) = deaf_server();
+        let client = Client::connect(&addr, options(kind)).unwrap();
+        let started = Instant::now();
+        let err = client
+            .call(
+                Method::Ping,
+                b"big",
+                std::slice::from_ref(&big),
+                Instant::now() + Duration::from_millis(300),
+            )
+            .unwrap_err();
+        assert_eq!(err.code, Code::DeadlineExceeded, "{kind:?}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{kind:?}: send hung"
+        );
+        // The half-sent frame poisoned the stream: the connection is closed.
+        assert!(client.is_dead());
+        let err = client.call(Method::Ping, b"x", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::Unavailable);
+        let _ = stop.send(());
+        handle.join().unwrap();
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_cannot_stall_the_server() {
+    let big = Tensor::zeros(DType::F32, [16 << 20]).unwrap(); // 64 MiB echoed back
+    for kind in kinds() {
+        let service = Arc::new(TestService::default());
+        let server = Server::bind(
+            "127.0.0.1:0",
+            service,
+            TransportOptions {
+                send_timeout_ms: 300,
+                ..options(kind)
+            },
+        )
+        .unwrap();
+        // A client that sends one big echo request and never reads.
+        let deaf = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let pending = deaf
+            .start_call(Method::Ping, b"echo", std::slice::from_ref(&big))
+            .unwrap();
+        // Others are still served, and shutdown does not hang.
+        let good = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        good.call(Method::Ping, b"fine", &[], soon()).unwrap();
+        let started = Instant::now();
+        server.shutdown();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{kind:?}: shutdown hung"
+        );
+        drop(pending);
+    }
+}
