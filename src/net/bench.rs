@@ -302,6 +302,23 @@ fn rpc_bulk(kind: TransportKind, opts: &BenchOptions, tensor: &Tensor) -> Result
         }
     }
     let stats = client.call(Method::Ping, b"rss", &[], far())?;
+    // One more transfer, untimed, whose bytes the receiver sums: the tensor
+    // arrived bit-exact.
+    let sum = client.call(
+        Method::Ping,
+        b"bulk-sum",
+        std::slice::from_ref(tensor),
+        far(),
+    )?;
+    let got = std::str::from_utf8(sum.meta_bytes())
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok());
+    if got != Some(checksum(tensor.as_bytes())) {
+        return Err(Status::data_loss(format!(
+            "bulk over {}: the receiver's checksum {got:?} differs from the sender's",
+            transport_name(kind)
+        )));
+    }
     let text = std::str::from_utf8(stats.meta_bytes()).unwrap_or("");
     let mut fields = text
         .split_whitespace()
@@ -339,7 +356,7 @@ pub fn bench_bulk(opts: &BenchOptions) -> Result<Vec<Figure>> {
             Figure::new("bulk", &format!("bandwidth_{name}"), result.gbps, "GB/s", 1)
                 .with_baseline(raw_gbps)
                 .with_note(format!(
-                    "{name}; {size_note}, {} transfers; baseline: raw TCP, receiver reads each payload whole into one reused payload-sized buffer, same run",
+                    "{name}; {size_note}, {} transfers (checksum verified by the receiver); baseline: raw TCP, receiver reads each payload whole into one reused payload-sized buffer, same run",
                     opts.bulk_iterations
                 )),
         );
@@ -402,6 +419,21 @@ fn proc_status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Wrapping sum of little-endian u64 words (a tail shorter than 8 bytes is
+/// summed bytewise): cheap, and position-sensitive enough with the rotation.
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut sum = 0u64;
+    for (i, w) in (&mut words).enumerate() {
+        let v = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        sum = sum.wrapping_add(v.rotate_left((i % 63) as u32));
+    }
+    for &b in words.remainder() {
+        sum = sum.wrapping_add(u64::from(b));
+    }
+    sum
+}
+
 struct BenchService {
     idle_rss_bytes: parking_lot::Mutex<u64>,
 }
@@ -412,6 +444,14 @@ impl Service for BenchService {
             b"bulk" => {
                 drop(request); // frees the receive buffer before answering
                 reply.ok(b"", &[]);
+            }
+            b"bulk-sum" => {
+                let sum: u64 = request
+                    .payloads
+                    .iter()
+                    .fold(0, |acc, t| acc.wrapping_add(checksum(t.as_bytes())));
+                drop(request);
+                reply.ok(sum.to_string().as_bytes(), &[]);
             }
             b"rss-reset" => {
                 // Writing 5 to clear_refs resets VmHWM to the current RSS.
