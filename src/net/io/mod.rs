@@ -176,6 +176,67 @@ pub fn send_all(
     }
 }
 
+/// One non-blocking send of `slices` after skipping their first `skip`
+/// bytes; returns how many bytes went out (0 when the socket buffer is
+/// full).
+pub fn send_some(
+    driver: Driver,
+    fd: RawFd,
+    slices: &[IoSlice<'_>],
+    skip: usize,
+) -> io::Result<usize> {
+    match driver {
+        Driver::Uring => uring::send_some(fd, &skip_slices(slices, skip)),
+        Driver::Socket => socket_send_some(fd, slices, skip),
+    }
+}
+
+fn socket_send_some(fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Result<usize> {
+    let mut iovs = to_iovecs(slices);
+    let mut first = 0;
+    advance_iovecs(&mut iovs, &mut first, skip);
+    if first == iovs.len() {
+        return Ok(0);
+    }
+    let count = (iovs.len() - first).min(MAX_IOVECS);
+    // SAFETY: zeroed msghdr is a valid "no address, no control" header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iovs[first..].as_mut_ptr();
+    msg.msg_iovlen = count as _;
+    loop {
+        // SAFETY: the iovecs point into `slices`, alive for this call.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        match err.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// `slices` without their first `skip` bytes.
+pub fn skip_slices<'a>(slices: &[IoSlice<'a>], mut skip: usize) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::with_capacity(slices.len());
+    for slice in slices {
+        let bytes: &'a [u8] = {
+            // SAFETY: an IoSlice<'a> is a view of `'a` bytes; rebuilding the
+            // slice with its own pointer and length keeps that lifetime.
+            unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) }
+        };
+        if skip >= bytes.len() {
+            skip -= bytes.len();
+            continue;
+        }
+        out.push(IoSlice::new(&bytes[skip..]));
+        skip = 0;
+    }
+    out
+}
+
 pub(crate) fn send_timed_out() -> io::Error {
     io::Error::new(
         io::ErrorKind::TimedOut,
@@ -234,6 +295,22 @@ mod tests {
         assert_eq!((first, iovs[1].iov_len), (1, 3));
         advance_iovecs(&mut iovs, &mut first, 3);
         assert_eq!(first, 2);
+    }
+
+    #[test]
+    fn skipping_slices_drops_whole_and_partial_prefixes() {
+        let a = [1u8, 2, 3];
+        let b = [4u8, 5];
+        let slices = [IoSlice::new(&a), IoSlice::new(&b)];
+        let flat = |s: Vec<IoSlice<'_>>| {
+            s.iter()
+                .flat_map(|x| x.iter().copied())
+                .collect::<Vec<u8>>()
+        };
+        assert_eq!(flat(skip_slices(&slices, 0)), [1, 2, 3, 4, 5]);
+        assert_eq!(flat(skip_slices(&slices, 2)), [3, 4, 5]);
+        assert_eq!(flat(skip_slices(&slices, 3)), [4, 5]);
+        assert_eq!(flat(skip_slices(&slices, 9)), Vec::<u8>::new());
     }
 
     #[test]

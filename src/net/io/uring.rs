@@ -414,6 +414,42 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
     })
 }
 
+/// One send that does not wait (MSG_DONTWAIT: the ring returns at once,
+/// with what the socket took); returns the bytes sent, 0 when it took none.
+pub fn send_some(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+    let iovs = to_iovecs(slices);
+    if iovs.is_empty() {
+        return Ok(0);
+    }
+    let mut batch = Vec::with_capacity(iovs.len().min(MAX_IOVECS));
+    fill_batch(&iovs, MAX_SEND_BYTES, &mut batch);
+    with_ring(|ring| {
+        loop {
+            // SAFETY: zeroed msghdr is a valid "no address, no control" header.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = batch.as_mut_ptr();
+            msg.msg_iovlen = batch.len() as _;
+            let user_data = ring.user_data();
+            let entry = opcode::SendMsg::new(types::Fd(fd), &msg)
+                .flags((libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as u32)
+                .build()
+                .user_data(user_data);
+            // SAFETY: `msg`, `batch` and the slices outlive the operation:
+            // its completion is reaped below before they go.
+            unsafe { ring.push(entry)? };
+            let (res, _) = ring
+                .wait(user_data, Duration::ZERO, None)?
+                .expect("a wait without deadline completes");
+            return match res {
+                n if n >= 0 => Ok(n as usize),
+                e if e == -libc::EAGAIN => Ok(0),
+                e if e == -libc::EINTR => continue,
+                e => Err(io::Error::from_raw_os_error(-e)),
+            };
+        }
+    })
+}
+
 /// Copies into `batch` the leading iovecs of `iovs` that one send carries:
 /// at most [`MAX_IOVECS`] of them and `max_bytes` in all (the last clipped).
 fn fill_batch(iovs: &[libc::iovec], max_bytes: usize, batch: &mut Vec<libc::iovec>) {

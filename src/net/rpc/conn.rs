@@ -15,6 +15,7 @@ use crate::tensor::Tensor;
 use parking_lot::Mutex;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -49,11 +50,24 @@ impl NetError {
     }
 }
 
+/// Frames a writer thread sends, in order. While `writer_running`, every
+/// reply goes through here (so frames never interleave); the first one may
+/// be partly sent already (`head_sent` bytes).
+#[derive(Default)]
+struct Outbox {
+    queue: std::collections::VecDeque<OutgoingFrame>,
+    head_sent: usize,
+    writer_running: bool,
+}
+
 pub(crate) struct Conn {
     stream: TcpStream,
     pub(crate) driver: Driver,
     pub(crate) peer: String,
     send_lock: Mutex<()>,
+    /// Replies waiting for the socket while the writer thread drains them
+    /// (see [`Conn::send_reply`]).
+    outbox: Mutex<Outbox>,
     pub(crate) limits: FrameLimits,
     pub(crate) spin: Duration,
     pub(crate) send_timeout: Duration,
@@ -76,6 +90,7 @@ impl Conn {
             driver,
             peer,
             send_lock: Mutex::new(()),
+            outbox: Mutex::new(Outbox::default()),
             limits: options.frame_limits(),
             spin: options.spin(),
             send_timeout: Duration::from_millis(options.send_timeout_ms),
@@ -176,8 +191,95 @@ impl Conn {
         })
     }
 
+    /// Sends a reply without ever waiting on the peer: the frame goes out
+    /// now if the socket takes it whole; otherwise the rest is queued for a
+    /// writer thread, so the replying thread (often the connection's
+    /// reader) never blocks on a peer that is not reading. The writer gives
+    /// up, closing the connection, when a frame takes longer than the send
+    /// timeout.
+    ///
+    /// Order: frames are sent whole, in the order replies reach the queue.
+    /// The inline attempt holds `send_lock` and checks the outbox under it,
+    /// and only a holder of `send_lock` starts the writer, so no inline send
+    /// can slip between a queued frame's parts.
+    pub(crate) fn send_reply(self: &Arc<Self>, frame: OutgoingFrame) -> Result<(), NetError> {
+        if self.is_closed() {
+            return Err(NetError::Closed {
+                peer: self.peer.clone(),
+            });
+        }
+        let _send = self.send_lock.lock();
+        let mut outbox = self.outbox.lock();
+        if outbox.writer_running {
+            outbox.queue.push_back(frame);
+            return Ok(());
+        }
+        drop(outbox);
+        let total = frame.header.frame_len() as usize;
+        let sent =
+            io::send_some(self.driver, self.fd(), &frame.io_slices(), 0).map_err(|source| {
+                self.close();
+                NetError::Io {
+                    peer: self.peer.clone(),
+                    op: "send",
+                    source,
+                }
+            })?;
+        if sent == total {
+            return Ok(());
+        }
+        let mut outbox = self.outbox.lock();
+        outbox.queue.push_front(frame);
+        outbox.head_sent = sent;
+        outbox.writer_running = true;
+        drop(outbox);
+        let conn = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("rf-writer".into())
+            .spawn(move || conn.drain_outbox());
+        if let Err(e) = spawned {
+            self.close();
+            return Err(NetError::Io {
+                peer: self.peer.clone(),
+                op: "spawn writer",
+                source: e,
+            });
+        }
+        Ok(())
+    }
+
+    /// The writer thread: sends queued frames until the outbox is empty.
+    fn drain_outbox(&self) {
+        loop {
+            let (frame, skip) = {
+                let mut outbox = self.outbox.lock();
+                match outbox.queue.pop_front() {
+                    Some(frame) => (frame, std::mem::take(&mut outbox.head_sent)),
+                    None => {
+                        outbox.writer_running = false;
+                        return;
+                    }
+                }
+            };
+            let slices = frame.io_slices();
+            let rest = io::skip_slices(&slices, skip);
+            let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
+            let deadline = Instant::now() + self.send_timeout;
+            if let Err(e) =
+                io::send_all(self.driver, self.fd(), &rest, zerocopy, self.spin, deadline)
+            {
+                tracing::warn!("closing connection to {}: reply not sent: {e}", self.peer);
+                self.close();
+                let mut outbox = self.outbox.lock();
+                outbox.queue.clear();
+                outbox.writer_running = false;
+                return;
+            }
+        }
+    }
+
     pub(crate) fn send_error(
-        &self,
+        self: &Arc<Self>,
         request_id: u64,
         method: u16,
         status: &Status,
@@ -190,7 +292,19 @@ impl Conn {
             peer: self.peer.clone(),
             reason: s.message,
         })?;
-        self.send(FrameKind::Error, method, request_id, &meta, &[])
+        let frame = OutgoingFrame::new(
+            FrameKind::Error,
+            method,
+            request_id,
+            &meta,
+            &[],
+            &self.limits,
+        )
+        .map_err(|source| NetError::Frame {
+            peer: self.peer.clone(),
+            source,
+        })?;
+        self.send_reply(frame)
     }
 
     /// The next frame: one already buffered, or received now. `Ok(None)`

@@ -15,7 +15,7 @@
 use super::TransportOptions;
 use super::conn::{Conn, NetError};
 use crate::error::{Result, Status};
-use crate::net::frame::{FrameKind, ReceivedFrame};
+use crate::net::frame::{FrameKind, OutgoingFrame, ReceivedFrame};
 use crate::net::io::{self, Driver};
 use crate::net::message::{self, Method};
 use crate::net::reader::FrameReader;
@@ -110,13 +110,19 @@ impl Reply {
         let Some(target) = self.target.take() else {
             return;
         };
-        let sent = target.conn.send(
+        let frame = OutgoingFrame::new(
             FrameKind::Response,
             target.method as u16,
             target.request_id,
             meta,
             payloads,
-        );
+            &target.conn.limits,
+        )
+        .map_err(|source| NetError::Frame {
+            peer: target.conn.peer.clone(),
+            source,
+        });
+        let sent = frame.and_then(|frame| target.conn.send_reply(frame));
         match sent {
             Ok(()) => {}
             Err(NetError::Frame { source, .. }) => {

@@ -588,3 +588,31 @@ fn a_client_that_stops_reading_cannot_stall_the_server() {
         drop(pending);
     }
 }
+
+#[test]
+fn large_requests_pipelined_on_one_connection_all_complete() {
+    // Each echo is larger than the socket buffers both ways: the server's
+    // replies queue for its writer instead of blocking its reader, so the
+    // caller's later sends still drain.
+    let big = Tensor::build::<i32>([2 << 20], |s| {
+        s.iter_mut().enumerate().for_each(|(i, v)| *v = i as i32)
+    })
+    .unwrap(); // 8 MiB
+    for kind in kinds() {
+        let (server, _) = start(kind);
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let calls: Vec<_> = (0..4u8)
+            .map(|i| {
+                client
+                    .start_call(Method::Ping, &[b'e', i], std::slice::from_ref(&big))
+                    .unwrap()
+            })
+            .collect();
+        for (i, call) in calls.into_iter().enumerate() {
+            let resp = call.wait(soon()).unwrap();
+            assert_eq!(resp.meta_bytes(), &[b'e', i as u8]);
+            assert!(resp.payloads[0].bit_eq(&big), "{kind:?}");
+        }
+        server.shutdown();
+    }
+}
