@@ -430,10 +430,21 @@ pub fn send_some(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
             msg.msg_iov = batch.as_mut_ptr();
             msg.msg_iovlen = batch.len() as _;
             let user_data = ring.user_data();
-            let entry = opcode::SendMsg::new(types::Fd(fd), &msg)
-                .flags((libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as u32)
+            let entry = if batch.len() == 1 {
+                // One slice (a frame without payloads): plain SEND.
+                opcode::Send::new(
+                    types::Fd(fd),
+                    batch[0].iov_base as *const u8,
+                    batch[0].iov_len as u32,
+                )
+                .flags(libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
                 .build()
-                .user_data(user_data);
+            } else {
+                opcode::SendMsg::new(types::Fd(fd), &msg)
+                    .flags((libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as u32)
+                    .build()
+            }
+            .user_data(user_data);
             // SAFETY: `msg`, `batch` and the slices outlive the operation:
             // its completion is reaped below before they go.
             unsafe { ring.push(entry)? };
