@@ -6,7 +6,10 @@
 //! - [`graph`]: the graph model, GraphDef import, validate, prune, place,
 //!   partition.
 //! - [`ops`]: the op registry and kernels.
+//! - [`alloc`]: the global allocator, aligned I/O buffers, registered regions.
+//! - [`net`]: frames, messages, io_uring and socket transport, RPC.
 
+pub mod alloc;
 pub mod bench;
 pub mod cli;
 pub mod cluster;
@@ -14,6 +17,7 @@ pub mod error;
 pub mod executor;
 pub mod graph;
 pub mod master;
+pub mod net;
 pub mod ops;
 pub mod session;
 pub mod tensor;

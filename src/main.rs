@@ -1,9 +1,6 @@
 //! The one ringflow binary: master, worker or client by how it is invoked.
-//! Everything lives in the library; this file picks the allocator and hands
-//! over to `cli`.
-
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+//! Everything lives in the library (the global allocator, mimalloc, is set
+//! in `ringflow::alloc`); this file sets up logging and hands over to `cli`.
 
 fn main() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RINGFLOW_LOG")

@@ -1,5 +1,6 @@
 //! The one binary's commands: `run`, `verify`, `bench`, `demo` (and, with
-//! the distributed runtime, `server` and `devices`).
+//! the distributed runtime, `server` and `devices`), plus the hidden
+//! `__net-peer` the transport benchmarks start as their other process.
 //!
 //! Owns: argument parsing (clap) and the commands' output. Each command's
 //! work lives in its own file; this one only dispatches.
@@ -10,6 +11,8 @@ pub mod verify;
 
 use crate::bench::{Figure, print_figures};
 use crate::error::{Result, Status};
+use crate::net::bench::{self as net_bench, PeerArgs};
+use crate::net::io::TransportKind;
 use crate::session::{SessionOptions, create_session};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -54,19 +57,33 @@ pub enum Command {
         #[arg(required = true)]
         cases: Vec<PathBuf>,
     },
-    /// Measure step latency, per-node cost and parallel speedup.
+    /// Measure scenarios against raw baselines taken in the same run:
+    /// step-inproc, chain, fanout, pingpong, bulk.
     Bench {
-        /// Scenarios: step-inproc, chain, fanout (default: all of these).
+        /// Scenarios (default: step-inproc chain fanout pingpong bulk).
         scenarios: Vec<String>,
-        /// One JSON object per line instead of a table.
+        /// One JSON object per figure instead of a table.
         #[arg(long)]
         json: bool,
-        /// Measured iterations per scenario (0: the scenario's default).
-        #[arg(long, default_value_t = 0)]
-        iters: usize,
-        /// Pool threads for the parallel scenario (0: all cores).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
+        /// Bulk tensor size (e.g. 64MiB, 2.5GiB).
+        #[arg(long)]
+        size: Option<String>,
+        /// Measured iterations per scenario (default: each scenario's own).
+        #[arg(long, alias = "iters")]
+        iterations: Option<usize>,
+        /// Pool threads for the parallel scenario (default: 2, 4, 8, 16 up to the core count).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Transports for pingpong/bulk: uring, socket (default: both).
+        #[arg(long, value_delimiter = ',')]
+        transport: Vec<String>,
+        /// Bounded spin before sleeping, microseconds (transport scenarios).
+        #[arg(long)]
+        spin_us: Option<u64>,
+        /// Zero-copy send for frames with at least this many payload bytes
+        /// (a size, or `off`).
+        #[arg(long)]
+        zerocopy_min: Option<String>,
     },
     /// Run a bundled multi-layer graph and report its outputs and step latency.
     Demo {
@@ -74,6 +91,40 @@ pub enum Command {
         #[arg(long, default_value_t = 3000)]
         steps: usize,
     },
+    /// The other process of a transport benchmark (internal).
+    #[command(name = "__net-peer", hide = true)]
+    NetPeer {
+        mode: String,
+        #[arg(long, default_value = "auto")]
+        transport: String,
+        #[arg(long, default_value_t = 64)]
+        msg_bytes: usize,
+        #[arg(long, default_value_t = 100)]
+        spin_us: u64,
+    },
+}
+
+/// Parses `64MiB`, `2.5GiB`, `1000`, `16KB` into bytes.
+pub fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| Status::invalid_argument(format!("'{text}' is not a size")))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => return Err(Status::invalid_argument(format!("unknown size unit '{other}' in '{text}'"))),
+    };
+    Ok((value * scale as f64).round() as u64)
+}
+
+fn parse_transport(text: &str) -> Result<TransportKind> {
+    TransportKind::parse(text).ok_or_else(|| Status::invalid_argument(format!("unknown transport '{text}'")))
 }
 
 fn exit_code(result: Result<bool>) -> i32 {
@@ -130,21 +181,48 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(all_passed)
         }
-        Command::Bench { scenarios, json, iters, threads } => {
+        Command::Bench { scenarios, json, size, iterations, threads, transport, spin_us, zerocopy_min } => {
             let scenarios = if scenarios.is_empty() {
-                vec!["step-inproc".into(), "chain".into(), "fanout".into()]
+                ["step-inproc", "chain", "fanout", "pingpong", "bulk"].map(String::from).to_vec()
             } else {
                 scenarios
             };
+            let inproc = bench_inproc::BenchOptions { iters: iterations.unwrap_or(0), threads: threads.unwrap_or(0) };
+            let mut net = net_bench::BenchOptions::default();
+            if let Some(size) = size {
+                net.bulk_bytes = parse_size(&size)?;
+                if net.bulk_bytes >= 1 << 30 {
+                    net.bulk_iterations = 1; // a multi-GiB tensor crosses once
+                }
+            }
+            if let Some(n) = iterations {
+                net.pingpong_iterations = n;
+                net.bulk_iterations = n;
+            }
+            if !transport.is_empty() {
+                net.transports = transport.iter().map(|t| parse_transport(t)).collect::<Result<_>>()?;
+            }
+            if let Some(zc) = zerocopy_min {
+                net.zerocopy_send_min_bytes = match zc.as_str() {
+                    "off" | "never" => u64::MAX,
+                    size => parse_size(size)?,
+                };
+            }
+            if let Some(spin) = spin_us {
+                net.spin_us = spin;
+            }
             let mut figures: Vec<Figure> = Vec::new();
             for scenario in &scenarios {
-                let opts = bench_inproc::BenchOptions { iters, threads };
                 let mut found = match scenario.as_str() {
-                    "step-inproc" => bench_inproc::step_inproc(&opts)?,
-                    "chain" => bench_inproc::chain(&opts)?,
-                    "fanout" => bench_inproc::fanout(&opts)?,
+                    "step-inproc" => bench_inproc::step_inproc(&inproc)?,
+                    "chain" => bench_inproc::chain(&inproc)?,
+                    "fanout" => bench_inproc::fanout(&inproc)?,
+                    "pingpong" => net_bench::bench_pingpong(&net)?,
+                    "bulk" => net_bench::bench_bulk(&net)?,
                     other => {
-                        return Err(Status::invalid_argument(format!("unknown bench scenario '{other}'")));
+                        return Err(Status::invalid_argument(format!(
+                            "unknown bench scenario '{other}' (known: step-inproc, chain, fanout, pingpong, bulk)"
+                        )));
                     }
                 };
                 if !json {
@@ -158,6 +236,25 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(true)
         }
+        Command::NetPeer { mode, transport, msg_bytes, spin_us } => {
+            net_bench::run_peer(&PeerArgs { mode, transport: parse_transport(&transport)?, msg_bytes, spin_us })
+                .map(|()| true)
+        }
         Command::Demo { steps } => bench_inproc::demo(steps).map(|()| true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("2.5GiB").unwrap(), 5 << 29);
+        assert_eq!(parse_size("1000").unwrap(), 1000);
+        assert_eq!(parse_size("16KB").unwrap(), 16_000);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3XB").is_err());
     }
 }

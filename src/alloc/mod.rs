@@ -1,0 +1,24 @@
+//! Memory the runtime allocates on purpose: the process's global allocator,
+//! 64-byte aligned I/O buffers with reference counts, and registered memory
+//! regions carved into such buffers.
+//!
+//! Owns: the `#[global_allocator]` choice (mimalloc, for every binary and
+//! test that links this crate), [`IoBuf`] and [`Region`]. Must not know about
+//! frames, sockets or tensors' meaning: the transport decides what goes into
+//! a buffer; tensors borrow buffers through `Tensor::from_borrowed`.
+//!
+//! Why buffers and not `Vec<u8>`: a received tensor points into the buffer
+//! the kernel wrote, so the buffer must be 64-byte aligned, must never move,
+//! and must stay alive while any tensor over it does (an `Arc<IoBuf>` is the
+//! reference count). Large buffers are private anonymous mappings so that
+//! memory is only resident once written and is returned to the kernel when
+//! the last tensor over it drops.
+
+mod buffer;
+mod region;
+
+pub use buffer::{IoBuf, MMAP_THRESHOLD_BYTES};
+pub use region::{LockPolicy, Region, RegionError, RegionOptions, memlock_limit_bytes};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

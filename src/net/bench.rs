@@ -1,0 +1,484 @@
+//! `ringflow bench pingpong bulk`: the transport measured against raw TCP
+//! between the same two processes, in the same run.
+//!
+//! Owns: the scenarios and their peer process (this binary, started with a
+//! hidden subcommand, see [`run_peer`]). Each ringflow figure carries the
+//! raw baseline measured just before it, and the ratio.
+//!
+//! - pingpong: 64-byte request, 64-byte response (ringflow: 64 B of
+//!   metadata in a 64 B-header frame each way). Raw baseline: both ends spin
+//!   on non-blocking `recv` of 64-byte messages.
+//! - bulk: one tensor one way per call (64 MiB by default), answered by an
+//!   empty response. Raw baseline: `write_all` of the same bytes, read by a
+//!   4 MiB `read` loop, a one-byte ack. The receiver's RSS is sampled in the
+//!   peer: idle (after connecting) and peak (VmHWM, reset before the run).
+
+use crate::bench::{Figure, LatencyRecorder};
+use crate::error::{Result, Status};
+use crate::net::io::{self, TransportKind};
+use crate::net::message::Method;
+use crate::net::rpc::{Client, Reply, Request, Server, Service, TransportOptions};
+use crate::tensor::{DType, Tensor};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to measure and how much.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub pingpong_iterations: usize,
+    pub pingpong_warmup: usize,
+    pub message_bytes: usize,
+    pub bulk_bytes: u64,
+    pub bulk_iterations: usize,
+    /// Transports measured; io_uring is skipped (with a note) when the
+    /// probe fails.
+    pub transports: Vec<TransportKind>,
+    pub spin_us: u64,
+    /// Zero-copy send threshold for the sending side (see
+    /// `TransportOptions::zerocopy_send_min_bytes`).
+    pub zerocopy_send_min_bytes: u64,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            pingpong_iterations: 20_000,
+            pingpong_warmup: 2_000,
+            message_bytes: 64,
+            bulk_bytes: 64 << 20,
+            bulk_iterations: 20,
+            transports: vec![TransportKind::Uring, TransportKind::Socket],
+            spin_us: 100,
+            zerocopy_send_min_bytes: TransportOptions::default().zerocopy_send_min_bytes,
+        }
+    }
+}
+
+fn transport_name(kind: TransportKind) -> &'static str {
+    match kind {
+        TransportKind::Uring => "io_uring",
+        TransportKind::Socket => "socket",
+        TransportKind::Auto => "auto",
+    }
+}
+
+fn transport_arg(kind: TransportKind) -> &'static str {
+    match kind {
+        TransportKind::Uring => "uring",
+        TransportKind::Socket => "socket",
+        TransportKind::Auto => "auto",
+    }
+}
+
+fn available(kinds: &[TransportKind], notes: &mut Vec<Figure>) -> Vec<TransportKind> {
+    kinds
+        .iter()
+        .copied()
+        .filter(|&k| match io::select_driver(k) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("bench: skipping {}: {e}", transport_name(k));
+                notes.push(
+                    Figure::new("transport", "skipped", 0.0, "x", 0).with_note(format!("{}: {e}", transport_name(k))),
+                );
+                false
+            }
+        })
+        .collect()
+}
+
+/// The peer process, killed and reaped on drop.
+struct Peer {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    addr: String,
+}
+
+impl Peer {
+    fn spawn(mode: &str, extra: &[String]) -> Result<Peer> {
+        let exe = std::env::current_exe().map_err(|e| Status::internal(format!("locating this binary: {e}")))?;
+        let mut child = Command::new(exe)
+            .arg("__net-peer")
+            .arg(mode)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Status::internal(format!("spawning bench peer: {e}")))?;
+        let stdout = child.stdout.take().expect("stdout was piped");
+        let mut stdout = BufReader::new(stdout);
+        let mut line = String::new();
+        stdout.read_line(&mut line).map_err(|e| Status::internal(format!("reading peer's address: {e}")))?;
+        let addr = line
+            .trim()
+            .strip_prefix("READY ")
+            .ok_or_else(|| Status::internal(format!("bench peer said {line:?}")))?
+            .to_string();
+        Ok(Peer { child, _stdout: stdout, addr })
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
+    let peer = Peer::spawn("raw-echo", &[format!("--msg-bytes={}", opts.message_bytes)])?;
+    let mut stream = TcpStream::connect(&peer.addr)?;
+    stream.set_nodelay(true)?;
+    stream.set_nonblocking(true)?;
+    let msg = vec![0x5au8; opts.message_bytes];
+    let mut back = vec![0u8; opts.message_bytes];
+    let mut recorder = LatencyRecorder::default();
+    for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
+        let start = Instant::now();
+        write_all_nonblocking(&mut stream, &msg)?;
+        if !spin_read_exact(&mut stream, &mut back)? {
+            return Err(Status::unavailable("raw echo peer closed"));
+        }
+        if i >= opts.pingpong_warmup {
+            recorder.record(start.elapsed());
+        }
+    }
+    Ok(recorder)
+}
+
+fn write_all_nonblocking(stream: &mut TcpStream, mut bytes: &[u8]) -> Result<()> {
+    while !bytes.is_empty() {
+        match stream.write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+fn bench_transport_options(kind: TransportKind, spin_us: u64) -> TransportOptions {
+    TransportOptions { transport: kind, spin_us, name: "bench".into(), ..TransportOptions::default() }
+}
+
+fn peer_rpc_args(kind: TransportKind, spin_us: u64) -> Vec<String> {
+    vec![format!("--transport={}", transport_arg(kind)), format!("--spin-us={spin_us}")]
+}
+
+fn rpc_pingpong(kind: TransportKind, opts: &BenchOptions) -> Result<LatencyRecorder> {
+    let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
+    let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
+    let meta = vec![0x5au8; opts.message_bytes];
+    let mut recorder = LatencyRecorder::default();
+    for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
+        let start = Instant::now();
+        let resp = client.call(Method::Ping, &meta, &[], start + Duration::from_secs(10))?;
+        let elapsed = start.elapsed();
+        if resp.meta_bytes().len() != meta.len() {
+            return Err(Status::internal("echo returned the wrong bytes"));
+        }
+        if i >= opts.pingpong_warmup {
+            recorder.record(elapsed);
+        }
+    }
+    Ok(recorder)
+}
+
+/// Round-trip latency of a small request/response, ringflow against raw
+/// spinning TCP, for each transport.
+pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
+    let mut figures = Vec::new();
+    let kinds = available(&opts.transports, &mut figures);
+    for kind in kinds {
+        // Baseline right before each transport, so drift hits both alike.
+        let raw = raw_pingpong(opts)?;
+        let rpc = rpc_pingpong(kind, opts)?;
+        let name = transport_name(kind);
+        let note = format!(
+            "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, same processes' binary, same run",
+            opts.message_bytes
+        );
+        for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
+            figures.push(
+                Figure::new("pingpong", &format!("{label}_{name}"), rpc.percentile_us(p), "us", 1)
+                    .with_baseline(raw.percentile_us(p))
+                    .with_note(note.clone()),
+            );
+        }
+    }
+    Ok(figures)
+}
+
+fn raw_bulk(opts: &BenchOptions, payload: &[u8], cycle_bytes: usize) -> Result<f64> {
+    let peer = Peer::spawn("raw-sink", &[format!("--msg-bytes={cycle_bytes}")])?;
+    let mut stream = TcpStream::connect(&peer.addr)?;
+    stream.set_nodelay(true)?;
+    let mut ack = [0u8; 1];
+    let mut total = Duration::ZERO;
+    for i in 0..opts.bulk_iterations + 1 {
+        let start = Instant::now();
+        stream.write_all(&(payload.len() as u64).to_le_bytes())?;
+        stream.write_all(payload)?;
+        stream.read_exact(&mut ack)?;
+        if i > 0 {
+            total += start.elapsed(); // iteration 0 warms up
+        }
+    }
+    Ok(opts.bulk_iterations as f64 * payload.len() as f64 / total.as_secs_f64() / 1e9)
+}
+
+struct BulkResult {
+    gbps: f64,
+    idle_rss_bytes: u64,
+    peak_rss_bytes: u64,
+}
+
+fn rpc_bulk(kind: TransportKind, opts: &BenchOptions, tensor: &Tensor) -> Result<BulkResult> {
+    let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
+    let client = Client::connect(
+        &peer.addr,
+        TransportOptions {
+            zerocopy_send_min_bytes: opts.zerocopy_send_min_bytes,
+            ..bench_transport_options(kind, opts.spin_us)
+        },
+    )?;
+    let far = || Instant::now() + Duration::from_secs(600);
+    client.call(Method::Ping, b"rss-reset", &[], far())?;
+    let mut total = Duration::ZERO;
+    for i in 0..opts.bulk_iterations + 1 {
+        let start = Instant::now();
+        client.call(Method::Ping, b"bulk", std::slice::from_ref(tensor), far())?;
+        if i > 0 {
+            total += start.elapsed();
+        }
+    }
+    let stats = client.call(Method::Ping, b"rss", &[], far())?;
+    // One more transfer, untimed, whose bytes the receiver sums: the tensor
+    // arrived bit-exact.
+    let sum = client.call(Method::Ping, b"bulk-sum", std::slice::from_ref(tensor), far())?;
+    let got = std::str::from_utf8(sum.meta_bytes()).ok().and_then(|s| s.parse::<u64>().ok());
+    if got != Some(checksum(tensor.as_bytes())) {
+        return Err(Status::data_loss(format!(
+            "bulk over {}: the receiver's checksum {got:?} differs from the sender's",
+            transport_name(kind)
+        )));
+    }
+    let text = std::str::from_utf8(stats.meta_bytes()).unwrap_or("");
+    let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+    let idle_rss_bytes = fields.next().unwrap_or(0);
+    let peak_rss_bytes = fields.next().unwrap_or(0);
+    Ok(BulkResult {
+        gbps: opts.bulk_iterations as f64 * tensor.byte_len() as f64 / total.as_secs_f64() / 1e9,
+        idle_rss_bytes,
+        peak_rss_bytes,
+    })
+}
+
+/// One large tensor one way: bandwidth against raw TCP, and the receiver's
+/// peak RSS above idle against one payload.
+pub fn bench_bulk(opts: &BenchOptions) -> Result<Vec<Figure>> {
+    let mut figures = Vec::new();
+    let kinds = available(&opts.transports, &mut figures);
+    let bytes = opts.bulk_bytes.next_multiple_of(4);
+    let elements =
+        usize::try_from(bytes / 4).map_err(|_| Status::invalid_argument(format!("{bytes} bytes do not fit memory")))?;
+    let tensor =
+        Tensor::build::<f32>([elements], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = (i % 1021) as f32))?;
+    debug_assert_eq!(tensor.dtype(), DType::F32);
+    let size_note = format!("{:.1} MiB tensor", bytes as f64 / (1 << 20) as f64);
+    for kind in kinds {
+        let raw_gbps = raw_bulk(opts, tensor.as_bytes(), 0)?;
+        let raw_small_gbps = raw_bulk(opts, tensor.as_bytes(), 4 << 20)?;
+        let result = rpc_bulk(kind, opts, &tensor)?;
+        let name = transport_name(kind);
+        figures.push(
+            Figure::new("bulk", &format!("bandwidth_{name}"), result.gbps, "GB/s", 1)
+                .with_baseline(raw_gbps)
+                .with_note(format!(
+                    "{name}; {size_note}, {} transfers (checksum verified by the receiver); baseline: raw TCP, receiver reads each payload whole into one reused payload-sized buffer, same run",
+                    opts.bulk_iterations
+                )),
+        );
+        figures.push(
+            Figure::new("bulk", &format!("bandwidth_{name}"), result.gbps, "GB/s", 1)
+                .with_baseline(raw_small_gbps)
+                .with_note(format!(
+                    "{name}; same transfers; baseline: raw TCP whose receiver cycles one 4 MiB cache-warm buffer (keeps no payload)"
+                )),
+        );
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        figures.push(
+            Figure::new("bulk", &format!("rx_rss_idle_{name}"), mib(result.idle_rss_bytes), "MiB", 1)
+                .with_note(format!("{name}; receiver VmRSS before the transfers")),
+        );
+        figures.push(
+            Figure::new(
+                "bulk",
+                &format!("rx_rss_peak_over_idle_{name}"),
+                mib(result.peak_rss_bytes.saturating_sub(result.idle_rss_bytes)),
+                "MiB",
+                1,
+            )
+            .with_baseline(mib(bytes))
+            .with_note(format!("{name}; receiver VmHWM - idle VmRSS; baseline = one payload")),
+        );
+    }
+    Ok(figures)
+}
+
+// ---------------------------------------------------------------------------
+// The peer side (hidden subcommand `__net-peer MODE`)
+
+/// How the peer was asked to run.
+#[derive(Debug, Clone)]
+pub struct PeerArgs {
+    /// `raw-echo`, `raw-sink` or `rpc`.
+    pub mode: String,
+    pub transport: TransportKind,
+    pub msg_bytes: usize,
+    pub spin_us: u64,
+}
+
+fn proc_status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Wrapping sum of little-endian u64 words (a tail shorter than 8 bytes is
+/// summed bytewise): cheap, and position-sensitive enough with the rotation.
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut sum = 0u64;
+    for (i, w) in (&mut words).enumerate() {
+        let v = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        sum = sum.wrapping_add(v.rotate_left((i % 63) as u32));
+    }
+    for &b in words.remainder() {
+        sum = sum.wrapping_add(u64::from(b));
+    }
+    sum
+}
+
+struct BenchService {
+    idle_rss_bytes: parking_lot::Mutex<u64>,
+}
+
+impl Service for BenchService {
+    fn handle(&self, request: Request, reply: Reply) {
+        match request.meta_bytes() {
+            b"bulk" => {
+                drop(request); // frees the receive buffer before answering
+                reply.ok(b"", &[]);
+            }
+            b"bulk-sum" => {
+                let sum: u64 = request.payloads.iter().fold(0, |acc, t| acc.wrapping_add(checksum(t.as_bytes())));
+                drop(request);
+                reply.ok(sum.to_string().as_bytes(), &[]);
+            }
+            b"rss-reset" => {
+                // Writing 5 to clear_refs resets VmHWM to the current RSS.
+                let _ = std::fs::write("/proc/self/clear_refs", "5");
+                *self.idle_rss_bytes.lock() = proc_status_kib("VmRSS:") * 1024;
+                reply.ok(b"", &[]);
+            }
+            b"rss" => {
+                let text = format!("{} {}", *self.idle_rss_bytes.lock(), proc_status_kib("VmHWM:") * 1024);
+                reply.ok(text.as_bytes(), &[]);
+            }
+            _ => reply.ok(request.meta_bytes(), &request.payloads),
+        }
+    }
+}
+
+/// Runs the bench peer: prints `READY <addr>` and serves until stdin closes.
+pub fn run_peer(args: &PeerArgs) -> Result<()> {
+    let stdin_closed = || {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+    };
+    match args.mode.as_str() {
+        "raw-echo" | "raw-sink" => {
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            println!("READY {}", listener.local_addr()?);
+            std::io::stdout().flush()?;
+            let (mut stream, _) = listener.accept()?;
+            stream.set_nodelay(true)?;
+            if args.mode == "raw-echo" {
+                stream.set_nonblocking(true)?;
+                let mut buf = vec![0u8; args.msg_bytes];
+                while spin_read_exact(&mut stream, &mut buf)? {
+                    write_all_nonblocking(&mut stream, &buf)?;
+                }
+            } else {
+                // Reads each payload whole into one payload-sized buffer
+                // (reused), as a receiver that keeps the bytes must; with
+                // `--msg-bytes` > 0 it cycles a buffer of that size instead.
+                let mut buf: Vec<u8> = Vec::new();
+                let mut len = [0u8; 8];
+                while stream.read_exact(&mut len).is_ok() {
+                    let total = u64::from_le_bytes(len) as usize;
+                    let cycle = if args.msg_bytes > 0 { args.msg_bytes } else { total };
+                    if buf.len() < cycle.min(total) {
+                        buf.resize(cycle.min(total), 0);
+                    }
+                    let mut done = 0usize;
+                    while done < total {
+                        let at = done % cycle.max(1);
+                        let want = (total - done).min(cycle - at).min(buf.len() - at);
+                        let n = stream.read(&mut buf[at..at + want])?;
+                        if n == 0 {
+                            return Ok(());
+                        }
+                        done += n;
+                    }
+                    stream.write_all(&[1])?;
+                }
+            }
+            Ok(())
+        }
+        "rpc" => {
+            let service = Arc::new(BenchService { idle_rss_bytes: parking_lot::Mutex::new(0) });
+            let options = bench_transport_options(args.transport, args.spin_us);
+            let server = Server::bind("127.0.0.1:0", service, options)?;
+            println!("READY {}", server.local_addr());
+            std::io::stdout().flush()?;
+            stdin_closed();
+            server.shutdown();
+            Ok(())
+        }
+        other => Err(Status::invalid_argument(format!("unknown peer mode {other}"))),
+    }
+}

@@ -1,0 +1,654 @@
+//! The wire format: one frame is a fixed 64-byte header, a body made of the
+//! rkyv-archived metadata, a payload table, and the tensor payloads at
+//! 64-byte aligned offsets outside the archive.
+//!
+//! ```text
+//! header (64 B)  magic "RFLW" | version u16 | kind u8 | flags u8 | method u16 | reserved u16
+//!                payload_count u32 | request_id u64 | meta_len u64 | table_len u64
+//!                payload_bytes u64 | body_len u64 | reserved u64           (little-endian)
+//! body           meta (rkyv archive, at body offset 0)
+//!                pad to 8 | payload table: per payload {dtype u8, rank u8, 6 B zero,
+//!                byte_len u64, dims u64 × rank}
+//!                pad to 64 | payload 0 | pad to 64 | payload 1 | pad to 64 | ...
+//! ```
+//!
+//! Every length is 64-bit and every frame is a multiple of 64 bytes, so in a
+//! receive stream that starts 64-byte aligned every body and every payload is
+//! 64-byte aligned too, and tensors can point straight into the buffer the
+//! kernel wrote.
+//!
+//! Owns: header and body layout, encoding (into iovec-ready pieces, without
+//! copying payloads) and decoding of a complete body in place (validating
+//! every length against the buffer and the limits). Must not touch sockets,
+//! threads or clocks: the I/O layer hands it bytes (quinn's discipline), so
+//! all of it is testable and fuzzable in memory.
+
+use crate::alloc::IoBuf;
+use crate::tensor::{DType, Keepalive, TENSOR_ALIGN, Tensor};
+use smallvec::SmallVec;
+use std::io::IoSlice;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+pub const MAGIC: [u8; 4] = *b"RFLW";
+pub const PROTOCOL_VERSION: u16 = 1;
+pub const HEADER_BYTES: usize = 64;
+/// Payloads (and frames) are aligned to this many bytes.
+pub const PAYLOAD_ALIGN: usize = TENSOR_ALIGN;
+/// Largest tensor rank a frame may carry.
+pub const MAX_RANK: usize = 32;
+const TABLE_ENTRY_FIXED_BYTES: u64 = 16;
+
+const _: () = assert!(HEADER_BYTES % PAYLOAD_ALIGN == 0);
+
+/// What a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// First frame each way on a connection: protocol version, incarnation.
+    Hello = 1,
+    Request = 2,
+    Response = 3,
+    /// A response carrying an error (`message::ErrorMeta`).
+    Error = 4,
+    /// One-way message; never answered.
+    Push = 5,
+}
+
+impl FrameKind {
+    pub fn from_u8(value: u8) -> Option<FrameKind> {
+        Some(match value {
+            1 => FrameKind::Hello,
+            2 => FrameKind::Request,
+            3 => FrameKind::Response,
+            4 => FrameKind::Error,
+            5 => FrameKind::Push,
+            _ => return None,
+        })
+    }
+}
+
+/// Limits a decoder enforces before allocating anything.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameLimits {
+    /// Largest header + body accepted, in bytes.
+    pub max_frame_bytes: u64,
+    pub max_payloads: u32,
+}
+
+impl Default for FrameLimits {
+    fn default() -> Self {
+        FrameLimits { max_frame_bytes: 8 << 30, max_payloads: 1 << 16 }
+    }
+}
+
+/// Why a frame was rejected. Each variant is a reason that gets logged
+/// before the connection is closed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("bad magic {0:02x?} (not a ringflow peer?)")]
+    BadMagic([u8; 4]),
+    #[error("unsupported protocol version {0} (this side speaks {PROTOCOL_VERSION})")]
+    UnsupportedVersion(u16),
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    Oversized { len: u64, max: u64 },
+    #[error("{count} payloads exceed the limit of {max}")]
+    TooManyPayloads { count: u32, max: u32 },
+    #[error("inconsistent lengths: {0}")]
+    InconsistentLengths(String),
+    #[error("bad payload table: {0}")]
+    BadPayloadTable(String),
+    #[error("bad payload {index}: {reason}")]
+    BadPayload { index: u32, reason: String },
+    #[error("truncated: {have} of {need} bytes")]
+    Truncated { need: u64, have: u64 },
+    #[error("unexpected {kind:?} frame: {reason}")]
+    Unexpected { kind: FrameKind, reason: String },
+    #[error("buffer of {0} bytes cannot be allocated: {1}")]
+    Alloc(u64, String),
+}
+
+/// A decoded header. Constructing one through [`FrameHeader::decode`]
+/// guarantees the lengths are consistent and within the limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub kind: FrameKind,
+    pub flags: u8,
+    pub method: u16,
+    pub payload_count: u32,
+    pub request_id: u64,
+    pub meta_len: u64,
+    pub table_len: u64,
+    pub payload_bytes: u64,
+    pub body_len: u64,
+}
+
+/// Where each part of a body lies, computed from lengths alone (so it is
+/// checked for > 4 GiB frames without allocating them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLayout {
+    pub table_offset: u64,
+    pub payload_offset: u64,
+    pub body_len: u64,
+}
+
+fn align_up(value: u64, align: u64) -> Option<u64> {
+    debug_assert!(align.is_power_of_two());
+    value.checked_add(align - 1).map(|v| v & !(align - 1))
+}
+
+/// The layout of a body with these lengths, `None` on arithmetic overflow.
+pub fn body_layout(meta_len: u64, table_len: u64, payload_bytes: u64) -> Option<BodyLayout> {
+    let table_offset = align_up(meta_len, 8)?;
+    let payload_offset = align_up(table_offset.checked_add(table_len)?, PAYLOAD_ALIGN as u64)?;
+    let body_len = payload_offset.checked_add(payload_bytes)?;
+    if body_len % PAYLOAD_ALIGN as u64 != 0 {
+        return None;
+    }
+    Some(BodyLayout { table_offset, payload_offset, body_len })
+}
+
+/// A payload's length padded to the payload alignment.
+pub fn padded_payload_len(byte_len: u64) -> Option<u64> {
+    align_up(byte_len, PAYLOAD_ALIGN as u64)
+}
+
+fn table_entry_len(rank: usize) -> u64 {
+    TABLE_ENTRY_FIXED_BYTES + 8 * rank as u64
+}
+
+impl FrameHeader {
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut out = [0u8; HEADER_BYTES];
+        out[0..4].copy_from_slice(&MAGIC);
+        out[4..6].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+        out[6] = self.kind as u8;
+        out[7] = self.flags;
+        out[8..10].copy_from_slice(&self.method.to_le_bytes());
+        // 10..12 reserved
+        out[12..16].copy_from_slice(&self.payload_count.to_le_bytes());
+        out[16..24].copy_from_slice(&self.request_id.to_le_bytes());
+        out[24..32].copy_from_slice(&self.meta_len.to_le_bytes());
+        out[32..40].copy_from_slice(&self.table_len.to_le_bytes());
+        out[40..48].copy_from_slice(&self.payload_bytes.to_le_bytes());
+        out[48..56].copy_from_slice(&self.body_len.to_le_bytes());
+        // 56..64 reserved
+        out
+    }
+
+    /// Decodes and checks a header: magic, version, kind, that the lengths
+    /// add up to `body_len`, and the limits. Allocates nothing.
+    pub fn decode(bytes: &[u8], limits: &FrameLimits) -> Result<FrameHeader, FrameError> {
+        if bytes.len() < HEADER_BYTES {
+            return Err(FrameError::Truncated { need: HEADER_BYTES as u64, have: bytes.len() as u64 });
+        }
+        let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes in bounds"));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes in bounds"));
+        let magic: [u8; 4] = bytes[0..4].try_into().expect("4 bytes in bounds");
+        if magic != MAGIC {
+            return Err(FrameError::BadMagic(magic));
+        }
+        let version = u16_at(4);
+        if version != PROTOCOL_VERSION {
+            return Err(FrameError::UnsupportedVersion(version));
+        }
+        let kind = FrameKind::from_u8(bytes[6]).ok_or(FrameError::UnknownKind(bytes[6]))?;
+        let header = FrameHeader {
+            kind,
+            flags: bytes[7],
+            method: u16_at(8),
+            payload_count: u32_at(12),
+            request_id: u64_at(16),
+            meta_len: u64_at(24),
+            table_len: u64_at(32),
+            payload_bytes: u64_at(40),
+            body_len: u64_at(48),
+        };
+        header.check(limits)?;
+        Ok(header)
+    }
+
+    fn check(&self, limits: &FrameLimits) -> Result<(), FrameError> {
+        let frame_len = self.body_len.saturating_add(HEADER_BYTES as u64);
+        if frame_len > limits.max_frame_bytes {
+            return Err(FrameError::Oversized { len: frame_len, max: limits.max_frame_bytes });
+        }
+        if self.payload_count > limits.max_payloads {
+            return Err(FrameError::TooManyPayloads { count: self.payload_count, max: limits.max_payloads });
+        }
+        let min_table = u64::from(self.payload_count) * TABLE_ENTRY_FIXED_BYTES;
+        let max_table = u64::from(self.payload_count) * table_entry_len(MAX_RANK);
+        if self.table_len < min_table || self.table_len > max_table || self.table_len % 8 != 0 {
+            return Err(FrameError::InconsistentLengths(format!(
+                "payload table of {} bytes for {} payloads",
+                self.table_len, self.payload_count
+            )));
+        }
+        if self.payload_bytes % PAYLOAD_ALIGN as u64 != 0 {
+            return Err(FrameError::InconsistentLengths(format!(
+                "payload bytes {} not a multiple of {PAYLOAD_ALIGN}",
+                self.payload_bytes
+            )));
+        }
+        match body_layout(self.meta_len, self.table_len, self.payload_bytes) {
+            Some(layout) if layout.body_len == self.body_len => Ok(()),
+            Some(layout) => Err(FrameError::InconsistentLengths(format!(
+                "body_len {} but meta {} + table {} + payloads {} lay out to {}",
+                self.body_len, self.meta_len, self.table_len, self.payload_bytes, layout.body_len
+            ))),
+            None => Err(FrameError::InconsistentLengths(format!(
+                "meta {} + table {} + payloads {} overflow",
+                self.meta_len, self.table_len, self.payload_bytes
+            ))),
+        }
+    }
+
+    /// Header plus body, in bytes.
+    pub fn frame_len(&self) -> u64 {
+        HEADER_BYTES as u64 + self.body_len
+    }
+
+    pub fn layout(&self) -> BodyLayout {
+        body_layout(self.meta_len, self.table_len, self.payload_bytes).expect("decoded headers have a valid layout")
+    }
+}
+
+/// An encoded frame ready to send: one contiguous `head` (header, meta and
+/// table) and the payload tensors, sent by reference as a vectored write.
+pub struct OutgoingFrame {
+    pub header: FrameHeader,
+    head: Vec<u8>,
+    payloads: Vec<Tensor>,
+}
+
+static ZERO_PAD: [u8; PAYLOAD_ALIGN] = [0; PAYLOAD_ALIGN];
+
+impl OutgoingFrame {
+    /// Lays out a frame. Payload bytes are not copied: the frame keeps the
+    /// tensors alive until it is sent.
+    pub fn new(
+        kind: FrameKind,
+        method: u16,
+        request_id: u64,
+        meta: &[u8],
+        payloads: &[Tensor],
+        limits: &FrameLimits,
+    ) -> Result<OutgoingFrame, FrameError> {
+        let payload_count = u32::try_from(payloads.len()).ok().filter(|&n| n <= limits.max_payloads).ok_or(
+            FrameError::TooManyPayloads {
+                count: payloads.len().min(u32::MAX as usize) as u32,
+                max: limits.max_payloads,
+            },
+        )?;
+        let mut table_len = 0u64;
+        let mut payload_bytes = 0u64;
+        for (index, tensor) in payloads.iter().enumerate() {
+            if tensor.rank() > MAX_RANK {
+                return Err(FrameError::BadPayload {
+                    index: index as u32,
+                    reason: format!("rank {} exceeds {MAX_RANK}", tensor.rank()),
+                });
+            }
+            table_len += table_entry_len(tensor.rank());
+            payload_bytes = padded_payload_len(tensor.byte_len() as u64)
+                .and_then(|p| payload_bytes.checked_add(p))
+                .ok_or_else(|| FrameError::InconsistentLengths("payloads overflow".into()))?;
+        }
+        let meta_len = meta.len() as u64;
+        let layout = body_layout(meta_len, table_len, payload_bytes)
+            .ok_or_else(|| FrameError::InconsistentLengths("frame overflows".into()))?;
+        let header = FrameHeader {
+            kind,
+            flags: 0,
+            method,
+            payload_count,
+            request_id,
+            meta_len,
+            table_len,
+            payload_bytes,
+            body_len: layout.body_len,
+        };
+        header.check(limits)?;
+        let head_len = HEADER_BYTES + layout.payload_offset as usize;
+        let mut head = Vec::with_capacity(head_len);
+        head.extend_from_slice(&header.encode());
+        head.extend_from_slice(meta);
+        head.resize(HEADER_BYTES + layout.table_offset as usize, 0);
+        for tensor in payloads {
+            head.push(tensor.dtype().code());
+            head.push(tensor.rank() as u8);
+            head.extend_from_slice(&[0u8; 6]);
+            head.extend_from_slice(&(tensor.byte_len() as u64).to_le_bytes());
+            for &dim in tensor.dims() {
+                head.extend_from_slice(&(dim as u64).to_le_bytes());
+            }
+        }
+        head.resize(head_len, 0);
+        Ok(OutgoingFrame { header, head, payloads: payloads.to_vec() })
+    }
+
+    /// The frame as slices in wire order (head, then each payload and its
+    /// padding). Empty slices are left out.
+    pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
+        let mut slices = Vec::with_capacity(1 + 2 * self.payloads.len());
+        slices.push(IoSlice::new(&self.head));
+        for tensor in &self.payloads {
+            let bytes = tensor.as_bytes();
+            if !bytes.is_empty() {
+                slices.push(IoSlice::new(bytes));
+            }
+            let pad = padded_payload_len(bytes.len() as u64).expect("checked in new") as usize - bytes.len();
+            if pad > 0 {
+                slices.push(IoSlice::new(&ZERO_PAD[..pad]));
+            }
+        }
+        slices
+    }
+
+    /// Bytes of tensor payload (unpadded) this frame carries.
+    pub fn payload_data_bytes(&self) -> u64 {
+        self.payloads.iter().map(|t| t.byte_len() as u64).sum()
+    }
+
+    /// The whole frame copied into one vector (tests and fuzz seeds only).
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.io_slices().iter().flat_map(|s| s.iter().copied()).collect()
+    }
+}
+
+/// A received frame whose body lies in a shared receive buffer. The
+/// metadata is read in place; payload tensors borrow the buffer, which
+/// lives as long as the frame or any of its tensors.
+#[derive(Clone)]
+pub struct ReceivedFrame {
+    pub header: FrameHeader,
+    /// Holds the metadata and payload table, from `body_offset`.
+    head_buf: Arc<IoBuf>,
+    body_offset: usize,
+    /// Holds the payloads (the same buffer as `head_buf` unless the reader
+    /// gave a large frame's payloads their own).
+    payload_buf: Arc<IoBuf>,
+    payloads: Vec<Tensor>,
+}
+
+impl std::fmt::Debug for ReceivedFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceivedFrame").field("header", &self.header).field("payloads", &self.payloads.len()).finish()
+    }
+}
+
+impl ReceivedFrame {
+    /// Parses a complete body at `body_offset` in `buf`: reads the payload
+    /// table, checks each entry against the header and the buffer, and makes
+    /// tensors over the payload bytes (no copy).
+    pub fn parse(header: FrameHeader, buf: Arc<IoBuf>, body_offset: usize) -> Result<ReceivedFrame, FrameError> {
+        let payload_base = body_offset.saturating_add(header.layout().payload_offset as usize);
+        Self::parse_split(header, buf.clone(), body_offset, buf, payload_base)
+    }
+
+    /// Like [`parse`](Self::parse), with the metadata and table at
+    /// `body_offset` in `head_buf` and the payload bytes at `payload_base`
+    /// in `payload_buf`.
+    pub fn parse_split(
+        header: FrameHeader,
+        head_buf: Arc<IoBuf>,
+        body_offset: usize,
+        payload_buf: Arc<IoBuf>,
+        payload_base: usize,
+    ) -> Result<ReceivedFrame, FrameError> {
+        let layout = header.layout();
+        let head_len = (layout.table_offset + header.table_len) as usize;
+        let payload_len = usize::try_from(header.payload_bytes)
+            .map_err(|_| FrameError::InconsistentLengths("payloads exceed address space".into()))?;
+        let head_available = head_buf.len().saturating_sub(body_offset);
+        let payload_available = payload_buf.len().saturating_sub(payload_base);
+        if body_offset % PAYLOAD_ALIGN != 0
+            || payload_base % PAYLOAD_ALIGN != 0
+            || head_available < head_len
+            || payload_available < payload_len
+        {
+            return Err(FrameError::Truncated {
+                need: header.body_len,
+                have: (head_available.min(head_len) + payload_available.min(payload_len)) as u64,
+            });
+        }
+        // SAFETY: the table lies in the complete head (checked above; the
+        // reader only parses a frame once every byte was received), which is
+        // never written again: the reader writes only beyond the bytes it
+        // has handed to frames.
+        let table = unsafe { head_buf.slice(body_offset + layout.table_offset as usize, header.table_len as usize) };
+        let mut payloads = Vec::with_capacity(header.payload_count as usize);
+        let mut at = 0usize;
+        let mut payload_at = payload_base;
+        let payload_end = payload_base + payload_len;
+        let buf = &payload_buf;
+        let keepalive: Keepalive = payload_buf.clone();
+        for index in 0..header.payload_count {
+            let bad = |reason: String| FrameError::BadPayloadTable(format!("entry {index}: {reason}"));
+            if table.len() - at < TABLE_ENTRY_FIXED_BYTES as usize {
+                return Err(bad("table ends early".into()));
+            }
+            let dtype = DType::from_code(table[at]).ok_or_else(|| bad(format!("unknown dtype code {}", table[at])))?;
+            let rank = table[at + 1] as usize;
+            if rank > MAX_RANK {
+                return Err(bad(format!("rank {rank} exceeds {MAX_RANK}")));
+            }
+            if table[at + 2..at + 8].iter().any(|&b| b != 0) {
+                return Err(bad("reserved bytes are not zero".into()));
+            }
+            let byte_len = u64::from_le_bytes(table[at + 8..at + 16].try_into().expect("8 bytes in bounds"));
+            at += TABLE_ENTRY_FIXED_BYTES as usize;
+            if table.len() - at < 8 * rank {
+                return Err(bad("dims run past the table".into()));
+            }
+            let mut dims: SmallVec<[usize; 4]> = SmallVec::with_capacity(rank);
+            for _ in 0..rank {
+                let dim = u64::from_le_bytes(table[at..at + 8].try_into().expect("8 bytes"));
+                dims.push(usize::try_from(dim).map_err(|_| bad(format!("dim {dim} too large")))?);
+                at += 8;
+            }
+            let elements =
+                dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).and_then(|n| n.checked_mul(dtype.size()));
+            if elements.map(|n| n as u64) != Some(byte_len) {
+                return Err(bad(format!("{byte_len} bytes do not hold a {dtype} tensor of dims {dims:?}")));
+            }
+            let len = byte_len as usize;
+            let padded = padded_payload_len(byte_len).unwrap_or(u64::MAX);
+            if padded > (payload_end - payload_at) as u64 {
+                return Err(bad(format!("payload of {byte_len} bytes runs past the frame's payload bytes")));
+            }
+            let ptr = NonNull::new(buf.as_mut_ptr().wrapping_add(payload_at))
+                .expect("a buffer address plus an in-bounds offset is non-null");
+            // SAFETY: [payload_at, payload_at + len) lies inside the complete,
+            // never-again-written body (checked above); `keepalive` owns the
+            // buffer, so the bytes outlive the tensor.
+            let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keepalive.clone()) }
+                .map_err(|status| FrameError::BadPayload { index, reason: status.message })?;
+            payloads.push(tensor);
+            payload_at += padded as usize;
+        }
+        if at != table.len() {
+            return Err(FrameError::BadPayloadTable(format!("{} unused table bytes", table.len() - at)));
+        }
+        if payload_at != payload_end {
+            return Err(FrameError::InconsistentLengths(format!(
+                "payloads fill {} of {} payload bytes",
+                payload_at - payload_base,
+                header.payload_bytes
+            )));
+        }
+        Ok(ReceivedFrame { header, head_buf, body_offset, payload_buf, payloads })
+    }
+
+    /// The rkyv-archived metadata, in place.
+    pub fn meta_bytes(&self) -> &[u8] {
+        // SAFETY: inside the complete body (checked in `parse`) and never
+        // written again.
+        unsafe { self.head_buf.slice(self.body_offset, self.header.meta_len as usize) }
+    }
+
+    pub fn payloads(&self) -> &[Tensor] {
+        &self.payloads
+    }
+
+    pub fn into_payloads(self) -> Vec<Tensor> {
+        self.payloads
+    }
+
+    /// Moves the payload tensors out (the frame keeps its buffer alive).
+    pub fn take_payloads(&mut self) -> Vec<Tensor> {
+        std::mem::take(&mut self.payloads)
+    }
+
+    /// The receive buffer the payloads lie in (for no-copy checks).
+    pub fn buffer(&self) -> &Arc<IoBuf> {
+        &self.payload_buf
+    }
+
+    /// The receive buffer the metadata lies in.
+    pub fn meta_buffer(&self) -> &Arc<IoBuf> {
+        &self.head_buf
+    }
+}
+
+/// Decodes one whole frame held in `bytes` (copied once into an aligned
+/// buffer). The entry point for the fuzzer and for tests; the live path uses
+/// [`FrameReader`](super::reader::FrameReader), which does not copy.
+pub fn decode_frame(bytes: &[u8], limits: &FrameLimits) -> Result<ReceivedFrame, FrameError> {
+    let header = FrameHeader::decode(bytes, limits)?;
+    if (bytes.len() as u64) < header.frame_len() {
+        return Err(FrameError::Truncated { need: header.frame_len(), have: bytes.len() as u64 });
+    }
+    let body_len = header.body_len as usize;
+    let buf = IoBuf::zeroed(body_len).map_err(|e| FrameError::Alloc(header.body_len, e.to_string()))?;
+    // SAFETY: `buf` is fresh and exclusively ours; `body_len` bytes fit it and
+    // the source has at least that many after the header (checked above).
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr().add(HEADER_BYTES), buf.as_mut_ptr(), body_len) };
+    ReceivedFrame::parse(header, Arc::new(buf), 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> FrameLimits {
+        FrameLimits::default()
+    }
+
+    fn sample_tensors() -> Vec<Tensor> {
+        vec![
+            Tensor::from_slice::<f32>([2, 3], &[1., 2., 3., 4., 5., 6.]).unwrap(),
+            Tensor::from_slice::<f64>([1], &[f64::NAN]).unwrap(),
+            Tensor::from_slice::<i32>([3], &[i32::MIN, 0, i32::MAX]).unwrap(),
+            Tensor::from_slice::<i64>([2, 1], &[i64::MIN, -1]).unwrap(),
+            Tensor::from_slice::<bool>([3], &[true, false, true]).unwrap(),
+            Tensor::zeros(DType::F32, [0, 7]).unwrap(),
+            Tensor::scalar(7i64),
+            Tensor::build::<f32>([300], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32 * 0.5)).unwrap(),
+        ]
+    }
+
+    #[test]
+    fn frames_round_trip_bit_exact_for_every_dtype_empty_and_scalar() {
+        let tensors = sample_tensors();
+        let meta = b"metadata bytes, any length";
+        let frame = OutgoingFrame::new(FrameKind::Request, 7, 99, meta, &tensors, &limits()).unwrap();
+        let wire = frame.to_vec();
+        assert_eq!(wire.len() as u64, frame.header.frame_len());
+        assert_eq!(wire.len() % PAYLOAD_ALIGN, 0);
+        let got = decode_frame(&wire, &limits()).unwrap();
+        assert_eq!(got.header, frame.header);
+        assert_eq!(got.meta_bytes(), meta);
+        assert_eq!(got.payloads().len(), tensors.len());
+        for (a, b) in got.payloads().iter().zip(&tensors) {
+            assert!(a.bit_eq(b), "{a:?} != {b:?}");
+            assert!(got.buffer().contains(a.data_ptr()), "payload is not in the receive buffer");
+            assert_eq!(a.data_ptr() as usize % PAYLOAD_ALIGN, 0);
+        }
+    }
+
+    #[test]
+    fn header_lengths_past_4_gib_are_encoded_and_checked_without_allocating() {
+        let five_gib = 5u64 << 30;
+        let table_len = table_entry_len(1);
+        let layout = body_layout(100, table_len, five_gib).unwrap();
+        assert_eq!(layout.payload_offset, 128);
+        let header = FrameHeader {
+            kind: FrameKind::Push,
+            flags: 0,
+            method: 1,
+            payload_count: 1,
+            request_id: u64::MAX,
+            meta_len: 100,
+            table_len,
+            payload_bytes: five_gib,
+            body_len: layout.body_len,
+        };
+        let bytes = header.encode();
+        let big = FrameLimits { max_frame_bytes: 6 << 30, ..limits() };
+        assert_eq!(FrameHeader::decode(&bytes, &big).unwrap(), header);
+        assert_eq!(header.frame_len(), 64 + 128 + five_gib);
+        // Under the default 8 GiB cap it passes, under a 4 GiB cap it is oversized.
+        let small = FrameLimits { max_frame_bytes: 4 << 30, ..limits() };
+        assert!(matches!(FrameHeader::decode(&bytes, &small), Err(FrameError::Oversized { .. })));
+        // Lengths that would wrap 64-bit arithmetic are rejected, not wrapped.
+        let mut wrapping = header;
+        wrapping.payload_bytes = u64::MAX - 63;
+        wrapping.body_len = 0;
+        let unlimited = FrameLimits { max_frame_bytes: u64::MAX, ..limits() };
+        assert!(matches!(FrameHeader::decode(&wrapping.encode(), &unlimited), Err(FrameError::InconsistentLengths(_))));
+        assert!(body_layout(u64::MAX - 3, 0, 0).is_none());
+        // A 2^33-element f32 dim is representable in the table.
+        assert_eq!(padded_payload_len((1u64 << 33) * 4 + 1), Some((1u64 << 35) + 64));
+    }
+
+    #[test]
+    fn malformed_frames_are_rejected_with_reasons() {
+        let t = Tensor::from_slice::<i32>([4], &[1, 2, 3, 4]).unwrap();
+        let good = OutgoingFrame::new(FrameKind::Request, 1, 1, b"meta", &[t], &limits()).unwrap().to_vec();
+        let check = |bytes: &[u8], want: &str| {
+            let err = decode_frame(bytes, &limits()).unwrap_err();
+            assert!(err.to_string().contains(want), "{err} lacks '{want}'");
+        };
+        check(&good[..good.len() - 1], "truncated");
+        check(&good[..10], "truncated");
+        let mut bad = good.clone();
+        bad[0] = b'X';
+        check(&bad, "bad magic");
+        let mut bad = good.clone();
+        bad[4] = 9;
+        check(&bad, "version");
+        let mut bad = good.clone();
+        bad[6] = 77;
+        check(&bad, "unknown frame kind");
+        let mut bad = good.clone();
+        bad[48..56].copy_from_slice(&192u64.to_le_bytes());
+        check(&bad, "inconsistent");
+        let mut bad = good.clone();
+        bad[48..56].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        check(&bad, "exceeds the limit");
+        let mut bad = good.clone();
+        bad[40..48].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        check(&bad, "inconsistent");
+        let table_at = HEADER_BYTES + 8;
+        let mut bad = good.clone();
+        bad[table_at] = 42;
+        check(&bad, "unknown dtype");
+        let mut bad = good.clone();
+        bad[table_at + 8] = 15; // byte_len no longer matches dims
+        check(&bad, "do not hold");
+        let mut bad = good.clone();
+        bad[table_at + 1] = 200;
+        check(&bad, "rank");
+        let tiny = FrameLimits { max_frame_bytes: 128, ..limits() };
+        assert!(matches!(decode_frame(&good, &tiny), Err(FrameError::Oversized { .. })));
+        let bools = Tensor::from_slice::<bool>([2], &[true, false]).unwrap();
+        let mut bad = OutgoingFrame::new(FrameKind::Push, 1, 1, b"", &[bools], &limits()).unwrap().to_vec();
+        let payload_at = HEADER_BYTES + 64;
+        bad[payload_at] = 2;
+        check(&bad, "bad payload 0");
+    }
+}

@@ -1,0 +1,298 @@
+//! The byte movers: send a frame's slices, receive into the reader's space,
+//! each with a bounded spin before the thread sleeps.
+//!
+//! Owns: the choice of driver ([`Driver::Uring`] or [`Driver::Socket`]),
+//! made once per process from [`TransportKind`] and a probe, and logged; the
+//! per-thread io_uring ([`uring`]); the plain-socket fallback ([`socket`]).
+//! Must not know about frames' meaning, requests or services.
+//!
+//! Both drivers move the same bytes (the wire format is above this layer),
+//! so an io_uring peer and a fallback peer interoperate. Operations are
+//! synchronous for their caller: a buffer handed to the kernel belongs to
+//! the operation until its completion is reaped, even when the caller's
+//! deadline passes (the receive is cancelled and its completion awaited).
+
+pub(crate) mod socket;
+pub(crate) mod uring;
+
+use crate::alloc::Region;
+use std::io;
+use std::io::IoSlice;
+use std::os::fd::RawFd;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Which transport a process asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransportKind {
+    /// io_uring when the probe succeeds, else the socket fallback.
+    #[default]
+    Auto,
+    /// io_uring, or an error when unavailable.
+    Uring,
+    /// Plain sockets (readv/sendmsg/poll), forced.
+    Socket,
+}
+
+impl TransportKind {
+    /// Reads `RINGFLOW_TRANSPORT` (`auto`, `uring`/`io_uring`, `socket`).
+    pub fn from_env() -> TransportKind {
+        match std::env::var("RINGFLOW_TRANSPORT") {
+            Ok(v) => TransportKind::parse(&v).unwrap_or_else(|| {
+                tracing::warn!("RINGFLOW_TRANSPORT={v:?} is not auto|uring|socket; using auto");
+                TransportKind::Auto
+            }),
+            Err(_) => TransportKind::Auto,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TransportKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" | "" => Some(TransportKind::Auto),
+            "uring" | "io_uring" | "io-uring" => Some(TransportKind::Uring),
+            "socket" | "sockets" | "fallback" => Some(TransportKind::Socket),
+            _ => None,
+        }
+    }
+}
+
+/// The driver a connection uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    Uring,
+    Socket,
+}
+
+impl Driver {
+    pub fn name(self) -> &'static str {
+        match self {
+            Driver::Uring => "io_uring",
+            Driver::Socket => "socket",
+        }
+    }
+}
+
+/// Resolves a requested kind to a driver, probing io_uring once per
+/// process. `Uring` fails with the probe's reason when it is unavailable.
+pub fn select_driver(kind: TransportKind) -> io::Result<Driver> {
+    match kind {
+        TransportKind::Socket => Ok(Driver::Socket),
+        TransportKind::Uring => match uring::probe() {
+            Ok(_) => Ok(Driver::Uring),
+            Err(reason) => Err(io::Error::other(format!("io_uring unavailable: {reason}"))),
+        },
+        TransportKind::Auto => {
+            static LOGGED: OnceLock<Driver> = OnceLock::new();
+            Ok(*LOGGED.get_or_init(|| match uring::probe() {
+                Ok(features) => {
+                    tracing::info!("transport: io_uring ({features})");
+                    Driver::Uring
+                }
+                Err(reason) => {
+                    tracing::warn!("transport: io_uring unavailable ({reason}); using the socket fallback");
+                    Driver::Socket
+                }
+            }))
+        }
+    }
+}
+
+/// How long to spin before sleeping, and when to give up.
+#[derive(Debug, Clone, Copy)]
+pub struct Wait<'a> {
+    pub spin: Duration,
+    pub deadline: Option<Instant>,
+    /// The caller expects at least `len` more bytes (a large frame's body):
+    /// without a deadline, one receive may wait for all of them
+    /// (MSG_WAITALL), which saves a wake-up per socket-buffer's worth.
+    pub fill: bool,
+    /// The registered region the receive buffer may lie in: the io_uring
+    /// driver registers it with the thread's ring (once) and receives into
+    /// it with fixed-buffer reads.
+    pub region: Option<&'a Region>,
+}
+
+/// Receives at least this long may be filled in one wait-all operation.
+pub(crate) const FILL_MIN_BYTES: usize = 64 << 10;
+
+impl Wait<'_> {
+    pub(crate) fn wait_all(&self, len: usize) -> bool {
+        self.fill && self.deadline.is_none() && len >= FILL_MIN_BYTES
+    }
+}
+
+impl Wait<'_> {
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(Instant::now()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvOutcome {
+    Data(usize),
+    /// The peer closed the connection.
+    Eof,
+    TimedOut,
+}
+
+/// Receives at most `len` bytes into `ptr`.
+///
+/// # Safety
+/// `ptr` must be valid for writes of `len` bytes that nobody reads until
+/// this returns.
+pub unsafe fn recv(driver: Driver, fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::Result<RecvOutcome> {
+    match driver {
+        // SAFETY: forwarded contract.
+        Driver::Uring => unsafe { uring::recv(fd, ptr, len, wait) },
+        // SAFETY: forwarded contract.
+        Driver::Socket => unsafe { socket::recv(fd, ptr, len, wait) },
+    }
+}
+
+/// Sends every byte of `slices`, in order, or fails with `TimedOut` once
+/// `deadline` passes (the stream then holds part of the bytes: the caller
+/// must close it). `zerocopy` asks for zero-copy send where the driver has
+/// it.
+pub fn send_all(
+    driver: Driver,
+    fd: RawFd,
+    slices: &[IoSlice<'_>],
+    zerocopy: bool,
+    spin: Duration,
+    deadline: Instant,
+) -> io::Result<()> {
+    match driver {
+        Driver::Uring => uring::send_all(fd, slices, zerocopy, spin, deadline),
+        Driver::Socket => socket::send_all(fd, slices, deadline),
+    }
+}
+
+/// One non-blocking send of `slices` after skipping their first `skip`
+/// bytes; returns how many bytes went out (0 when the socket buffer is
+/// full).
+pub fn send_some(driver: Driver, fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Result<usize> {
+    match driver {
+        Driver::Uring => uring::send_some(fd, &skip_slices(slices, skip)),
+        Driver::Socket => socket_send_some(fd, slices, skip),
+    }
+}
+
+fn socket_send_some(fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Result<usize> {
+    let mut iovs = to_iovecs(slices);
+    let mut first = 0;
+    advance_iovecs(&mut iovs, &mut first, skip);
+    if first == iovs.len() {
+        return Ok(0);
+    }
+    let count = (iovs.len() - first).min(MAX_IOVECS);
+    // SAFETY: zeroed msghdr is a valid "no address, no control" header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iovs[first..].as_mut_ptr();
+    msg.msg_iovlen = count as _;
+    loop {
+        // SAFETY: the iovecs point into `slices`, alive for this call.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        match err.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(0),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// `slices` without their first `skip` bytes.
+pub fn skip_slices<'a>(slices: &[IoSlice<'a>], mut skip: usize) -> Vec<IoSlice<'a>> {
+    let mut out = Vec::with_capacity(slices.len());
+    for slice in slices {
+        let bytes: &'a [u8] = {
+            // SAFETY: an IoSlice<'a> is a view of `'a` bytes; rebuilding the
+            // slice with its own pointer and length keeps that lifetime.
+            unsafe { std::slice::from_raw_parts(slice.as_ptr(), slice.len()) }
+        };
+        if skip >= bytes.len() {
+            skip -= bytes.len();
+            continue;
+        }
+        out.push(IoSlice::new(&bytes[skip..]));
+        skip = 0;
+    }
+    out
+}
+
+pub(crate) fn send_timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "send did not complete before its deadline (peer not reading?)")
+}
+
+/// Largest number of iovecs one send takes (Linux's IOV_MAX).
+pub(crate) const MAX_IOVECS: usize = 1024;
+
+/// Advances `iovs[*first..]` past `sent` bytes.
+pub(crate) fn advance_iovecs(iovs: &mut [libc::iovec], first: &mut usize, mut sent: usize) {
+    while sent > 0 && *first < iovs.len() {
+        let iov = &mut iovs[*first];
+        if sent >= iov.iov_len {
+            sent -= iov.iov_len;
+            *first += 1;
+        } else {
+            // SAFETY (arithmetic): `sent` < iov_len, so still inside the slice.
+            iov.iov_base = (iov.iov_base as *mut u8).wrapping_add(sent).cast();
+            iov.iov_len -= sent;
+            sent = 0;
+        }
+    }
+    while *first < iovs.len() && iovs[*first].iov_len == 0 {
+        *first += 1;
+    }
+}
+
+pub(crate) fn to_iovecs(slices: &[IoSlice<'_>]) -> Vec<libc::iovec> {
+    slices
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advancing_iovecs_handles_partial_and_whole_slices() {
+        let a = [1u8; 10];
+        let b = [2u8; 5];
+        let slices = [IoSlice::new(&a), IoSlice::new(&[]), IoSlice::new(&b)];
+        let mut iovs = to_iovecs(&slices);
+        assert_eq!(iovs.len(), 2);
+        let mut first = 0;
+        advance_iovecs(&mut iovs, &mut first, 4);
+        assert_eq!((first, iovs[0].iov_len), (0, 6));
+        advance_iovecs(&mut iovs, &mut first, 8);
+        assert_eq!((first, iovs[1].iov_len), (1, 3));
+        advance_iovecs(&mut iovs, &mut first, 3);
+        assert_eq!(first, 2);
+    }
+
+    #[test]
+    fn skipping_slices_drops_whole_and_partial_prefixes() {
+        let a = [1u8, 2, 3];
+        let b = [4u8, 5];
+        let slices = [IoSlice::new(&a), IoSlice::new(&b)];
+        let flat = |s: Vec<IoSlice<'_>>| s.iter().flat_map(|x| x.iter().copied()).collect::<Vec<u8>>();
+        assert_eq!(flat(skip_slices(&slices, 0)), [1, 2, 3, 4, 5]);
+        assert_eq!(flat(skip_slices(&slices, 2)), [3, 4, 5]);
+        assert_eq!(flat(skip_slices(&slices, 3)), [4, 5]);
+        assert_eq!(flat(skip_slices(&slices, 9)), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn transport_kind_parses() {
+        assert_eq!(TransportKind::parse("socket"), Some(TransportKind::Socket));
+        assert_eq!(TransportKind::parse("IO_URING"), Some(TransportKind::Uring));
+        assert_eq!(TransportKind::parse("bogus"), None);
+    }
+}

@@ -1,0 +1,811 @@
+//! Every message that crosses the network, defined once as rkyv types, and
+//! the [`Method`] numbers that name them on the wire.
+//!
+//! Owns: the MasterService and WorkerService request/response types (names
+//! are TensorFlow's RPCs), the connection's [`Hello`] and [`ErrorMeta`],
+//! [`encode`] / [`view`] / [`decode`], and [`TensorRef`] resolution.
+//! Must not implement any handler: the master and worker do.
+//!
+//! Tensors are never inside an archive. A message names a tensor with a
+//! [`TensorRef`] (dtype, dims, index into the frame's payload list) and the
+//! frame carries the bytes, 64-byte aligned, outside the archive; on receipt
+//! [`ArchivedTensorRef::resolve`] returns the payload tensor, which points
+//! into the receive buffer (no copy).
+
+use crate::error::{Result, Status};
+use crate::graph::GraphSpec;
+use crate::tensor::{DType, Tensor};
+use rkyv::api::high::{HighDeserializer, HighSerializer, HighValidator};
+use rkyv::bytecheck::CheckBytes;
+use rkyv::rancor;
+use rkyv::ser::allocator::ArenaHandle;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Portable, Serialize};
+
+/// An RPC's number on the wire (u16). Numbers are never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum Method {
+    // MasterService
+    CreateSession = 1,
+    ExtendSession = 2,
+    PartialRunSetup = 3,
+    RunStep = 4,
+    CloseSession = 5,
+    ListDevices = 6,
+    Reset = 7,
+    MakeCallable = 8,
+    RunCallable = 9,
+    ReleaseCallable = 10,
+    // WorkerService
+    GetStatus = 32,
+    CreateWorkerSession = 33,
+    DeleteWorkerSession = 34,
+    RegisterGraph = 35,
+    DeregisterGraph = 36,
+    RunGraph = 37,
+    CleanupGraph = 38,
+    CleanupAll = 39,
+    RecvTensor = 40,
+    /// One-way: a tensor pushed to its consumer's rendezvous.
+    TensorPush = 41,
+    /// One-way: abort a step on a peer.
+    AbortStep = 42,
+    /// Step stats of finished steps (TensorFlow's Logging/Tracing).
+    Logging = 43,
+    // Transport
+    /// Echo: the reply carries the request's meta and payloads back.
+    Ping = 64,
+}
+
+impl Method {
+    pub const ALL: [Method; 23] = [
+        Method::CreateSession,
+        Method::ExtendSession,
+        Method::PartialRunSetup,
+        Method::RunStep,
+        Method::CloseSession,
+        Method::ListDevices,
+        Method::Reset,
+        Method::MakeCallable,
+        Method::RunCallable,
+        Method::ReleaseCallable,
+        Method::GetStatus,
+        Method::CreateWorkerSession,
+        Method::DeleteWorkerSession,
+        Method::RegisterGraph,
+        Method::DeregisterGraph,
+        Method::RunGraph,
+        Method::CleanupGraph,
+        Method::CleanupAll,
+        Method::RecvTensor,
+        Method::TensorPush,
+        Method::AbortStep,
+        Method::Logging,
+        Method::Ping,
+    ];
+
+    pub fn from_u16(value: u16) -> Option<Method> {
+        Method::ALL.iter().copied().find(|m| *m as u16 == value)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::CreateSession => "CreateSession",
+            Method::ExtendSession => "ExtendSession",
+            Method::PartialRunSetup => "PartialRunSetup",
+            Method::RunStep => "RunStep",
+            Method::CloseSession => "CloseSession",
+            Method::ListDevices => "ListDevices",
+            Method::Reset => "Reset",
+            Method::MakeCallable => "MakeCallable",
+            Method::RunCallable => "RunCallable",
+            Method::ReleaseCallable => "ReleaseCallable",
+            Method::GetStatus => "GetStatus",
+            Method::CreateWorkerSession => "CreateWorkerSession",
+            Method::DeleteWorkerSession => "DeleteWorkerSession",
+            Method::RegisterGraph => "RegisterGraph",
+            Method::DeregisterGraph => "DeregisterGraph",
+            Method::RunGraph => "RunGraph",
+            Method::CleanupGraph => "CleanupGraph",
+            Method::CleanupAll => "CleanupAll",
+            Method::RecvTensor => "RecvTensor",
+            Method::TensorPush => "TensorPush",
+            Method::AbortStep => "AbortStep",
+            Method::Logging => "Logging",
+            Method::Ping => "Ping",
+        }
+    }
+
+    /// True for methods that are pushed one way and never answered.
+    pub fn is_one_way(self) -> bool {
+        matches!(self, Method::TensorPush | Method::AbortStep)
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Ties a request type to its method and response type.
+pub trait Rpc {
+    const METHOD: Method;
+    type Response;
+}
+
+/// Ties a one-way message type to its method.
+pub trait OneWay {
+    const METHOD: Method;
+}
+
+/// Serialises a message's metadata (tensors go beside it as payloads).
+pub fn encode<M>(msg: &M) -> Result<AlignedVec>
+where
+    M: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+{
+    rkyv::to_bytes::<rancor::Error>(msg).map_err(|e| Status::internal(format!("encoding message: {e}")))
+}
+
+/// The archived message in place, validated with bytecheck: every offset,
+/// length, string and enum tag is checked before a field is read.
+pub fn view<M: Archive>(bytes: &[u8]) -> Result<&M::Archived>
+where
+    M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>,
+{
+    rkyv::access::<M::Archived, rancor::Error>(bytes).map_err(|e| {
+        Status::invalid_argument(format!(
+            "malformed {} metadata ({} bytes): {e}",
+            std::any::type_name::<M>().rsplit("::").next().unwrap_or("message"),
+            bytes.len()
+        ))
+    })
+}
+
+/// A validated, owned copy of the message (for the rare caller that must
+/// keep it beyond the frame's life).
+pub fn decode<M: Archive>(bytes: &[u8]) -> Result<M>
+where
+    M::Archived: Portable
+        + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
+        + Deserialize<M, HighDeserializer<rancor::Error>>,
+{
+    let archived = view::<M>(bytes)?;
+    rkyv::deserialize::<M, rancor::Error>(archived)
+        .map_err(|e| Status::invalid_argument(format!("decoding message: {e}")))
+}
+
+/// Validates `bytes` as the archived request of `method` (bytecheck), so a
+/// corrupted archive is rejected before any handler sees it. `Ping`
+/// carries free-form bytes.
+pub fn validate_request(method: Method, bytes: &[u8]) -> Result<()> {
+    macro_rules! check {
+        ($($m:ident => $t:ty),* $(,)?) => {
+            match method {
+                $(Method::$m => view::<$t>(bytes).map(drop),)*
+                Method::Ping => Ok(()),
+            }
+        };
+    }
+    check! {
+        CreateSession => CreateSessionRequest,
+        ExtendSession => ExtendSessionRequest,
+        PartialRunSetup => PartialRunSetupRequest,
+        RunStep => RunStepRequest,
+        CloseSession => CloseSessionRequest,
+        ListDevices => ListDevicesRequest,
+        Reset => ResetRequest,
+        MakeCallable => MakeCallableRequest,
+        RunCallable => RunCallableRequest,
+        ReleaseCallable => ReleaseCallableRequest,
+        GetStatus => GetStatusRequest,
+        CreateWorkerSession => CreateWorkerSessionRequest,
+        DeleteWorkerSession => DeleteWorkerSessionRequest,
+        RegisterGraph => RegisterGraphRequest,
+        DeregisterGraph => DeregisterGraphRequest,
+        RunGraph => RunGraphRequest,
+        CleanupGraph => CleanupGraphRequest,
+        CleanupAll => CleanupAllRequest,
+        RecvTensor => RecvTensorRequest,
+        TensorPush => TensorPush,
+        AbortStep => AbortStep,
+        Logging => LoggingRequest,
+    }
+}
+
+/// Validates `bytes` as the archived response of `method`.
+pub fn validate_response(method: Method, bytes: &[u8]) -> Result<()> {
+    macro_rules! check {
+        ($($m:ident => $t:ty),* $(,)?) => {
+            match method {
+                $(Method::$m => view::<$t>(bytes).map(drop),)*
+                Method::Ping => Ok(()),
+                Method::TensorPush | Method::AbortStep => Err(Status::invalid_argument(format!(
+                    "{method} is one-way and has no response"
+                ))),
+            }
+        };
+    }
+    check! {
+        CreateSession => CreateSessionResponse,
+        ExtendSession => ExtendSessionResponse,
+        PartialRunSetup => PartialRunSetupResponse,
+        RunStep => RunStepResponse,
+        CloseSession => Empty,
+        ListDevices => ListDevicesResponse,
+        Reset => Empty,
+        MakeCallable => MakeCallableResponse,
+        RunCallable => RunCallableResponse,
+        ReleaseCallable => Empty,
+        GetStatus => GetStatusResponse,
+        CreateWorkerSession => Empty,
+        DeleteWorkerSession => Empty,
+        RegisterGraph => RegisterGraphResponse,
+        DeregisterGraph => Empty,
+        RunGraph => RunGraphResponse,
+        CleanupGraph => Empty,
+        CleanupAll => Empty,
+        RecvTensor => RecvTensorResponse,
+        Logging => LoggingResponse,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transport messages
+
+/// First frame each way on a connection. A later cluster-secret handshake
+/// checks `auth` here, before any other frame is decoded.
+#[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol_version: u16,
+    /// Changes whenever the process restarts, so a peer detects restarts.
+    pub incarnation: u64,
+    /// Who is speaking (task name or address), for logs.
+    pub name: String,
+    /// Reserved for the cluster-secret proof; empty today.
+    pub auth: Vec<u8>,
+}
+
+/// The metadata of an error frame.
+#[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
+pub struct ErrorMeta {
+    /// `crate::error::Code as u8`.
+    pub code: u8,
+    pub message: String,
+}
+
+/// A tensor carried beside the archive: `payload` indexes the frame's
+/// payload list.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct TensorRef {
+    /// `DType::code`.
+    pub dtype: u8,
+    pub dims: Vec<u64>,
+    pub payload: u32,
+}
+
+impl TensorRef {
+    pub fn describe(tensor: &Tensor, payload: u32) -> TensorRef {
+        TensorRef { dtype: tensor.dtype().code(), dims: tensor.dims().iter().map(|&d| d as u64).collect(), payload }
+    }
+}
+
+impl ArchivedTensorRef {
+    /// The payload tensor this reference names, checked against the
+    /// reference's dtype and dims. Shares the payload's bytes (no copy).
+    pub fn resolve(&self, payloads: &[Tensor]) -> Result<Tensor> {
+        let index = self.payload.to_native() as usize;
+        let tensor = payloads.get(index).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "tensor reference to payload {index}, but the frame has {}",
+                payloads.len()
+            ))
+        })?;
+        let dtype = DType::from_code(self.dtype)
+            .ok_or_else(|| Status::invalid_argument(format!("unknown dtype code {}", self.dtype)))?;
+        let dims_match = self.dims.len() == tensor.rank()
+            && self.dims.iter().zip(tensor.dims()).all(|(a, &b)| a.to_native() == b as u64);
+        if dtype != tensor.dtype() || !dims_match {
+            let dims: Vec<u64> = self.dims.iter().map(|d| d.to_native()).collect();
+            return Err(Status::invalid_argument(format!(
+                "tensor reference says {dtype}{dims:?} but payload {index} is {}{}",
+                tensor.dtype(),
+                tensor.shape()
+            )));
+        }
+        Ok(tensor.clone())
+    }
+}
+
+/// Collects the tensors of an outgoing message and hands out their
+/// references.
+#[derive(Default, Debug, Clone)]
+pub struct PayloadList {
+    tensors: Vec<Tensor>,
+}
+
+impl PayloadList {
+    pub fn new() -> PayloadList {
+        PayloadList::default()
+    }
+
+    /// Adds `tensor` (shared, not copied) and returns its reference.
+    pub fn add(&mut self, tensor: &Tensor) -> TensorRef {
+        let reference = TensorRef::describe(tensor, self.tensors.len() as u32);
+        self.tensors.push(tensor.clone());
+        reference
+    }
+
+    pub fn tensors(&self) -> &[Tensor] {
+        &self.tensors
+    }
+
+    pub fn into_vec(self) -> Vec<Tensor> {
+        self.tensors
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct NamedTensorRef {
+    pub name: String,
+    pub tensor: TensorRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub node: String,
+    pub device: String,
+    pub start_us: u64,
+    pub end_us: u64,
+    pub thread: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct StepStats {
+    pub nodes: Vec<NodeStats>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct DeviceAttributes {
+    pub name: String,
+    pub device_type: String,
+    pub incarnation: u64,
+    pub memory_limit: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct SessionConfig {
+    /// 0 = no timeout.
+    pub operation_timeout_ms: u64,
+    /// Threads per device pool; 0 = the server's default.
+    pub intra_op_threads: u32,
+    /// Collect step stats for every step.
+    pub collect_stats: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// 0 = the session's operation timeout.
+    pub timeout_ms: u64,
+    pub trace: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct TaskAddr {
+    pub index: u32,
+    pub address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct JobDef {
+    pub name: String,
+    pub tasks: Vec<TaskAddr>,
+}
+
+/// An empty response.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct Empty {}
+
+macro_rules! rpc {
+    ($req:ident => $resp:ty, $method:ident) => {
+        impl Rpc for $req {
+            const METHOD: Method = Method::$method;
+            type Response = $resp;
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// MasterService
+
+#[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
+pub struct CreateSessionRequest {
+    pub graph: GraphSpec,
+    pub config: SessionConfig,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct CreateSessionResponse {
+    pub session_handle: String,
+    pub graph_version: u64,
+}
+rpc!(CreateSessionRequest => CreateSessionResponse, CreateSession);
+
+#[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
+pub struct ExtendSessionRequest {
+    pub session_handle: String,
+    pub graph: GraphSpec,
+    pub current_graph_version: u64,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct ExtendSessionResponse {
+    pub new_graph_version: u64,
+}
+rpc!(ExtendSessionRequest => ExtendSessionResponse, ExtendSession);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct PartialRunSetupRequest {
+    pub session_handle: String,
+    pub feeds: Vec<String>,
+    pub fetches: Vec<String>,
+    pub targets: Vec<String>,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct PartialRunSetupResponse {
+    pub partial_run_handle: String,
+}
+rpc!(PartialRunSetupRequest => PartialRunSetupResponse, PartialRunSetup);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunStepRequest {
+    pub session_handle: String,
+    pub feeds: Vec<NamedTensorRef>,
+    pub fetches: Vec<String>,
+    pub targets: Vec<String>,
+    pub options: RunOptions,
+    /// Empty = not a partial run.
+    pub partial_run_handle: String,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunStepResponse {
+    pub outputs: Vec<NamedTensorRef>,
+    pub step_stats: StepStats,
+}
+rpc!(RunStepRequest => RunStepResponse, RunStep);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct CloseSessionRequest {
+    pub session_handle: String,
+}
+rpc!(CloseSessionRequest => Empty, CloseSession);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct ListDevicesRequest {
+    pub session_handle: String,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct ListDevicesResponse {
+    pub devices: Vec<DeviceAttributes>,
+}
+rpc!(ListDevicesRequest => ListDevicesResponse, ListDevices);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct ResetRequest {
+    pub containers: Vec<String>,
+}
+rpc!(ResetRequest => Empty, Reset);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct MakeCallableRequest {
+    pub session_handle: String,
+    pub feeds: Vec<String>,
+    pub fetches: Vec<String>,
+    pub targets: Vec<String>,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct MakeCallableResponse {
+    pub handle: u64,
+}
+rpc!(MakeCallableRequest => MakeCallableResponse, MakeCallable);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunCallableRequest {
+    pub session_handle: String,
+    pub handle: u64,
+    pub feeds: Vec<TensorRef>,
+    pub options: RunOptions,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunCallableResponse {
+    pub fetches: Vec<TensorRef>,
+    pub step_stats: StepStats,
+}
+rpc!(RunCallableRequest => RunCallableResponse, RunCallable);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct ReleaseCallableRequest {
+    pub session_handle: String,
+    pub handle: u64,
+}
+rpc!(ReleaseCallableRequest => Empty, ReleaseCallable);
+
+// ---------------------------------------------------------------------------
+// WorkerService
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct GetStatusRequest {}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct GetStatusResponse {
+    pub devices: Vec<DeviceAttributes>,
+    pub incarnation: u64,
+}
+rpc!(GetStatusRequest => GetStatusResponse, GetStatus);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct CreateWorkerSessionRequest {
+    pub session_handle: String,
+    pub master_task: String,
+    pub cluster: Vec<JobDef>,
+}
+rpc!(CreateWorkerSessionRequest => Empty, CreateWorkerSession);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct DeleteWorkerSessionRequest {
+    pub session_handle: String,
+}
+rpc!(DeleteWorkerSessionRequest => Empty, DeleteWorkerSession);
+
+#[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
+pub struct RegisterGraphRequest {
+    pub session_handle: String,
+    pub graph: GraphSpec,
+    pub collect_stats: bool,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RegisterGraphResponse {
+    pub graph_handle: String,
+}
+rpc!(RegisterGraphRequest => RegisterGraphResponse, RegisterGraph);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct DeregisterGraphRequest {
+    pub session_handle: String,
+    pub graph_handle: String,
+}
+rpc!(DeregisterGraphRequest => Empty, DeregisterGraph);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunGraphRequest {
+    pub session_handle: String,
+    pub graph_handle: String,
+    pub step_id: u64,
+    pub feeds: Vec<NamedTensorRef>,
+    pub fetches: Vec<String>,
+    pub timeout_ms: u64,
+    pub collect_stats: bool,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RunGraphResponse {
+    pub fetches: Vec<NamedTensorRef>,
+    pub step_stats: StepStats,
+}
+rpc!(RunGraphRequest => RunGraphResponse, RunGraph);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct CleanupGraphRequest {
+    pub step_id: u64,
+}
+rpc!(CleanupGraphRequest => Empty, CleanupGraph);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct CleanupAllRequest {
+    pub containers: Vec<String>,
+}
+rpc!(CleanupAllRequest => Empty, CleanupAll);
+
+/// Pull a tensor from its producer's rendezvous.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RecvTensorRequest {
+    pub step_id: u64,
+    pub rendezvous_key: String,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct RecvTensorResponse {
+    pub tensor: TensorRef,
+}
+rpc!(RecvTensorRequest => RecvTensorResponse, RecvTensor);
+
+/// Push a tensor to its consumer's rendezvous (one way).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct TensorPush {
+    pub step_id: u64,
+    pub rendezvous_key: String,
+    pub tensor: TensorRef,
+}
+impl OneWay for TensorPush {
+    const METHOD: Method = Method::TensorPush;
+}
+
+/// Abort a step on a peer (one way).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct AbortStep {
+    pub step_id: u64,
+    /// `crate::error::Code as u8`.
+    pub code: u8,
+    pub message: String,
+}
+impl OneWay for AbortStep {
+    const METHOD: Method = Method::AbortStep;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct LoggingRequest {
+    pub step_ids: Vec<u64>,
+}
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct LoggingResponse {
+    pub step_stats: Vec<StepStats>,
+}
+rpc!(LoggingRequest => LoggingResponse, Logging);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip<M>(msg: &M)
+    where
+        M: Archive + PartialEq + std::fmt::Debug,
+        M: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+        M::Archived: Portable
+            + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
+            + Deserialize<M, HighDeserializer<rancor::Error>>,
+    {
+        let bytes = encode(msg).unwrap();
+        assert_eq!(&decode::<M>(&bytes).unwrap(), msg);
+    }
+
+    #[test]
+    fn method_numbers_round_trip_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for m in Method::ALL {
+            assert_eq!(Method::from_u16(m as u16), Some(m));
+            seen.insert(m as u16);
+        }
+        assert_eq!(seen.len(), 23);
+        assert_eq!(Method::from_u16(999), None);
+    }
+
+    #[test]
+    fn corrupted_archive_is_rejected_not_read() {
+        let msg = RunStepRequest { session_handle: "s".repeat(40), fetches: vec!["y:0".into()], ..Default::default() };
+        let mut bytes = encode(&msg).unwrap();
+        // The root is at the end; its first field, `session_handle`, is an
+        // out-of-line string: point its relative offset far outside.
+        let root = bytes.len() - std::mem::size_of::<ArchivedRunStepRequest>();
+        bytes[root + 4..root + 8].copy_from_slice(&0x7fff_0000i32.to_le_bytes());
+        let err = view::<RunStepRequest>(&bytes).map(drop).unwrap_err();
+        assert!(err.message.contains("malformed RunStepRequest"), "{err}");
+        assert!(view::<RunStepRequest>(&bytes[..3]).is_err());
+    }
+
+    #[test]
+    fn tensor_refs_resolve_to_the_payload_itself() {
+        let t = Tensor::from_slice::<f64>([2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+        let mut list = PayloadList::new();
+        let r = list.add(&t);
+        let bytes = encode(&r).unwrap();
+        let archived = view::<TensorRef>(&bytes).unwrap();
+        let got = archived.resolve(list.tensors()).unwrap();
+        assert!(got.shares_bytes_with(&t));
+        let wrong = encode(&TensorRef { dtype: DType::F32.code(), ..r.clone() }).unwrap();
+        assert!(view::<TensorRef>(&wrong).unwrap().resolve(list.tensors()).is_err());
+        let missing = encode(&TensorRef { payload: 5, ..r }).unwrap();
+        assert!(view::<TensorRef>(&missing).unwrap().resolve(list.tensors()).is_err());
+    }
+
+    #[test]
+    fn every_message_type_round_trips() {
+        use crate::graph::NodeSpec;
+        let graph =
+            GraphSpec { nodes: vec![NodeSpec::new("a", "Const"), NodeSpec::new("b", "Identity").input("a", 0)] };
+        let t = TensorRef { dtype: 1, dims: vec![2, 3], payload: 0 };
+        let named = NamedTensorRef { name: "x:0".into(), tensor: t.clone() };
+        let stats = StepStats {
+            nodes: vec![NodeStats {
+                node: "a".into(),
+                device: "/job:w/replica:0/task:0/device:CPU:0".into(),
+                start_us: 1,
+                end_us: u64::MAX,
+                thread: 3,
+            }],
+        };
+        let dev = DeviceAttributes {
+            name: "/job:w/replica:0/task:0/device:CPU:0".into(),
+            device_type: "CPU".into(),
+            incarnation: 42,
+            memory_limit: 1 << 40,
+        };
+        let strings = vec!["a".to_string(), "ü".to_string(), String::new()];
+        round_trip(&Hello { protocol_version: 1, incarnation: 7, name: "w0".into(), auth: vec![1, 2] });
+        round_trip(&ErrorMeta { code: 14, message: "gone".into() });
+        round_trip(&Empty {});
+        round_trip(&CreateSessionRequest {
+            graph: graph.clone(),
+            config: SessionConfig { operation_timeout_ms: 5, intra_op_threads: 2, collect_stats: true },
+        });
+        round_trip(&CreateSessionResponse { session_handle: "s1".into(), graph_version: 3 });
+        round_trip(&ExtendSessionRequest {
+            session_handle: "s1".into(),
+            graph: graph.clone(),
+            current_graph_version: 3,
+        });
+        round_trip(&ExtendSessionResponse { new_graph_version: 4 });
+        round_trip(&PartialRunSetupRequest {
+            session_handle: "s".into(),
+            feeds: strings.clone(),
+            fetches: strings.clone(),
+            targets: strings.clone(),
+        });
+        round_trip(&PartialRunSetupResponse { partial_run_handle: "p".into() });
+        round_trip(&RunStepRequest {
+            session_handle: "s".into(),
+            feeds: vec![named.clone(), named.clone()],
+            fetches: strings.clone(),
+            targets: strings.clone(),
+            options: RunOptions { timeout_ms: 9, trace: true },
+            partial_run_handle: String::new(),
+        });
+        round_trip(&RunStepResponse { outputs: vec![named.clone()], step_stats: stats.clone() });
+        round_trip(&CloseSessionRequest { session_handle: "s".into() });
+        round_trip(&ListDevicesRequest { session_handle: "s".into() });
+        round_trip(&ListDevicesResponse { devices: vec![dev.clone(), dev.clone()] });
+        round_trip(&ResetRequest { containers: strings.clone() });
+        round_trip(&MakeCallableRequest {
+            session_handle: "s".into(),
+            feeds: strings.clone(),
+            fetches: strings.clone(),
+            targets: vec![],
+        });
+        round_trip(&MakeCallableResponse { handle: 77 });
+        round_trip(&RunCallableRequest {
+            session_handle: "s".into(),
+            handle: 77,
+            feeds: vec![t.clone()],
+            options: RunOptions::default(),
+        });
+        round_trip(&RunCallableResponse { fetches: vec![t.clone(), t.clone()], step_stats: stats.clone() });
+        round_trip(&ReleaseCallableRequest { session_handle: "s".into(), handle: 77 });
+        round_trip(&GetStatusRequest {});
+        round_trip(&GetStatusResponse { devices: vec![dev.clone()], incarnation: 11 });
+        round_trip(&CreateWorkerSessionRequest {
+            session_handle: "s".into(),
+            master_task: "/job:master/task:0".into(),
+            cluster: vec![JobDef {
+                name: "worker".into(),
+                tasks: vec![TaskAddr { index: 1, address: "127.0.0.1:2222".into() }],
+            }],
+        });
+        round_trip(&DeleteWorkerSessionRequest { session_handle: "s".into() });
+        round_trip(&RegisterGraphRequest { session_handle: "s".into(), graph, collect_stats: true });
+        round_trip(&RegisterGraphResponse { graph_handle: "g".into() });
+        round_trip(&DeregisterGraphRequest { session_handle: "s".into(), graph_handle: "g".into() });
+        round_trip(&RunGraphRequest {
+            session_handle: "s".into(),
+            graph_handle: "g".into(),
+            step_id: 5,
+            feeds: vec![named.clone()],
+            fetches: strings.clone(),
+            timeout_ms: 100,
+            collect_stats: false,
+        });
+        round_trip(&RunGraphResponse { fetches: vec![named], step_stats: stats.clone() });
+        round_trip(&CleanupGraphRequest { step_id: 5 });
+        round_trip(&CleanupAllRequest { containers: strings });
+        round_trip(&RecvTensorRequest { step_id: 5, rendezvous_key: "a;1;b;x:0;0:0".into() });
+        round_trip(&RecvTensorResponse { tensor: t.clone() });
+        round_trip(&TensorPush { step_id: 5, rendezvous_key: "k".into(), tensor: t });
+        round_trip(&AbortStep { step_id: 5, code: 10, message: "aborted".into() });
+        round_trip(&LoggingRequest { step_ids: vec![1, 2, 3] });
+        round_trip(&LoggingResponse { step_stats: vec![stats.clone(), stats] });
+    }
+}

@@ -1,0 +1,412 @@
+//! [`Server`]: accepts connections and hands each request to a [`Service`]
+//! on the connection's transport thread, with a [`Reply`] that any thread
+//! may complete later.
+//!
+//! Owns: the listener, one transport thread per connection (each spins then
+//! sleeps on its own socket, so a request on an idle connection is seen
+//! without a wake-up while the spin lasts), and shutdown. Must not know what
+//! a method does.
+//!
+//! Threads: `acceptor` (blocking accept) and one `conn` thread per peer.
+//! `shutdown` stops the acceptor by shutting the listening socket, then
+//! shuts every connection's socket (its pending receive ends), and joins
+//! all of them. A malformed frame closes only its own connection.
+
+use super::TransportOptions;
+use super::conn::{Conn, NetError};
+use crate::error::{Result, Status};
+use crate::net::frame::{FrameKind, OutgoingFrame, ReceivedFrame};
+use crate::net::io::{self, Driver};
+use crate::net::message::{self, Method};
+use crate::net::reader::FrameReader;
+use crate::tensor::Tensor;
+use parking_lot::Mutex;
+use rkyv::Archive;
+use rkyv::api::high::HighValidator;
+use rkyv::bytecheck::CheckBytes;
+use rkyv::{Portable, rancor};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// What a server does with requests. `handle` runs on a transport thread:
+/// it must not block. Cheap requests are answered inline (the fastest
+/// path); long work moves elsewhere with the `Reply`.
+pub trait Service: Send + Sync + 'static {
+    fn handle(&self, request: Request, reply: Reply);
+}
+
+/// A received request: its metadata is read in place, its payloads are
+/// tensors over the receive buffer.
+pub struct Request {
+    method: Method,
+    peer: Arc<str>,
+    frame: ReceivedFrame,
+    one_way: bool,
+    /// Zero-copy views into the receive buffer, in frame order.
+    pub payloads: Vec<Tensor>,
+}
+
+impl Request {
+    pub fn method(&self) -> Method {
+        self.method
+    }
+    pub fn peer(&self) -> &str {
+        &self.peer
+    }
+    pub fn request_id(&self) -> u64 {
+        self.frame.header.request_id
+    }
+    pub fn is_one_way(&self) -> bool {
+        self.one_way
+    }
+    pub fn meta_bytes(&self) -> &[u8] {
+        self.frame.meta_bytes()
+    }
+    /// The archived metadata in place, validated.
+    pub fn meta<M: Archive>(&self) -> Result<&M::Archived>
+    where
+        M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>,
+    {
+        message::view::<M>(self.frame.meta_bytes())
+    }
+    /// The receive buffer the request lies in (for no-copy checks).
+    pub fn frame(&self) -> &ReceivedFrame {
+        &self.frame
+    }
+}
+
+/// The answer to one request, sendable from any thread. Dropping it
+/// unanswered sends an `Internal` error, so a caller never waits forever
+/// on a forgotten request.
+pub struct Reply {
+    target: Option<ReplyTarget>,
+}
+
+struct ReplyTarget {
+    conn: Arc<Conn>,
+    request_id: u64,
+    method: Method,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Reply {
+    fn one_way() -> Reply {
+        Reply { target: None }
+    }
+
+    /// True for pushes: answering does nothing.
+    pub fn is_one_way(&self) -> bool {
+        self.target.is_none()
+    }
+
+    /// Sends the response: `meta` (an encoded message) and its payloads.
+    /// Send failures mean the connection is gone; they are logged.
+    pub fn ok(mut self, meta: &[u8], payloads: &[Tensor]) {
+        let Some(target) = self.target.take() else {
+            return;
+        };
+        let frame = OutgoingFrame::new(
+            FrameKind::Response,
+            target.method as u16,
+            target.request_id,
+            meta,
+            payloads,
+            &target.conn.limits,
+        )
+        .map_err(|source| NetError::Frame { peer: target.conn.peer.clone(), source });
+        let sent = frame.and_then(|frame| target.conn.send_reply(frame));
+        match sent {
+            Ok(()) => {}
+            Err(NetError::Frame { source, .. }) => {
+                let status = Status::resource_exhausted(format!("{} response cannot be sent: {source}", target.method));
+                target.send_error(&status);
+            }
+            Err(e) => tracing::debug!("reply to {}: {e}", target.method),
+        }
+        target.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Sends an error response.
+    pub fn err(mut self, status: Status) {
+        if let Some(target) = self.target.take() {
+            target.send_error(&status);
+            target.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl ReplyTarget {
+    fn send_error(&self, status: &Status) {
+        if let Err(e) = self.conn.send_error(self.request_id, self.method as u16, status) {
+            tracing::debug!("error reply to {}: {e}", self.method);
+        }
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.take() {
+            target.send_error(&Status::internal(format!("{} request was dropped without a reply", target.method)));
+            target.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+const _: () = {
+    const fn is_send<T: Send>() {}
+    // A reply may be completed from any thread; a request may be moved to
+    // the thread that does the work.
+    is_send::<Reply>();
+    is_send::<Request>();
+};
+
+struct Shared {
+    service: Arc<dyn Service>,
+    options: TransportOptions,
+    driver: Driver,
+    stopping: AtomicBool,
+    next_conn_id: AtomicU64,
+    live: Mutex<HashMap<u64, Arc<Conn>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A listening server. Dropping it shuts it down.
+pub struct Server {
+    local_addr: SocketAddr,
+    listener: Arc<TcpListener>,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    pub fn bind(addr: &str, service: Arc<dyn Service>, options: TransportOptions) -> Result<Server> {
+        let driver = io::select_driver(options.transport)
+            .map_err(|e| Status::unavailable(format!("transport for server at {addr}: {e}")))?;
+        let listener =
+            TcpListener::bind(addr).map_err(|e| Status::unavailable(format!("cannot listen on {addr}: {e}")))?;
+        let local_addr = listener.local_addr()?;
+        let listener = Arc::new(listener);
+        let shared = Arc::new(Shared {
+            service,
+            options,
+            driver,
+            stopping: AtomicBool::new(false),
+            next_conn_id: AtomicU64::new(1),
+            live: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+        });
+        let acceptor = {
+            let listener = listener.clone();
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("rf-accept-{}", local_addr.port()))
+                .spawn(move || accept_loop(&listener, &shared))
+                .map_err(|e| Status::internal(format!("spawning acceptor: {e}")))?
+        };
+        tracing::debug!("server on {local_addr} ({})", driver.name());
+        Ok(Server { local_addr, listener, shared, acceptor: Some(acceptor) })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn driver(&self) -> Driver {
+        self.shared.driver
+    }
+
+    /// Connections currently open.
+    pub fn connections(&self) -> usize {
+        self.shared.live.lock().len()
+    }
+
+    /// Stops accepting, closes every connection and joins every thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let Some(acceptor) = self.acceptor.take() else {
+            return;
+        };
+        self.shared.stopping.store(true, Ordering::Release);
+        // SAFETY: shutdown(2) on a descriptor we own (kept open by `listener`);
+        // it makes the blocked accept return.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        let _ = acceptor.join();
+        for conn in self.shared.live.lock().values() {
+            conn.close();
+        }
+        let threads = std::mem::take(&mut *self.shared.threads.lock());
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    loop {
+        let accepted = listener.accept();
+        if shared.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let (stream, peer_addr) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::warn!("accept: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+        };
+        let peer = peer_addr.to_string();
+        if shared.live.lock().len() >= shared.options.max_connections {
+            tracing::warn!(
+                "refusing connection from {peer}: {} connections open (max_connections)",
+                shared.options.max_connections
+            );
+            continue; // `stream` drops and closes.
+        }
+        let conn = Arc::new(Conn::new(stream, shared.driver, peer.clone(), &shared.options));
+        let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
+        shared.live.lock().insert(id, conn.clone());
+        let thread_shared = shared.clone();
+        let spawned = std::thread::Builder::new().name(format!("rf-conn-{id}")).spawn(move || {
+            serve_connection(&conn, &thread_shared);
+            conn.close();
+            thread_shared.live.lock().remove(&id);
+        });
+        let mut threads = shared.threads.lock();
+        threads.retain(|t| !t.is_finished());
+        match spawned {
+            Ok(handle) => threads.push(handle),
+            Err(e) => {
+                tracing::warn!("spawning a thread for {peer}: {e}");
+                shared.live.lock().remove(&id);
+            }
+        }
+    }
+}
+
+fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
+    let options = &shared.options;
+    let mut reader = match FrameReader::new(conn.limits, options.recv_chunk_bytes, options.recv_region.clone()) {
+        Ok(reader) => reader,
+        Err(e) => {
+            tracing::warn!("connection from {}: {e}", conn.peer);
+            return;
+        }
+    };
+    let deadline = Instant::now() + options.connect_timeout();
+    let hello = conn.expect_hello(&mut reader, deadline).and_then(|hello| conn.send_hello(options).map(|()| hello));
+    match hello {
+        Ok(hello) => {
+            tracing::debug!("connection from {} ({}, incarnation {:#x})", conn.peer, hello.name, hello.incarnation)
+        }
+        Err(e) => {
+            if !shared.stopping.load(Ordering::Acquire) {
+                tracing::warn!("rejecting connection: {e}");
+            }
+            return;
+        }
+    }
+    let peer: Arc<str> = Arc::from(conn.peer.as_str());
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    loop {
+        let frame = match conn.read_frame(&mut reader, None) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => continue,
+            Err(NetError::Closed { .. }) => {
+                tracing::debug!("connection from {} closed", conn.peer);
+                return;
+            }
+            Err(e) => {
+                if !shared.stopping.load(Ordering::Acquire) {
+                    tracing::warn!("closing connection: {e}");
+                }
+                return;
+            }
+        };
+        if let Err(reason) = dispatch(conn, shared, &peer, &in_flight, frame) {
+            tracing::warn!("closing connection from {}: {reason}", conn.peer);
+            return;
+        }
+    }
+}
+
+/// Hands one frame to the service. `Err` is a protocol violation that
+/// closes the connection.
+fn dispatch(
+    conn: &Arc<Conn>,
+    shared: &Shared,
+    peer: &Arc<str>,
+    in_flight: &Arc<AtomicUsize>,
+    mut frame: ReceivedFrame,
+) -> std::result::Result<(), String> {
+    let header = frame.header;
+    let one_way = match header.kind {
+        FrameKind::Request => false,
+        FrameKind::Push => true,
+        kind => return Err(format!("unexpected {kind:?} frame from a client")),
+    };
+    let Some(method) = Method::from_u16(header.method) else {
+        if !one_way {
+            let status = Status::unimplemented(format!("unknown method number {}", header.method));
+            let _ = conn.send_error(header.request_id, header.method, &status);
+        } else {
+            tracing::warn!("dropping push of unknown method {} from {peer}", header.method);
+        }
+        return Ok(());
+    };
+    // Every archive is checked before a handler reads it; a corrupted one
+    // means a broken or hostile peer.
+    if let Err(status) = message::validate_request(method, frame.meta_bytes()) {
+        if !one_way {
+            let _ = conn.send_error(header.request_id, header.method, &status);
+        }
+        return Err(format!("{method} request {}: {}", header.request_id, status.message));
+    }
+    let reply = if one_way {
+        Reply::one_way()
+    } else {
+        let outstanding = in_flight.fetch_add(1, Ordering::AcqRel);
+        let reply = Reply {
+            target: Some(ReplyTarget {
+                conn: conn.clone(),
+                request_id: header.request_id,
+                method,
+                in_flight: in_flight.clone(),
+            }),
+        };
+        if outstanding >= shared.options.max_in_flight {
+            reply.err(Status::resource_exhausted(format!(
+                "{outstanding} requests in flight from {peer} (max_in_flight)"
+            )));
+            return Ok(());
+        }
+        reply
+    };
+    let payloads = frame.take_payloads();
+    let request = Request { method, peer: peer.clone(), frame, one_way, payloads };
+    let service = &shared.service;
+    // A panicking handler drops its Reply while unwinding (which answers
+    // Internal); the connection keeps serving.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, reply)));
+    if outcome.is_err() {
+        tracing::error!("handler for {method} from {peer} panicked");
+    }
+    Ok(())
+}

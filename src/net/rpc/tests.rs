@@ -1,0 +1,496 @@
+//! RPC tests over real loopback sockets, for each available driver and
+//! across drivers (one side io_uring, the other the socket fallback).
+
+use super::*;
+use crate::error::Code;
+use crate::net::frame::{FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame};
+use crate::net::io::{TransportKind, uring};
+use crate::net::message::{self, Method, PayloadList, RecvTensorRequest, RecvTensorResponse};
+use crate::tensor::{DType, Tensor};
+use parking_lot::Mutex;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn kinds() -> Vec<TransportKind> {
+    let mut kinds = vec![TransportKind::Socket];
+    if uring::probe().is_ok() {
+        kinds.push(TransportKind::Uring);
+    }
+    kinds
+}
+
+fn options(kind: TransportKind) -> TransportOptions {
+    TransportOptions {
+        transport: kind,
+        spin_us: 5,
+        recv_chunk_bytes: 16 << 10,
+        connect_timeout_ms: 2_000,
+        ..TransportOptions::default()
+    }
+}
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(20)
+}
+
+/// Echoes meta and payloads (Ping); answers RecvTensor with a tensor;
+/// stashes pushes; checks that request payloads lie in the receive buffer.
+#[derive(Default)]
+struct TestService {
+    pushes: Mutex<Vec<(Method, Vec<Tensor>)>>,
+    copies_seen: Mutex<usize>,
+    held: Mutex<Vec<Reply>>,
+}
+
+impl Service for TestService {
+    fn handle(&self, request: Request, reply: Reply) {
+        for t in &request.payloads {
+            if !request.frame().buffer().contains(t.data_ptr()) {
+                *self.copies_seen.lock() += 1;
+            }
+        }
+        match request.method() {
+            Method::Ping if request.meta_bytes() == b"hold" => self.held.lock().push(reply),
+            Method::Ping if request.meta_bytes() == b"drop" => drop(reply),
+            Method::Ping if request.meta_bytes().starts_with(b"slow") => {
+                let meta = request.meta_bytes().to_vec();
+                let delay_us = u64::from(meta[4]) * 300;
+                let payloads = request.payloads.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_micros(delay_us));
+                    reply.ok(&meta, &payloads);
+                });
+            }
+            Method::Ping => reply.ok(request.meta_bytes(), &request.payloads),
+            Method::RecvTensor => {
+                let req = request.meta::<RecvTensorRequest>().unwrap();
+                let t = Tensor::from_slice::<i64>([2], &[req.step_id.to_native() as i64, 7]).unwrap();
+                let mut list = PayloadList::new();
+                let resp = RecvTensorResponse { tensor: list.add(&t) };
+                reply.ok(&message::encode(&resp).unwrap(), list.tensors());
+            }
+            method if request.is_one_way() => {
+                self.pushes.lock().push((method, request.payloads.clone()));
+            }
+            other => reply.err(crate::error::Status::unimplemented(format!("{other}"))),
+        }
+    }
+}
+
+fn start(kind: TransportKind) -> (Server, Arc<TestService>) {
+    let service = Arc::new(TestService::default());
+    let server = Server::bind("127.0.0.1:0", service.clone(), options(kind)).unwrap();
+    (server, service)
+}
+
+fn every_dtype_tensors() -> Vec<Tensor> {
+    vec![
+        Tensor::from_slice::<f32>([2, 2], &[1.5, -0.0, f32::INFINITY, 3.0]).unwrap(),
+        Tensor::from_slice::<f64>([3], &[f64::MIN, f64::NAN, 1e-300]).unwrap(),
+        Tensor::from_slice::<i32>([1, 1, 2], &[i32::MIN, i32::MAX]).unwrap(),
+        Tensor::from_slice::<i64>([2], &[i64::MIN, 42]).unwrap(),
+        Tensor::from_slice::<bool>([5], &[true, false, false, true, true]).unwrap(),
+        Tensor::zeros(DType::I64, [0]).unwrap(),
+        Tensor::zeros(DType::F32, [3, 0, 2]).unwrap(),
+        Tensor::scalar(1.25f64),
+        // Larger than the 16 KiB receive chunk: takes the large-frame path.
+        Tensor::build::<f32>([300_000], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32 * 0.25)).unwrap(),
+    ]
+}
+
+#[test]
+fn tensors_of_every_dtype_round_trip_bit_exact_without_copies() {
+    for server_kind in kinds() {
+        for client_kind in kinds() {
+            let (server, service) = start(server_kind);
+            let client = Client::connect(&server.local_addr().to_string(), options(client_kind)).unwrap();
+            let tensors = every_dtype_tensors();
+            for _ in 0..3 {
+                let resp = client.call(Method::Ping, b"echo", &tensors, soon()).unwrap();
+                assert_eq!(resp.meta_bytes(), b"echo");
+                assert_eq!(resp.payloads.len(), tensors.len());
+                for (got, want) in resp.payloads.iter().zip(&tensors) {
+                    assert!(got.bit_eq(want), "{server_kind:?}->{client_kind:?}: {got:?}");
+                    assert!(got.is_borrowed());
+                    assert!(
+                        resp.frame().buffer().contains(got.data_ptr()),
+                        "response tensor was copied out of the receive buffer"
+                    );
+                }
+            }
+            assert_eq!(*service.copies_seen.lock(), 0, "request tensor outside its receive buffer");
+            server.shutdown();
+        }
+    }
+}
+
+#[test]
+fn typed_request_and_response_in_place() {
+    for kind in kinds() {
+        let (server, _) = start(kind);
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let req = RecvTensorRequest { step_id: 99, rendezvous_key: "a;1;b;x:0;0:0".into() };
+        let resp = client.call_rpc(&req, &[], soon()).unwrap();
+        let archived = resp.meta::<RecvTensorResponse>().unwrap();
+        let t = archived.tensor.resolve(&resp.payloads).unwrap();
+        assert_eq!(t.as_slice::<i64>().unwrap(), &[99, 7]);
+        assert!(resp.frame().buffer().contains(t.data_ptr()));
+        // A method the service does not implement comes back as a Status.
+        let err = client
+            .call(Method::GetStatus, &message::encode(&message::GetStatusRequest {}).unwrap(), &[], soon())
+            .unwrap_err();
+        assert_eq!(err.code, Code::Unimplemented);
+    }
+}
+
+#[test]
+fn many_concurrent_calls_on_one_connection_complete_out_of_order() {
+    for kind in kinds() {
+        let (server, _) = start(kind);
+        let client = Arc::new(Client::connect(&server.local_addr().to_string(), options(kind)).unwrap());
+        let threads: Vec<_> = (0..6u8)
+            .map(|t| {
+                let client = client.clone();
+                std::thread::spawn(move || {
+                    // Overlapping calls from this thread too (start, then wait).
+                    for round in 0..8u8 {
+                        let pending: Vec<_> = (0..3u8)
+                            .map(|k| {
+                                let delay = (t * 7 + round * 3 + k * 5) % 10;
+                                let meta = [b's', b'l', b'o', b'w', delay, t, round, k];
+                                let payload =
+                                    Tensor::from_slice::<i32>([3], &[t as i32, round as i32, k as i32]).unwrap();
+                                (meta, client.start_call(Method::Ping, &meta, &[payload]).unwrap())
+                            })
+                            .collect();
+                        for (meta, call) in pending.into_iter().rev() {
+                            let resp = call.wait(soon()).unwrap();
+                            assert_eq!(resp.meta_bytes(), &meta);
+                            assert_eq!(
+                                resp.payloads[0].as_slice::<i32>().unwrap(),
+                                &[meta[5] as i32, meta[6] as i32, meta[7] as i32]
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        server.shutdown();
+    }
+}
+
+#[test]
+fn pushes_arrive_one_way() {
+    for kind in kinds() {
+        let (server, service) = start(kind);
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let t = Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap();
+        let mut list = PayloadList::new();
+        let push = message::TensorPush { step_id: 1, rendezvous_key: "k".into(), tensor: list.add(&t) };
+        client.push_msg(&push, list.tensors()).unwrap();
+        // A call after the push on the same connection is answered after it.
+        client.call(Method::Ping, b"x", &[], soon()).unwrap();
+        let pushes = service.pushes.lock();
+        assert_eq!(pushes.len(), 1);
+        assert_eq!(pushes[0].0, Method::TensorPush);
+        assert!(pushes[0].1[0].bit_eq(&t));
+    }
+}
+
+#[test]
+fn deadlines_dropped_replies_and_dead_connections_fail_promptly() {
+    for kind in kinds() {
+        let (server, service) = start(kind);
+        let addr = server.local_addr().to_string();
+        let client = Arc::new(Client::connect(&addr, options(kind)).unwrap());
+        let err = client.call(Method::Ping, b"hold", &[], Instant::now() + Duration::from_millis(50)).unwrap_err();
+        assert_eq!(err.code, Code::DeadlineExceeded, "{err}");
+        let err = client.call(Method::Ping, b"drop", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::Internal, "{err}");
+        assert!(err.message.contains("without a reply"), "{err}");
+        // Calls waiting on a server that goes away fail with Unavailable
+        // naming the peer.
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let client = client.clone();
+                std::thread::spawn(move || client.call(Method::Ping, b"hold", &[], soon()))
+            })
+            .collect();
+        while service.held.lock().len() < 4 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let started = Instant::now();
+        server.shutdown();
+        for w in waiters {
+            let err = w.join().unwrap().unwrap_err();
+            assert_eq!(err.code, Code::Unavailable, "{err}");
+            assert!(err.message.contains(&addr), "{err}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(client.is_dead());
+        let err = client.call(Method::Ping, b"x", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::Unavailable);
+    }
+}
+
+#[test]
+fn channel_cache_reconnects_after_the_connection_dies() {
+    let kind = TransportKind::Socket;
+    let (server, _) = start(kind);
+    let addr = server.local_addr().to_string();
+    let cache = ChannelCache::new(options(kind));
+    let first = cache.get(&addr).unwrap();
+    assert!(Arc::ptr_eq(&first, &cache.get(&addr).unwrap()));
+    first.call(Method::Ping, b"a", &[], soon()).unwrap();
+    server.shutdown();
+    let service = Arc::new(TestService::default());
+    let again = Server::bind(&addr, service, options(kind)).unwrap();
+    let second = cache.get(&addr).unwrap();
+    assert!(!Arc::ptr_eq(&first, &second));
+    second.call(Method::Ping, b"b", &[], soon()).unwrap();
+    again.shutdown();
+}
+
+/// Sends `bytes` on a raw connection (after a valid hello) and checks the
+/// server closes it, while a well-behaved client keeps being served.
+fn assert_rejected(what: &str, server: &Server, good: &Client, bytes: &[u8], close_after_send: bool) {
+    let mut raw = TcpStream::connect(server.local_addr()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let hello = message::encode(&message::Hello {
+        protocol_version: crate::net::frame::PROTOCOL_VERSION,
+        ..Default::default()
+    })
+    .unwrap();
+    let hello = OutgoingFrame::new(FrameKind::Hello, 0, 0, &hello, &[], &FrameLimits::default()).unwrap();
+    raw.write_all(&hello.to_vec()).unwrap();
+    let mut their_hello = [0u8; HEADER_BYTES];
+    raw.read_exact(&mut their_hello).unwrap();
+    let _ = raw.write_all(bytes);
+    if close_after_send {
+        let _ = raw.shutdown(std::net::Shutdown::Write);
+    }
+    // Drain until the server closes (an error frame may come first).
+    let mut sink = Vec::new();
+    let closed = raw.read_to_end(&mut sink).is_ok();
+    assert!(closed, "{what}: server did not close the connection");
+    good.call(Method::Ping, b"still serving", &[], soon())
+        .unwrap_or_else(|e| panic!("{what}: good client not served: {e}"));
+}
+
+#[test]
+fn malformed_frames_close_only_their_connection() {
+    for kind in kinds() {
+        let (server, _) = start(kind);
+        let good = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let limits = FrameLimits::default();
+        let valid = OutgoingFrame::new(
+            FrameKind::Request,
+            Method::Ping as u16,
+            1,
+            b"ok",
+            &[Tensor::from_slice::<i32>([2], &[1, 2]).unwrap()],
+            &limits,
+        )
+        .unwrap()
+        .to_vec();
+        // Wrong magic.
+        let mut bad = valid.clone();
+        bad[..4].copy_from_slice(b"HTTP");
+        assert_rejected("wrong magic", &server, &good, &bad, false);
+        // Truncated frame, then end of stream.
+        assert_rejected("truncated", &server, &good, &valid[..valid.len() - 10], true);
+        // Lengths past the buffer/limit: an 8 TiB body.
+        let mut bad = valid.clone();
+        bad[48..56].copy_from_slice(&(8u64 << 40).to_le_bytes());
+        assert_rejected("8 TiB body", &server, &good, &bad, false);
+        // Lengths that do not add up.
+        let mut bad = valid.clone();
+        bad[24..32].copy_from_slice(&100u64.to_le_bytes());
+        assert_rejected("inconsistent lengths", &server, &good, &bad, false);
+        // Corrupted archive inside a well-formed frame.
+        let req = message::encode(&RecvTensorRequest { step_id: 1, rendezvous_key: "key".repeat(10) }).unwrap();
+        let mut meta = req.to_vec();
+        // The root (step_id, rendezvous_key) is at the end; point the key's
+        // relative offset far outside the archive.
+        let n = meta.len();
+        meta[n - 4..n].copy_from_slice(&0x7fff_0000i32.to_le_bytes());
+        let bad =
+            OutgoingFrame::new(FrameKind::Request, Method::RecvTensor as u16, 2, &meta, &[], &limits).unwrap().to_vec();
+        assert_rejected("corrupted archive", &server, &good, &bad, false);
+        // A payload table that lies about the payload.
+        let mut bad = valid.clone();
+        bad[HEADER_BYTES + 8] = 99; // dtype code
+        assert_rejected("bad payload table", &server, &good, &bad, false);
+        // A client frame kind a server never accepts.
+        let mut bad = valid.clone();
+        bad[6] = FrameKind::Response as u8;
+        assert_rejected("response kind", &server, &good, &bad, false);
+        // Oversized under a small configured cap.
+        let small = Server::bind(
+            "127.0.0.1:0",
+            Arc::new(TestService::default()),
+            TransportOptions { max_frame_bytes: 4096, ..options(kind) },
+        )
+        .unwrap();
+        let small_good = Client::connect(&small.local_addr().to_string(), options(kind)).unwrap();
+        let big = OutgoingFrame::new(
+            FrameKind::Request,
+            Method::Ping as u16,
+            3,
+            b"",
+            &[Tensor::zeros(DType::F32, [2048]).unwrap()],
+            &limits,
+        )
+        .unwrap()
+        .to_vec();
+        assert_rejected("oversized", &small, &small_good, &big, false);
+        // A client refuses to send a frame over its own cap, and stays usable.
+        let capped = Client::connect(
+            &server.local_addr().to_string(),
+            TransportOptions { max_frame_bytes: 1024, ..options(kind) },
+        )
+        .unwrap();
+        let err = capped.call(Method::Ping, b"", &[Tensor::zeros(DType::F32, [2048]).unwrap()], soon()).unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument, "{err}");
+        capped.call(Method::Ping, b"small", &[], soon()).unwrap();
+        small.shutdown();
+        server.shutdown();
+    }
+}
+
+#[test]
+fn a_client_that_never_says_hello_is_dropped() {
+    let (server, _) = start(TransportKind::Socket);
+    let mut raw = TcpStream::connect(server.local_addr()).unwrap();
+    raw.write_all(&[0u8; 64]).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut sink = Vec::new();
+    assert!(raw.read_to_end(&mut sink).is_ok());
+    assert!(sink.is_empty(), "no hello is sent to a peer that failed its own");
+    let _ = mpsc::channel::<()>();
+    server.shutdown();
+}
+
+#[test]
+fn frames_received_into_a_registered_region() {
+    use crate::alloc::{LockPolicy, Region, RegionOptions};
+    for kind in kinds() {
+        let region =
+            Region::new(&RegionOptions { bytes: 8 * (16 << 10), slot_bytes: 16 << 10, lock: LockPolicy::IfAllowed })
+                .unwrap();
+        let (server, _) = start(kind);
+        let client = Client::connect(
+            &server.local_addr().to_string(),
+            TransportOptions {
+                recv_region: Some(region.clone()),
+                // No spin: every receive goes through the ring (fixed reads).
+                spin_us: 0,
+                ..options(kind)
+            },
+        )
+        .unwrap();
+        let base = region.base_ptr() as usize;
+        for round in 0..20i32 {
+            let t = Tensor::from_slice::<i32>([4], &[round, 1, 2, 3]).unwrap();
+            let resp = client.call(Method::Ping, b"r", std::slice::from_ref(&t), soon()).unwrap();
+            let got = &resp.payloads[0];
+            assert!(got.bit_eq(&t), "{kind:?}");
+            let at = got.data_ptr() as usize;
+            assert!((base..base + region.len()).contains(&at), "{kind:?}: not in the region");
+        }
+        server.shutdown();
+    }
+}
+
+/// A peer that completes the hello and then never reads again.
+fn deaf_server() -> (String, std::thread::JoinHandle<()>, mpsc::Sender<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let handle = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut header = [0u8; HEADER_BYTES];
+        stream.read_exact(&mut header).unwrap();
+        let body_len = u64::from_le_bytes(header[48..56].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; body_len];
+        stream.read_exact(&mut body).unwrap();
+        let hello = message::encode(&message::Hello {
+            protocol_version: crate::net::frame::PROTOCOL_VERSION,
+            ..Default::default()
+        })
+        .unwrap();
+        let hello = OutgoingFrame::new(FrameKind::Hello, 0, 0, &hello, &[], &FrameLimits::default()).unwrap();
+        stream.write_all(&hello.to_vec()).unwrap();
+        let _ = stop_rx.recv_timeout(Duration::from_secs(30));
+        drop(stream);
+    });
+    (addr, handle, stop_tx)
+}
+
+#[test]
+fn a_peer_that_stops_reading_cannot_hold_a_sender_past_its_deadline() {
+    let big = Tensor::zeros(DType::F32, [16 << 20]).unwrap(); // 64 MiB
+    for kind in kinds() {
+        let (addr, handle, stop) = deaf_server();
+        let client = Client::connect(&addr, options(kind)).unwrap();
+        let started = Instant::now();
+        let err = client
+            .call(Method::Ping, b"big", std::slice::from_ref(&big), Instant::now() + Duration::from_millis(300))
+            .unwrap_err();
+        assert_eq!(err.code, Code::DeadlineExceeded, "{kind:?}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{kind:?}: send hung");
+        // The half-sent frame poisoned the stream: the connection is closed.
+        assert!(client.is_dead());
+        let err = client.call(Method::Ping, b"x", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::Unavailable);
+        let _ = stop.send(());
+        handle.join().unwrap();
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_cannot_stall_the_server() {
+    let big = Tensor::zeros(DType::F32, [16 << 20]).unwrap(); // 64 MiB echoed back
+    for kind in kinds() {
+        let service = Arc::new(TestService::default());
+        let server =
+            Server::bind("127.0.0.1:0", service, TransportOptions { send_timeout_ms: 300, ..options(kind) }).unwrap();
+        // A client that sends one big echo request and never reads.
+        let deaf = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let pending = deaf.start_call(Method::Ping, b"echo", std::slice::from_ref(&big)).unwrap();
+        // Others are still served, and shutdown does not hang.
+        let good = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        good.call(Method::Ping, b"fine", &[], soon()).unwrap();
+        let started = Instant::now();
+        server.shutdown();
+        assert!(started.elapsed() < Duration::from_secs(10), "{kind:?}: shutdown hung");
+        drop(pending);
+    }
+}
+
+#[test]
+fn large_requests_pipelined_on_one_connection_all_complete() {
+    // Each echo is larger than the socket buffers both ways: the server's
+    // replies queue for its writer instead of blocking its reader, so the
+    // caller's later sends still drain.
+    let big = Tensor::build::<i32>([2 << 20], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as i32)).unwrap(); // 8 MiB
+    for kind in kinds() {
+        let (server, _) = start(kind);
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let calls: Vec<_> = (0..4u8)
+            .map(|i| client.start_call(Method::Ping, &[b'e', i], std::slice::from_ref(&big)).unwrap())
+            .collect();
+        for (i, call) in calls.into_iter().enumerate() {
+            let resp = call.wait(soon()).unwrap();
+            assert_eq!(resp.meta_bytes(), &[b'e', i as u8]);
+            assert!(resp.payloads[0].bit_eq(&big), "{kind:?}");
+        }
+        server.shutdown();
+    }
+}
