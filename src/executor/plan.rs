@@ -165,16 +165,22 @@ impl Plan {
         for id in 0..nodes.len() {
             let Some(value) = constant_value(&nodes[id])? else { continue };
             let edges = std::mem::take(&mut nodes[id].out_edges);
+            let large = matches!(&value, Value::Tensor(t) if t.byte_len() > super::run::EXPENSIVE_INPUT_BYTES);
             for edge in edges {
                 slot_const[edge.slot as usize] = Some(value.clone());
-                nodes[edge.dst as usize].initial_pending -= 1;
-                nodes[edge.dst as usize].has_const_inputs = true;
+                let dst = &mut nodes[edge.dst as usize];
+                dst.initial_pending -= 1;
+                dst.has_const_inputs = true;
+                if let NodeKind::Kernel { expensive, .. } = &mut dst.kind {
+                    *expensive |= large;
+                }
             }
             skipped[id] = nodes[id].control_out.is_empty();
         }
         let roots = (0..nodes.len() as u32)
             .filter(|&i| nodes[i as usize].initial_pending == 0 && !skipped[i as usize])
             .collect();
+        assert!(nodes.len() < (1 << 31), "node ids must leave the top bit for flags");
         let initial_pending = nodes.iter().map(|n| n.initial_pending).collect();
         Ok(Plan { nodes, roots, slot_deref, slot_const, initial_pending })
     }

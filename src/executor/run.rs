@@ -159,23 +159,6 @@ impl Execution {
         unsafe { (*self.frame().slots[slot as usize].0.get()).take() }
     }
 
-    /// Bytes of the tensors waiting in `node`'s input slots.
-    fn input_bytes(&self, node: &PlanNode) -> usize {
-        (node.input_base..node.input_base + node.num_inputs)
-            .map(|s| {
-                if let Some(Value::Tensor(t)) = &self.plan().slot_const[s as usize] {
-                    return t.byte_len();
-                }
-                // SAFETY: the caller made `node` ready and has not handed it
-                // to anyone yet, so it owns these slots.
-                match unsafe { &*self.frame().slots[s as usize].0.get() } {
-                    Some(Value::Tensor(t)) => t.byte_len(),
-                    _ => 0,
-                }
-            })
-            .sum()
-    }
-
     /// Records a failure; the step will end once in-flight nodes drain.
     fn fail(&self, status: Status) {
         let mut first = self.status.lock();
@@ -189,10 +172,11 @@ impl Execution {
     /// ones to the device pool, cheap ones to `stack` (run by this thread).
     fn dispatch(self: &Arc<Self>, ready: &[u32], stack: &mut SmallVec<[u32; 16]>) {
         let mut kept_expensive = false;
-        for (i, &id) in ready.iter().enumerate() {
+        for (i, &tagged) in ready.iter().enumerate() {
+            let id = tagged & COUNT_MASK;
             let node = &self.plan().nodes[id as usize];
             let expensive = match node.kind {
-                NodeKind::Kernel { expensive, .. } => expensive || self.input_bytes(node) > EXPENSIVE_INPUT_BYTES,
+                NodeKind::Kernel { expensive, .. } => expensive || tagged & BIG_INPUT != 0,
                 _ => false,
             };
             if !expensive {
@@ -250,11 +234,11 @@ impl Execution {
             return;
         }
         let start_us = self.step.collects_stats().then(|| self.step.started.elapsed().as_micros() as u64);
-        let outputs: Result<SmallVec<[Option<Value>; 2]>> = match &node.kind {
+        let outputs: Result<Outputs> = match &node.kind {
             NodeKind::Kernel { kernel, .. } => self.compute(node, kernel.as_ref()),
             NodeKind::Arg(index) => match &self.step.frame.args {
                 Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
-                    Some(v) => Ok(smallvec::smallvec![Some(v.clone())]),
+                    Some(v) => Ok(Outputs::one(v.clone())),
                     None => Err(Status::internal(format!("{}: no feed #{index}", node.describe()))),
                 },
                 Args::Partial => {
@@ -265,11 +249,11 @@ impl Execution {
             NodeKind::Retval(index) => self
                 .input_tensor(node, 0)
                 .and_then(|t| self.step.frame.retvals.set(*index, Value::Tensor(t)))
-                .map(|()| SmallVec::new()),
+                .map(|()| Outputs::new(0)),
             NodeKind::Send(key) => self
                 .input_tensor(node, 0)
                 .and_then(|t| self.step.rendezvous.send(key, Value::Tensor(t)))
-                .map(|()| SmallVec::new()),
+                .map(|()| Outputs::new(0)),
             NodeKind::Recv(key) => {
                 self.wait_for(id, key);
                 return;
@@ -301,38 +285,50 @@ impl Execution {
         }
     }
 
-    fn compute(&self, node: &PlanNode, kernel: &dyn crate::ops::OpKernel) -> Result<SmallVec<[Option<Value>; 2]>> {
+    fn compute(&self, node: &PlanNode, kernel: &dyn crate::ops::OpKernel) -> Result<Outputs> {
         let plan = self.plan();
-        let mut inputs: SmallVec<[Option<Value>; 4]> = SmallVec::with_capacity(node.num_inputs as usize);
-        let mut lent: SmallVec<[Option<&Value>; 4]> = SmallVec::new();
-        if node.has_const_inputs {
-            let base = node.input_base as usize;
-            for constant in &plan.slot_const[base..base + node.num_inputs as usize] {
-                lent.push(constant.as_ref());
+        let n = node.num_inputs as usize;
+        let base = node.input_base as usize;
+        // Up to four inputs live on the stack; more (AddN, Concat) on the heap.
+        let mut inline_inputs: [Option<Value>; 4] = [None, None, None, None];
+        let mut heap_inputs: Vec<Option<Value>> = Vec::new();
+        let inputs: &mut [Option<Value>] = if n <= 4 {
+            &mut inline_inputs[..n]
+        } else {
+            heap_inputs.resize_with(n, || None);
+            &mut heap_inputs
+        };
+        let mut inline_lent: [Option<&Value>; 4] = [None; 4];
+        let mut heap_lent: Vec<Option<&Value>> = Vec::new();
+        let lent: &[Option<&Value>] = if !node.has_const_inputs {
+            &[]
+        } else if n <= 4 {
+            for (l, c) in inline_lent.iter_mut().zip(&plan.slot_const[base..base + n]) {
+                *l = c.as_ref();
             }
-        }
-        for i in 0..node.num_inputs {
-            let slot = node.input_base + i;
-            if node.has_const_inputs && plan.slot_const[slot as usize].is_some() {
-                inputs.push(None);
+            &inline_lent[..n]
+        } else {
+            heap_lent.extend(plan.slot_const[base..base + n].iter().map(Option::as_ref));
+            &heap_lent
+        };
+        for (i, input) in inputs.iter_mut().enumerate() {
+            let slot = base + i;
+            if node.has_const_inputs && plan.slot_const[slot].is_some() {
                 continue;
             }
-            let value = self.take_slot(slot);
-            let value = match value {
-                Some(Value::Ref(var)) if self.plan().slot_deref[slot as usize] => {
+            // SAFETY: this node owns its slots now (README.md).
+            let value = unsafe { (*self.frame().slots[slot].0.get()).take() };
+            *input = match value {
+                Some(Value::Ref(var)) if plan.slot_deref[slot] => {
                     Some(Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?))
                 }
                 other => other,
             };
-            inputs.push(value);
         }
-        let mut outputs: SmallVec<[Option<Value>; 2]> = SmallVec::new();
-        for _ in 0..node.num_outputs {
-            outputs.push(None);
-        }
+        let mut outputs = Outputs::new(node.num_outputs as usize);
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
-            kernel.compute(&mut OpContext::with_lent(&mut inputs, &lent, &mut outputs, resources))
+            kernel.compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources))
         }));
         match result {
             Ok(Ok(())) => Ok(outputs),
@@ -372,7 +368,7 @@ impl Execution {
     fn complete_wait(self: &Arc<Self>, id: u32, result: Result<Value>) {
         let node = &self.plan().nodes[id as usize];
         let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
-        let outputs = result.map(|v| smallvec::smallvec![Some(v)]).map_err(|e| e.context(node.describe()));
+        let outputs = result.map(Outputs::one).map_err(|e| e.context(node.describe()));
         self.complete(id, outputs, &mut stack);
         self.drain(&mut stack);
     }
@@ -383,19 +379,12 @@ impl Execution {
     /// `outstanding` changes by (ready - 1): a node with exactly one ready
     /// successor hands its count over, so a chain touches no shared counter.
     /// The count is raised before any successor is handed to another thread.
-    fn complete(
-        self: &Arc<Self>,
-        id: u32,
-        outputs: Result<SmallVec<[Option<Value>; 2]>>,
-        stack: &mut SmallVec<[u32; 16]>,
-    ) {
-        let ready = match outputs {
-            Ok(outputs) => self.propagate(id, outputs),
-            Err(e) => {
-                self.fail(e);
-                SmallVec::new()
-            }
-        };
+    fn complete(self: &Arc<Self>, id: u32, outputs: Result<Outputs>, stack: &mut SmallVec<[u32; 16]>) {
+        let mut ready = Ready::default();
+        match outputs {
+            Ok(outputs) => self.propagate(id, outputs, &mut ready),
+            Err(e) => self.fail(e),
+        }
         match ready.len() {
             0 => self.node_done(),
             1 => {}
@@ -403,37 +392,96 @@ impl Execution {
                 self.outstanding.fetch_add(n - 1, Ordering::AcqRel);
             }
         }
-        self.dispatch(&ready, stack);
+        self.dispatch(ready.as_slice(), stack);
     }
 
     /// Hands `outputs` to the successors of `id`; returns those that became
     /// ready.
-    fn propagate(&self, id: u32, mut outputs: SmallVec<[Option<Value>; 2]>) -> SmallVec<[u32; 8]> {
+    fn propagate(&self, id: u32, mut outputs: Outputs, ready: &mut Ready) {
         let node = &self.plan().nodes[id as usize];
+        let outputs = outputs.as_mut_slice();
         if let Some(missing) = outputs.iter().position(Option::is_none) {
             self.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
-            return SmallVec::new();
+            return;
         }
         let frame = self.frame();
-        let mut ready: SmallVec<[u32; 8]> = SmallVec::new();
         let edges = &node.out_edges;
         for (i, edge) in edges.iter().enumerate() {
             let last_of_port = edges.get(i + 1).is_none_or(|next| next.port != edge.port);
             let value =
                 if last_of_port { outputs[edge.port as usize].take() } else { outputs[edge.port as usize].clone() };
+            let big = matches!(&value, Some(Value::Tensor(t)) if t.byte_len() > EXPENSIVE_INPUT_BYTES);
             // SAFETY: this node is the only producer of `edge.slot`, and the
             // consumer cannot run before the decrement below.
             unsafe { *frame.slots[edge.slot as usize].0.get() = value };
-            if last_producer(&frame.pending[edge.dst as usize]) {
-                ready.push(edge.dst);
+            let pending = &frame.pending[edge.dst as usize];
+            if big {
+                pending.fetch_or(BIG_INPUT, Ordering::Release);
+            }
+            if let Some(flags) = last_producer(pending) {
+                ready.push(edge.dst | (flags & BIG_INPUT));
             }
         }
         for &c in &node.control_out {
-            if last_producer(&frame.pending[c as usize]) {
-                ready.push(c);
+            if let Some(flags) = last_producer(&frame.pending[c as usize]) {
+                ready.push(c | (flags & BIG_INPUT));
             }
         }
-        ready
+    }
+}
+
+/// A node's outputs: up to two inline (nearly every op), more on the heap.
+enum Outputs {
+    Inline([Option<Value>; 2], u8),
+    Heap(Vec<Option<Value>>),
+}
+
+impl Outputs {
+    fn new(n: usize) -> Outputs {
+        if n <= 2 { Outputs::Inline([None, None], n as u8) } else { Outputs::Heap((0..n).map(|_| None).collect()) }
+    }
+
+    fn one(value: Value) -> Outputs {
+        Outputs::Inline([Some(value), None], 1)
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Option<Value>] {
+        match self {
+            Outputs::Inline(values, n) => &mut values[..*n as usize],
+            Outputs::Heap(values) => values,
+        }
+    }
+}
+
+/// Successors made ready by one node: up to eight inline, more on the heap.
+#[derive(Default)]
+struct Ready {
+    inline: [u32; 8],
+    len: usize,
+    spill: Vec<u32>,
+}
+
+impl Ready {
+    #[inline]
+    fn push(&mut self, id: u32) {
+        if self.len < self.inline.len() {
+            self.inline[self.len] = id;
+            self.len += 1;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.inline);
+            }
+            self.spill.push(id);
+            self.len += 1;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        if self.spill.is_empty() { &self.inline[..self.len] } else { &self.spill }
     }
 }
 
@@ -443,10 +491,24 @@ impl Execution {
 /// decremented (counts only fall, one per producer edge), so the caller is
 /// the last, and nobody touches the counter again this step. The Acquire
 /// load synchronises with their release decrements just as the RMW would.
+///
+/// Returns the counter's flags as the last producer saw them: a producer
+/// of a large tensor sets [`BIG_INPUT`] before its own decrement, so the
+/// last one sees every such mark.
 #[inline]
-fn last_producer(pending: &AtomicU32) -> bool {
-    pending.load(Ordering::Acquire) == 1 || pending.fetch_sub(1, Ordering::AcqRel) == 1
+fn last_producer(pending: &AtomicU32) -> Option<u32> {
+    let seen = pending.load(Ordering::Acquire);
+    if seen & COUNT_MASK == 1 {
+        return Some(seen);
+    }
+    let before = pending.fetch_sub(1, Ordering::AcqRel);
+    (before & COUNT_MASK == 1).then_some(before)
 }
+
+/// Set in a pending count (and in a ready node's id) when some input is
+/// larger than [`EXPENSIVE_INPUT_BYTES`]: the node is worth a thread hop.
+const BIG_INPUT: u32 = 1 << 31;
+const COUNT_MASK: u32 = !BIG_INPUT;
 
 /// A small stable number for the current thread, for stats.
 fn thread_number() -> u32 {
