@@ -51,15 +51,14 @@ pub enum Method {
     TensorPush = 41,
     /// One-way: abort a step on a peer.
     AbortStep = 42,
-    /// Step stats of finished steps (TensorFlow's Logging/Tracing).
-    Logging = 43,
+    // 43 was Logging: step stats travel in RunGraph responses instead.
     // Transport
     /// Echo: the reply carries the request's meta and payloads back.
     Ping = 64,
 }
 
 impl Method {
-    pub const ALL: [Method; 23] = [
+    pub const ALL: [Method; 22] = [
         Method::CreateSession,
         Method::ExtendSession,
         Method::PartialRunSetup,
@@ -81,7 +80,6 @@ impl Method {
         Method::RecvTensor,
         Method::TensorPush,
         Method::AbortStep,
-        Method::Logging,
         Method::Ping,
     ];
 
@@ -112,7 +110,6 @@ impl Method {
             Method::RecvTensor => "RecvTensor",
             Method::TensorPush => "TensorPush",
             Method::AbortStep => "AbortStep",
-            Method::Logging => "Logging",
             Method::Ping => "Ping",
         }
     }
@@ -210,7 +207,6 @@ pub fn validate_request(method: Method, bytes: &[u8]) -> Result<()> {
         RecvTensor => RecvTensorRequest,
         TensorPush => TensorPush,
         AbortStep => AbortStep,
-        Logging => LoggingRequest,
     }
 }
 
@@ -247,7 +243,6 @@ pub fn validate_response(method: Method, bytes: &[u8]) -> Result<()> {
         CleanupGraph => Empty,
         CleanupAll => Empty,
         RecvTensor => RecvTensorResponse,
-        Logging => LoggingResponse,
     }
 }
 
@@ -346,6 +341,18 @@ impl PayloadList {
     }
 }
 
+/// `RunGraphRequest::partial` bits.
+pub const PARTIAL_RUN: u8 = 1;
+pub const PARTIAL_FIRST: u8 = 2;
+pub const PARTIAL_LAST: u8 = 4;
+
+/// A tensor addressed by feed or fetch index.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct IndexedTensorRef {
+    pub index: u32,
+    pub tensor: TensorRef,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct NamedTensorRef {
     pub name: String,
@@ -355,6 +362,7 @@ pub struct NamedTensorRef {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct NodeStats {
     pub node: String,
+    pub op: String,
     pub device: String,
     pub start_us: u64,
     pub end_us: u64,
@@ -491,6 +499,8 @@ rpc!(ListDevicesRequest => ListDevicesResponse, ListDevices);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct ResetRequest {
+    /// The session whose containers to clear; empty: every session.
+    pub session_handle: String,
     pub containers: Vec<String>,
 }
 rpc!(ResetRequest => Empty, Reset);
@@ -533,11 +543,18 @@ rpc!(ReleaseCallableRequest => Empty, ReleaseCallable);
 // WorkerService
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
-pub struct GetStatusRequest {}
+pub struct GetStatusRequest {
+    /// When set, the response counts this session's registered graphs.
+    pub session_handle: String,
+}
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct GetStatusResponse {
     pub devices: Vec<DeviceAttributes>,
     pub incarnation: u64,
+    /// Graphs registered by the session named in the request.
+    pub registered_graphs: u64,
+    /// Live worker sessions on this task.
+    pub sessions: u64,
 }
 rpc!(GetStatusRequest => GetStatusResponse, GetStatus);
 
@@ -579,26 +596,36 @@ pub struct RunGraphRequest {
     pub session_handle: String,
     pub graph_handle: String,
     pub step_id: u64,
-    pub feeds: Vec<NamedTensorRef>,
-    pub fetches: Vec<String>,
+    /// Values for the partition's `_Arg` nodes, by feed index.
+    pub feeds: Vec<IndexedTensorRef>,
+    /// Partial runs: the fetch indices this call waits for. Ordinary runs
+    /// return every `_Retval` of the partition.
+    pub fetches: Vec<u32>,
+    /// `PARTIAL_*` bits; 0 for an ordinary run.
+    pub partial: u8,
+    /// 0: no deadline.
     pub timeout_ms: u64,
     pub collect_stats: bool,
 }
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct RunGraphResponse {
-    pub fetches: Vec<NamedTensorRef>,
+    /// Values of the partition's `_Retval` nodes, by fetch index.
+    pub fetches: Vec<IndexedTensorRef>,
     pub step_stats: StepStats,
 }
 rpc!(RunGraphRequest => RunGraphResponse, RunGraph);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct CleanupGraphRequest {
+    pub session_handle: String,
     pub step_id: u64,
 }
 rpc!(CleanupGraphRequest => Empty, CleanupGraph);
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct CleanupAllRequest {
+    /// The session whose containers to clear; empty: every session.
+    pub session_handle: String,
     pub containers: Vec<String>,
 }
 rpc!(CleanupAllRequest => Empty, CleanupAll);
@@ -618,6 +645,7 @@ rpc!(RecvTensorRequest => RecvTensorResponse, RecvTensor);
 /// Push a tensor to its consumer's rendezvous (one way).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct TensorPush {
+    pub session_handle: String,
     pub step_id: u64,
     pub rendezvous_key: String,
     pub tensor: TensorRef,
@@ -629,6 +657,7 @@ impl OneWay for TensorPush {
 /// Abort a step on a peer (one way).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct AbortStep {
+    pub session_handle: String,
     pub step_id: u64,
     /// `crate::error::Code as u8`.
     pub code: u8,
@@ -638,15 +667,6 @@ impl OneWay for AbortStep {
     const METHOD: Method = Method::AbortStep;
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
-pub struct LoggingRequest {
-    pub step_ids: Vec<u64>,
-}
-#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
-pub struct LoggingResponse {
-    pub step_stats: Vec<StepStats>,
-}
-rpc!(LoggingRequest => LoggingResponse, Logging);
 
 #[cfg(test)]
 mod tests {
@@ -713,6 +733,7 @@ mod tests {
         let stats = StepStats {
             nodes: vec![NodeStats {
                 node: "a".into(),
+                op: "Const".into(),
                 device: "/job:w/replica:0/task:0/device:CPU:0".into(),
                 start_us: 1,
                 end_us: u64::MAX,
@@ -759,7 +780,7 @@ mod tests {
         round_trip(&CloseSessionRequest { session_handle: "s".into() });
         round_trip(&ListDevicesRequest { session_handle: "s".into() });
         round_trip(&ListDevicesResponse { devices: vec![dev.clone(), dev.clone()] });
-        round_trip(&ResetRequest { containers: strings.clone() });
+        round_trip(&ResetRequest { session_handle: "s".into(), containers: strings.clone() });
         round_trip(&MakeCallableRequest {
             session_handle: "s".into(),
             feeds: strings.clone(),
@@ -775,8 +796,8 @@ mod tests {
         });
         round_trip(&RunCallableResponse { fetches: vec![t.clone(), t.clone()], step_stats: stats.clone() });
         round_trip(&ReleaseCallableRequest { session_handle: "s".into(), handle: 77 });
-        round_trip(&GetStatusRequest {});
-        round_trip(&GetStatusResponse { devices: vec![dev.clone()], incarnation: 11 });
+        round_trip(&GetStatusRequest { session_handle: "s".into() });
+        round_trip(&GetStatusResponse { devices: vec![dev.clone()], incarnation: 11, registered_graphs: 2, sessions: 1 });
         round_trip(&CreateWorkerSessionRequest {
             session_handle: "s".into(),
             master_task: "/job:master/task:0".into(),
@@ -789,23 +810,24 @@ mod tests {
         round_trip(&RegisterGraphRequest { session_handle: "s".into(), graph, collect_stats: true });
         round_trip(&RegisterGraphResponse { graph_handle: "g".into() });
         round_trip(&DeregisterGraphRequest { session_handle: "s".into(), graph_handle: "g".into() });
+        let indexed = IndexedTensorRef { index: 3, tensor: t.clone() };
         round_trip(&RunGraphRequest {
             session_handle: "s".into(),
             graph_handle: "g".into(),
             step_id: 5,
-            feeds: vec![named.clone()],
-            fetches: strings.clone(),
+            feeds: vec![indexed.clone()],
+            fetches: vec![0, 2],
+            partial: PARTIAL_RUN | PARTIAL_LAST,
             timeout_ms: 100,
             collect_stats: false,
         });
-        round_trip(&RunGraphResponse { fetches: vec![named], step_stats: stats.clone() });
-        round_trip(&CleanupGraphRequest { step_id: 5 });
-        round_trip(&CleanupAllRequest { containers: strings });
+        round_trip(&RunGraphResponse { fetches: vec![indexed], step_stats: stats.clone() });
+        round_trip(&CleanupGraphRequest { session_handle: "s".into(), step_id: 5 });
+        round_trip(&CleanupAllRequest { session_handle: String::new(), containers: strings });
         round_trip(&RecvTensorRequest { step_id: 5, rendezvous_key: "a;1;b;x:0;0:0".into() });
         round_trip(&RecvTensorResponse { tensor: t.clone() });
-        round_trip(&TensorPush { step_id: 5, rendezvous_key: "k".into(), tensor: t });
-        round_trip(&AbortStep { step_id: 5, code: 10, message: "aborted".into() });
-        round_trip(&LoggingRequest { step_ids: vec![1, 2, 3] });
-        round_trip(&LoggingResponse { step_stats: vec![stats.clone(), stats] });
+        round_trip(&TensorPush { session_handle: "s".into(), step_id: 5, rendezvous_key: "k".into(), tensor: t });
+        round_trip(&AbortStep { session_handle: "s".into(), step_id: 5, code: 10, message: "aborted".into() });
+        round_trip(&stats);
     }
 }

@@ -140,7 +140,7 @@ fn typed_request_and_response_in_place() {
         assert!(resp.frame().buffer().contains(t.data_ptr()));
         // A method the service does not implement comes back as a Status.
         let err = client
-            .call(Method::GetStatus, &message::encode(&message::GetStatusRequest {}).unwrap(), &[], soon())
+            .call(Method::GetStatus, &message::encode(&message::GetStatusRequest::default()).unwrap(), &[], soon())
             .unwrap_err();
         assert_eq!(err.code, Code::Unimplemented);
     }
@@ -192,7 +192,7 @@ fn pushes_arrive_one_way() {
         let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
         let t = Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap();
         let mut list = PayloadList::new();
-        let push = message::TensorPush { step_id: 1, rendezvous_key: "k".into(), tensor: list.add(&t) };
+        let push = message::TensorPush { session_handle: String::new(), step_id: 1, rendezvous_key: "k".into(), tensor: list.add(&t) };
         client.push_msg(&push, list.tensors()).unwrap();
         // A call after the push on the same connection is answered after it.
         client.call(Method::Ping, b"x", &[], soon()).unwrap();
