@@ -19,6 +19,7 @@ pub mod graph;
 pub mod master;
 pub mod net;
 pub mod ops;
+pub mod server;
 pub mod session;
 pub mod tensor;
 pub mod worker;

@@ -166,23 +166,3 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
     }
     Ok(figures)
 }
-
-/// The in-process demo: a small MLP, its outputs and step latency.
-pub fn demo(steps: usize) -> Result<()> {
-    let graph = crate::graph::builder::fanout_graph(2, 64);
-    let session = create_session(graph, &SessionOptions::default())?;
-    let x = Tensor::build::<f32>([64, 64], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 7) as f32 / 7.0))?;
-    let handle = callable(session.as_ref(), &["x:0"], &["total:0"])?;
-    let rec = time_each(steps, || {
-        session.run_callable(handle, vec![x.clone()], &RunOptions::default())?;
-        Ok(())
-    })?;
-    let (out, _) = session.run_callable(handle, vec![x], &RunOptions::default())?;
-    println!("total[0,0..4] = {:?}", &out[0].as_slice::<f32>()?[..4]);
-    println!(
-        "step latency over {steps} steps: p50 {:.1} us, p99 {:.1} us",
-        rec.percentile_us(50.0),
-        rec.percentile_us(99.0)
-    );
-    session.close()
-}

@@ -6,7 +6,9 @@
 //! work lives in its own file; this one only dispatches.
 
 pub mod bench_inproc;
+pub mod demo;
 pub mod run;
+pub mod server_cmd;
 pub mod verify;
 
 use crate::bench::{Figure, print_figures};
@@ -50,12 +52,49 @@ pub enum Command {
     /// Check golden case directories (graph.pb + case.json) against their
     /// expected outputs; exits 0 only if all pass.
     Verify {
-        /// Session target ("" = in process).
-        #[arg(long, default_value = "")]
+        /// Session target: "" (in process) or ringflow://host:port.
+        #[arg(long, default_value = "", conflicts_with = "local_cluster")]
         target: String,
+        /// Start N worker tasks (/job:worker/task:0..N-1) as child processes
+        /// on loopback and run the cases through a session on task 0.
+        #[arg(long, value_name = "N")]
+        local_cluster: Option<usize>,
         /// Case directories.
         #[arg(required = true)]
         cases: Vec<PathBuf>,
+    },
+    /// Serve one task of a cluster (MasterService and WorkerService on one port).
+    Server {
+        /// Cluster spec file (TOML: [cluster] job = ["host:port", ...]).
+        #[arg(long)]
+        cluster: Option<PathBuf>,
+        /// Read the cluster (and possibly the task) from $TF_CONFIG.
+        #[arg(long)]
+        tf_config: bool,
+        /// This task's job name.
+        #[arg(long)]
+        job: Option<String>,
+        /// This task's index in its job.
+        #[arg(long)]
+        task: Option<u32>,
+        /// both (default), master or worker.
+        #[arg(long, default_value = "both")]
+        role: String,
+        /// CPU devices this task offers.
+        #[arg(long, default_value_t = 1)]
+        cpu_devices: usize,
+        /// Threads per device pool (default: all cores).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Bind this address instead of the task's address in the spec.
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    /// List the devices of the cluster a master serves.
+    Devices {
+        /// ringflow://host:port of any task.
+        #[arg(long)]
+        target: String,
     },
     /// Measure scenarios against raw baselines taken in the same run:
     /// step-inproc, chain, fanout, pingpong, bulk.
@@ -162,12 +201,33 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(true)
         }
-        Command::Verify { target, cases } => {
+        Command::Verify { target, local_cluster, cases } => {
+            let cluster = match local_cluster {
+                Some(n) => Some(crate::server::local_cluster::LocalCluster::start(
+                    &crate::server::local_cluster::current_binary()?,
+                    n,
+                    &Default::default(),
+                )?),
+                None => None,
+            };
+            let target = cluster.as_ref().map_or(target, |c| c.target(0));
+            let tasks = cluster.as_ref().map_or(0, |c| c.len());
             let mut all_passed = true;
             for dir in &cases {
                 let name =
                     dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
                 let result = verify::verify_case(dir, &|case| {
+                    let needed = case.tasks_needed();
+                    if target.is_empty() && needed > 0 {
+                        return Err(Status::failed_precondition(format!(
+                            "the graph pins nodes to {needed} worker tasks; run with --local-cluster {needed} or --target"
+                        )));
+                    }
+                    if cluster.is_some() && needed > tasks {
+                        return Err(Status::failed_precondition(format!(
+                            "the graph pins nodes to {needed} worker tasks; the local cluster has {tasks}"
+                        )));
+                    }
                     let options = SessionOptions { target: target.clone(), ..SessionOptions::default() };
                     create_session(case.graph.clone(), &options)
                 });
@@ -240,7 +300,27 @@ fn dispatch(command: Command) -> Result<bool> {
             net_bench::run_peer(&PeerArgs { mode, transport: parse_transport(&transport)?, msg_bytes, spin_us })
                 .map(|()| true)
         }
-        Command::Demo { steps } => bench_inproc::demo(steps).map(|()| true),
+        Command::Demo { steps } => demo::demo(steps).map(|()| true),
+        Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen } => {
+            server_cmd::serve(&server_cmd::ServerArgs {
+                cluster,
+                tf_config,
+                job,
+                task,
+                role,
+                cpu_devices,
+                threads,
+                listen,
+            })
+            .map(|()| true)
+        }
+        Command::Devices { target } => {
+            let address = crate::session::parse_target(&target)?;
+            for device in crate::session::remote::list_cluster_devices(address)? {
+                println!("{} ({}, incarnation {:#x})", device.name, device.device_type, device.incarnation);
+            }
+            Ok(true)
+        }
     }
 }
 

@@ -131,6 +131,7 @@ pub struct StepContext {
     pub rendezvous: Arc<dyn Rendezvous>,
     pub frame: CallFrame,
     cancelled: AtomicBool,
+    cancelled_from_outside: AtomicBool,
     cancel_status: OnceLock<Status>,
     stats: Option<Mutex<Vec<NodeStats>>>,
     pub started: Instant,
@@ -149,6 +150,7 @@ impl StepContext {
             rendezvous,
             frame: CallFrame { args, retvals: Retvals::new(num_retvals) },
             cancelled: AtomicBool::new(false),
+            cancelled_from_outside: AtomicBool::new(false),
             cancel_status: OnceLock::new(),
             stats: collect_stats.then(|| Mutex::new(Vec::new())),
             started: Instant::now(),
@@ -168,6 +170,18 @@ impl StepContext {
             self.rendezvous.abort(status.clone());
             self.frame.retvals.fail(status);
         }
+    }
+
+    /// Cancels because someone else (the master, a peer task) said so: this
+    /// process need not tell anyone else.
+    pub fn cancel_from_outside(&self, status: Status) {
+        self.cancelled_from_outside.store(true, Ordering::Release);
+        self.cancel(status);
+    }
+
+    /// Whether the step was cancelled by [`StepContext::cancel_from_outside`].
+    pub fn was_cancelled_from_outside(&self) -> bool {
+        self.cancelled_from_outside.load(Ordering::Acquire)
     }
 
     #[inline]

@@ -1,10 +1,139 @@
-//! The master: one per server process. Creates MasterSessions (discovering
-//! every task's devices), and serves TensorFlow's MasterService calls on
-//! them by handle.
+//! The master: one per server process. Creates MasterSessions over every
+//! task of the cluster (its own task through the in-process worker, the
+//! others through [`RemoteWorker`]s), and serves TensorFlow's
+//! MasterService calls on them by handle ([`service`]).
 //!
 //! Owns: sessions by handle and their lifetimes. Must not run kernels: it
 //! drives workers through `WorkerInterface`.
 
+pub mod service;
 pub mod session;
 
 pub use session::{MasterSession, RunMetadata, RunOptions, SessionConfig, TaskHandle};
+
+use crate::error::{Result, Status};
+use crate::net::ChannelCache;
+use crate::worker::remote::RemoteWorker;
+use crate::worker::{ClusterInfo, DeviceAttributes, Worker, WorkerInterface};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live sessions one master keeps at most.
+pub const MAX_SESSIONS: usize = 1024;
+
+pub struct Master {
+    task_name: String,
+    tasks: Vec<TaskHandle>,
+    default_task: String,
+    cluster: ClusterInfo,
+    sessions: RwLock<HashMap<String, Arc<MasterSession>>>,
+    next_session: AtomicU64,
+    incarnation: u64,
+}
+
+impl Master {
+    /// A master for `cluster`, where `task_name` is this process's task;
+    /// `local_worker` (if this process also serves the WorkerService) is
+    /// reached by direct calls, every other task over `channels`.
+    pub fn new(
+        task_name: &str,
+        local_worker: Option<Arc<Worker>>,
+        cluster: ClusterInfo,
+        channels: Arc<ChannelCache>,
+    ) -> Result<Master> {
+        let mut tasks = Vec::with_capacity(cluster.tasks.len());
+        for (name, address) in &cluster.tasks {
+            let worker: Arc<dyn WorkerInterface> = match (&local_worker, name == task_name) {
+                (Some(local), true) => local.clone(),
+                (None, true) => continue,
+                _ => Arc::new(RemoteWorker::new(name, address, channels.clone())),
+            };
+            tasks.push(TaskHandle { name: name.clone(), worker });
+        }
+        let default_task = match &local_worker {
+            Some(_) => task_name.to_string(),
+            None => tasks
+                .first()
+                .map(|t| t.name.clone())
+                .ok_or_else(|| Status::invalid_argument("a master without a worker needs at least one other task"))?,
+        };
+        Ok(Master {
+            task_name: task_name.to_string(),
+            tasks,
+            default_task,
+            cluster,
+            sessions: RwLock::new(HashMap::new()),
+            next_session: AtomicU64::new(1),
+            incarnation: crate::executor::new_incarnation(),
+        })
+    }
+
+    pub fn task_name(&self) -> &str {
+        &self.task_name
+    }
+
+    /// TensorFlow's CreateSession: devices of every task are discovered and
+    /// a worker session is made on each.
+    pub fn create_session(&self, graph: crate::graph::GraphSpec, config: SessionConfig) -> Result<Arc<MasterSession>> {
+        if self.sessions.read().len() >= MAX_SESSIONS {
+            return Err(Status::resource_exhausted(format!(
+                "master {} already has {MAX_SESSIONS} sessions (the limit); close some",
+                self.task_name
+            )));
+        }
+        let handle =
+            format!("s{:x}-{}", self.incarnation & 0xffff_ffff, self.next_session.fetch_add(1, Ordering::Relaxed));
+        let session = Arc::new(MasterSession::create(
+            handle.clone(),
+            self.tasks.clone(),
+            &self.default_task,
+            &self.cluster,
+            graph,
+            config,
+        )?);
+        self.sessions.write().insert(handle, session.clone());
+        Ok(session)
+    }
+
+    pub fn session(&self, handle: &str) -> Result<Arc<MasterSession>> {
+        self.sessions.read().get(handle).cloned().ok_or_else(|| {
+            Status::aborted(format!(
+                "session '{handle}' is not known on master {} (closed, or the master restarted)",
+                self.task_name
+            ))
+        })
+    }
+
+    /// Closes a session: every worker's graphs and sessions are released.
+    pub fn close_session(&self, handle: &str) -> Result<()> {
+        let session = self.sessions.write().remove(handle);
+        match session {
+            Some(s) => s.close(),
+            None => Err(Status::aborted(format!("session '{handle}' is not known on master {}", self.task_name))),
+        }
+    }
+
+    /// Every device of every task.
+    pub fn list_devices(&self) -> Result<Vec<DeviceAttributes>> {
+        let mut devices = Vec::new();
+        for task in &self.tasks {
+            devices.extend(task.worker.get_status().map_err(|e| e.context(&task.name))?);
+        }
+        Ok(devices)
+    }
+
+    /// TensorFlow's Reset: clears the named containers (all when empty) of
+    /// every session on every task.
+    pub fn reset(&self, containers: &[String]) -> Result<()> {
+        for task in &self.tasks {
+            task.worker.cleanup_all(containers).map_err(|e| e.context(&task.name))?;
+        }
+        Ok(())
+    }
+
+    pub fn num_sessions(&self) -> usize {
+        self.sessions.read().len()
+    }
+}

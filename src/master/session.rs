@@ -112,20 +112,27 @@ fn parse_endpoints(names: &[String]) -> Result<Vec<Endpoint>> {
     names.iter().map(|n| Endpoint::parse(n)).collect()
 }
 
-/// Collects RunGraph results until every part answered or one failed.
+/// Collects RunGraph results until every part answered or one failed. The
+/// first failure aborts the step on every part at once, from whichever
+/// thread saw it, so a part blocked on a tensor from the failed one (or from
+/// a dead task) is released without waiting for anyone's deadline.
 struct StepWaiter {
     remaining: Mutex<usize>,
     responses: Mutex<Vec<Option<RunGraphResponse>>>,
     error: Mutex<Option<Status>>,
+    abort: Mutex<Option<AbortHook>>,
     ready: Notification,
 }
 
+type AbortHook = Box<dyn FnOnce(&Status) + Send>;
+
 impl StepWaiter {
-    fn new(parts: usize) -> Arc<StepWaiter> {
+    fn new(parts: usize, abort: AbortHook) -> Arc<StepWaiter> {
         Arc::new(StepWaiter {
             remaining: Mutex::new(parts),
             responses: Mutex::new((0..parts).map(|_| None).collect()),
             error: Mutex::new(None),
+            abort: Mutex::new(Some(abort)),
             ready: Notification::new(),
         })
     }
@@ -134,13 +141,20 @@ impl StepWaiter {
         match result {
             Ok(r) => self.responses.lock()[part] = Some(r),
             Err(e) => {
-                let mut first = self.error.lock();
-                if first.is_none() {
-                    *first = Some(e);
+                let first = {
+                    let mut first = self.error.lock();
+                    let is_first = first.is_none();
+                    if is_first {
+                        *first = Some(e.clone());
+                    }
+                    is_first
+                };
+                if first {
+                    if let Some(abort) = self.abort.lock().take() {
+                        abort(&e);
+                    }
+                    self.ready.notify();
                 }
-                drop(first);
-                // The first error ends the wait; the caller aborts the rest.
-                self.ready.notify();
             }
         }
         let mut remaining = self.remaining.lock();
@@ -149,6 +163,21 @@ impl StepWaiter {
             self.ready.notify();
         }
     }
+}
+
+/// Threads that wait for RunGraph answers when a step has more remote
+/// parts than the calling thread can drive itself.
+fn call_drivers() -> &'static crate::executor::ThreadPool {
+    static POOL: std::sync::OnceLock<crate::executor::ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        crate::executor::ThreadPool::new(crate::executor::PoolOptions {
+            name: "rpc-drive".into(),
+            threads: 16,
+            spin: Duration::from_micros(20),
+            pin_first_cpu: None,
+        })
+        .expect("start the RunGraph driver threads")
+    })
 }
 
 impl MasterSession {
@@ -331,6 +360,59 @@ impl MasterSession {
         }
     }
 
+    /// Issues RunGraph to every part of `exec` for `step_id`, drives the
+    /// remote calls (the last one on this thread), and waits until every
+    /// part answered, one failed, or `deadline` passed. On any failure the
+    /// step is aborted on every part.
+    fn run_parts(
+        &self,
+        exec: &ClientExecution,
+        step_id: u64,
+        deadline: Option<Instant>,
+        request_for: impl Fn(&Part) -> RunGraphRequest,
+        overrun: impl FnOnce() -> Status,
+    ) -> Result<Vec<RunGraphResponse>> {
+        let tasks = self.tasks.clone();
+        let session = self.handle.clone();
+        let part_tasks: Vec<usize> = exec.parts.iter().map(|p| p.task).collect();
+        let waiter = StepWaiter::new(
+            exec.parts.len(),
+            Box::new(move |status: &Status| {
+                for &t in &part_tasks {
+                    tasks[t].worker.abort_step(&session, step_id, status.clone());
+                }
+            }),
+        );
+        let mut drives = Vec::new();
+        for (i, part) in exec.parts.iter().enumerate() {
+            let w = waiter.clone();
+            if let Some(drive) =
+                self.tasks[part.task].worker.run_graph(request_for(part), Box::new(move |r| w.part_done(i, r)))
+            {
+                drives.push(drive);
+            }
+        }
+        if let Some(last) = drives.pop() {
+            for drive in drives {
+                call_drivers().spawn(move || drive(deadline));
+            }
+            last(deadline);
+        }
+        let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
+        // A step may also finish late: kernels running inline on this thread
+        // cannot be interrupted, but the overrun is still reported.
+        if !finished || deadline.is_some_and(|d| Instant::now() > d) {
+            let status = overrun();
+            self.abort_parts(exec, step_id, &status);
+            return Err(status);
+        }
+        if let Some(e) = waiter.error.lock().take() {
+            return Err(e);
+        }
+        let mut responses = waiter.responses.lock();
+        responses.iter_mut().map(|r| r.take().ok_or_else(|| Status::internal("a partition answered nothing"))).collect()
+    }
+
     /// Runs one step of `exec` with `feeds` in the signature's feed order.
     fn run_execution(
         &self,
@@ -341,9 +423,11 @@ impl MasterSession {
         Self::check_feeds(exec, &feeds)?;
         let step_id = self.step_ids.fetch_add(1, Ordering::Relaxed);
         let deadline = self.deadline(options);
-        let waiter = StepWaiter::new(exec.parts.len());
-        for (i, part) in exec.parts.iter().enumerate() {
-            let request = RunGraphRequest {
+        let responses = self.run_parts(
+            exec,
+            step_id,
+            deadline,
+            |part| RunGraphRequest {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
                 step_id,
@@ -352,30 +436,15 @@ impl MasterSession {
                 partial: None,
                 deadline,
                 collect_stats: options.trace,
-            };
-            let w = waiter.clone();
-            self.tasks[part.task].worker.run_graph(request, Box::new(move |r| w.part_done(i, r)));
-        }
-        let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
-        // A step may also finish late: kernels running inline on this thread
-        // cannot be interrupted, but the overrun is still reported.
-        if !finished || deadline.is_some_and(|d| Instant::now() > d) {
-            let timeout = options.timeout.or(self.config.operation_timeout).unwrap_or_default();
-            let status = Status::deadline_exceeded(format!(
-                "step {step_id} exceeded its deadline of {} ms",
-                timeout.as_millis()
-            ));
-            self.abort_parts(exec, step_id, &status);
-            return Err(status);
-        }
-        if let Some(e) = waiter.error.lock().take() {
-            self.abort_parts(exec, step_id, &e);
-            return Err(e);
-        }
+            },
+            || {
+                let timeout = options.timeout.or(self.config.operation_timeout).unwrap_or_default();
+                Status::deadline_exceeded(format!("step {step_id} exceeded its deadline of {} ms", timeout.as_millis()))
+            },
+        )?;
         let mut outputs: Vec<Option<Tensor>> = vec![None; exec.client.fetches.len()];
         let mut metadata = RunMetadata::default();
-        for response in waiter.responses.lock().iter_mut() {
-            let response = response.take().ok_or_else(|| Status::internal("a partition answered nothing"))?;
+        for response in responses {
             for (index, tensor) in response.fetches {
                 if let Some(slot) = outputs.get_mut(index as usize) {
                     *slot = Some(tensor);
@@ -444,26 +513,23 @@ impl MasterSession {
         self.check_open()?;
         let exec = self.execution(&parse_endpoints(feeds)?, &parse_endpoints(fetches)?, targets, "partial\u{1d}")?;
         let step_id = self.step_ids.fetch_add(1, Ordering::Relaxed);
-        let waiter = StepWaiter::new(exec.parts.len());
-        for (i, part) in exec.parts.iter().enumerate() {
-            let request = RunGraphRequest {
+        let deadline = self.deadline(&RunOptions::default());
+        self.run_parts(
+            &exec,
+            step_id,
+            deadline,
+            |part| RunGraphRequest {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
                 step_id,
                 feeds: Vec::new(),
                 fetches: Vec::new(),
                 partial: Some(PartialRunFlags { first: true, last: false }),
-                deadline: self.deadline(&RunOptions::default()),
+                deadline,
                 collect_stats: false,
-            };
-            let w = waiter.clone();
-            self.tasks[part.task].worker.run_graph(request, Box::new(move |r| w.part_done(i, r)));
-        }
-        waiter.ready.wait_until(None, Duration::ZERO);
-        if let Some(e) = waiter.error.lock().take() {
-            self.abort_parts(&exec, step_id, &e);
-            return Err(e);
-        }
+            },
+            || Status::deadline_exceeded("starting a partial run exceeded the session's deadline"),
+        )?;
         let handle = format!("partial-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let (nfeeds, nfetches) = (exec.client.feeds.len(), exec.client.fetches.len());
         self.partial_runs.lock().insert(
@@ -551,9 +617,11 @@ impl MasterSession {
             state.done = last;
         }
         let deadline = self.deadline(options);
-        let waiter = StepWaiter::new(run.exec.parts.len());
-        for (i, part) in run.exec.parts.iter().enumerate() {
-            let request = RunGraphRequest {
+        let result = self.run_parts(
+            &run.exec,
+            run.step_id,
+            deadline,
+            |part| RunGraphRequest {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
                 step_id: run.step_id,
@@ -562,27 +630,22 @@ impl MasterSession {
                 partial: Some(PartialRunFlags { first: false, last }),
                 deadline,
                 collect_stats: false,
-            };
-            let w = waiter.clone();
-            self.tasks[part.task].worker.run_graph(request, Box::new(move |r| w.part_done(i, r)));
-        }
-        let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
-        let failure = if !finished {
-            Some(Status::deadline_exceeded(format!("partial run '{handle}' exceeded its deadline")))
-        } else {
-            waiter.error.lock().take()
+            },
+            || Status::deadline_exceeded(format!("partial run '{handle}' exceeded its deadline")),
+        );
+        let responses = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.partial_runs.lock().remove(handle);
+                return Err(e);
+            }
         };
-        if let Some(e) = failure {
-            self.abort_parts(&run.exec, run.step_id, &e);
-            self.partial_runs.lock().remove(handle);
-            return Err(e);
-        }
         if last {
             self.partial_runs.lock().remove(handle);
         }
         let mut by_index: HashMap<u32, Tensor> = HashMap::new();
-        for response in waiter.responses.lock().iter_mut().flatten() {
-            by_index.extend(std::mem::take(&mut response.fetches));
+        for response in responses {
+            by_index.extend(response.fetches);
         }
         fetch_indices
             .iter()

@@ -151,7 +151,8 @@ fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<bo
     Ok(true)
 }
 
-fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
+/// Raw spinning TCP round trips of `opts.message_bytes` against a peer process.
+pub fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
     let peer = Peer::spawn("raw-echo", &[format!("--msg-bytes={}", opts.message_bytes)])?;
     let mut stream = TcpStream::connect(&peer.addr)?;
     stream.set_nodelay(true)?;
@@ -236,7 +237,9 @@ pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
     Ok(figures)
 }
 
-fn raw_bulk(opts: &BenchOptions, payload: &[u8], cycle_bytes: usize) -> Result<f64> {
+/// Raw TCP bandwidth (GB/s) sending `payload` to a peer process; `cycle_bytes`
+/// 0: the peer reads each payload whole into one reused buffer.
+pub fn raw_bulk(opts: &BenchOptions, payload: &[u8], cycle_bytes: usize) -> Result<f64> {
     let peer = Peer::spawn("raw-sink", &[format!("--msg-bytes={cycle_bytes}")])?;
     let mut stream = TcpStream::connect(&peer.addr)?;
     stream.set_nodelay(true)?;

@@ -667,7 +667,6 @@ impl OneWay for AbortStep {
     const METHOD: Method = Method::AbortStep;
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -797,7 +796,12 @@ mod tests {
         round_trip(&RunCallableResponse { fetches: vec![t.clone(), t.clone()], step_stats: stats.clone() });
         round_trip(&ReleaseCallableRequest { session_handle: "s".into(), handle: 77 });
         round_trip(&GetStatusRequest { session_handle: "s".into() });
-        round_trip(&GetStatusResponse { devices: vec![dev.clone()], incarnation: 11, registered_graphs: 2, sessions: 1 });
+        round_trip(&GetStatusResponse {
+            devices: vec![dev.clone()],
+            incarnation: 11,
+            registered_graphs: 2,
+            sessions: 1,
+        });
         round_trip(&CreateWorkerSessionRequest {
             session_handle: "s".into(),
             master_task: "/job:master/task:0".into(),

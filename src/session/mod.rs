@@ -1,12 +1,15 @@
 //! The client's API: a [`Session`] with TensorFlow's surface (run, partial
 //! runs, callables, extend, list_devices, reset, close), and
 //! [`create_session`], which picks the implementation from the target:
-//! `""` runs in this process ([`direct::DirectSession`]).
+//! `""` runs in this process, `ringflow://host:port` talks to a server
+//! ([`remote::RemoteSession`]), or directly to that server's master when it
+//! runs in this same process ([`local::LocalSession`]).
 //!
 //! Owns: the trait and the factory. Must not implement graph execution: the
 //! implementations delegate to a master session.
 
-pub mod direct;
+pub mod local;
+pub mod remote;
 
 pub use crate::master::{RunMetadata, RunOptions, SessionConfig};
 pub use crate::worker::DeviceAttributes;
@@ -31,6 +34,8 @@ pub struct SessionOptions {
     pub pin_threads: bool,
     /// How long idle pool threads spin before parking.
     pub spin: Duration,
+    /// Reach a master served by this very process without a socket.
+    pub local_shortcut: bool,
 }
 
 impl Default for SessionOptions {
@@ -43,6 +48,7 @@ impl Default for SessionOptions {
             threads_per_device: pool.threads,
             pin_threads: false,
             spin: pool.spin,
+            local_shortcut: true,
         }
     }
 }
@@ -120,10 +126,24 @@ impl<S: Session + ?Sized> SessionExt for S {}
 
 /// Creates a session on `options.target` with `graph`.
 pub fn create_session(graph: GraphSpec, options: &SessionOptions) -> Result<Box<dyn Session>> {
-    match options.target.as_str() {
-        "" => Ok(Box::new(direct::DirectSession::new(graph, options)?)),
-        other => Err(Status::invalid_argument(format!(
-            "unknown session target '{other}': use \"\" (in process) or ringflow://host:port"
+    if options.target.is_empty() {
+        return Ok(Box::new(local::LocalSession::direct(graph, options)?));
+    }
+    let address = parse_target(&options.target)?;
+    if options.local_shortcut {
+        if let Some(master) = crate::server::local_master(address) {
+            return Ok(Box::new(local::LocalSession::on_master(master, graph, options.config.clone())?));
+        }
+    }
+    Ok(Box::new(remote::RemoteSession::create(address, graph, options)?))
+}
+
+/// `ringflow://host:port` → `host:port`.
+pub fn parse_target(target: &str) -> Result<&str> {
+    match target.strip_prefix("ringflow://") {
+        Some(address) if address.contains(':') => Ok(address),
+        _ => Err(Status::invalid_argument(format!(
+            "unknown session target '{target}': use \"\" (in process) or ringflow://host:port"
         ))),
     }
 }

@@ -230,7 +230,7 @@ fn run_metadata_has_node_stats_when_traced() {
 
 #[test]
 fn close_releases_graphs_and_later_calls_fail() {
-    let s = direct::DirectSession::new(partial_graph(), &SessionOptions::default()).unwrap();
+    let s = local::LocalSession::direct(partial_graph(), &SessionOptions::default()).unwrap();
     s.run_simple(&[("a", Tensor::scalar(1.0f32))], &["c"], &[]).unwrap();
     assert_eq!(s.registered_graphs(), 1);
     s.close().unwrap();

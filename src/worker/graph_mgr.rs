@@ -34,6 +34,9 @@ pub struct RegisteredGraph {
     /// Whether any Send/Recv crosses to another task (needs the step's
     /// shared rendezvous rather than a private one).
     crosses_tasks: bool,
+    /// The other tasks this partition exchanges tensors with: told when a
+    /// step fails here, so their Recvs do not wait for us.
+    peer_tasks: Vec<String>,
 }
 
 struct PartialStep {
@@ -82,7 +85,7 @@ impl GraphMgr {
 
     /// Splits `graph` by device, builds executors, returns a handle.
     pub fn register(&self, graph: GraphSpec) -> Result<String> {
-        let mut crosses_tasks = false;
+        let mut peer_tasks: Vec<String> = Vec::new();
         let (mut arg_indices, mut retval_indices) = (Vec::new(), Vec::new());
         for node in &graph.nodes {
             let name = DeviceName::parse(&node.device)?;
@@ -106,8 +109,9 @@ impl GraphMgr {
                 "_Send" | "_Recv" => {
                     for attr in ["send_device", "recv_device"] {
                         if let Some(crate::graph::AttrValue::Bytes(d)) = node.get_attr(attr) {
-                            if crate::cluster::task_of(&String::from_utf8_lossy(d)) != self.task_name {
-                                crosses_tasks = true;
+                            let task = crate::cluster::task_of(&String::from_utf8_lossy(d)).to_string();
+                            if task != self.task_name && !peer_tasks.contains(&task) {
+                                peer_tasks.push(task);
                             }
                         }
                     }
@@ -135,7 +139,15 @@ impl GraphMgr {
         let handle = format!("g{}", self.next_handle.fetch_add(1, Ordering::Relaxed));
         self.graphs.write().insert(
             handle.clone(),
-            Arc::new(RegisteredGraph { executors, arg_indices, retval_indices, num_args, num_retvals, crosses_tasks }),
+            Arc::new(RegisteredGraph {
+                executors,
+                arg_indices,
+                retval_indices,
+                num_args,
+                num_retvals,
+                crosses_tasks: !peer_tasks.is_empty(),
+                peer_tasks,
+            }),
         );
         Ok(handle)
     }
@@ -205,11 +217,14 @@ impl GraphMgr {
         let mgr = self.clone();
         let step2 = step.clone();
         let retval_indices = graph.retval_indices.clone();
-        let crosses_tasks = graph.crosses_tasks;
+        let graph2 = graph.clone();
         let finish = Box::new(move |result: Result<()>| {
             mgr.running.lock().remove(&step2.step_id);
-            if crosses_tasks {
+            if graph2.crosses_tasks {
                 mgr.rendezvous.remove(step2.step_id);
+                if let Err(status) = &result {
+                    mgr.tell_peers(&graph2, &step2, status);
+                }
             }
             let response = result.and_then(|()| {
                 let mut values = step2.frame.retvals.take_all();
@@ -292,13 +307,26 @@ impl GraphMgr {
         Ok(RunGraphResponse { fetches, stats: if flags.last { partial.step.take_stats() } else { Vec::new() } })
     }
 
+    /// A step failed here: its peers would wait for our tensors forever.
+    fn tell_peers(&self, graph: &RegisteredGraph, step: &StepContext, status: &Status) {
+        if step.was_cancelled_from_outside() {
+            return;
+        }
+        if let Some(remote) = self.rendezvous.remote() {
+            for peer in &graph.peer_tasks {
+                remote.abort_remote(peer, step.step_id, status);
+            }
+        }
+    }
+
+    /// Cancels a step because the master or a peer said so.
     pub fn abort_step(&self, step_id: u64, status: Status) {
         let step = self.running.lock().get(&step_id).cloned();
         if let Some(step) = step {
-            step.cancel(status.clone());
+            step.cancel_from_outside(status.clone());
         }
         if let Some(p) = self.partial.lock().remove(&step_id) {
-            p.step.cancel(status.clone());
+            p.step.cancel_from_outside(status.clone());
         }
         self.rendezvous.abort(step_id, status);
     }

@@ -53,6 +53,13 @@ pub struct RunGraphResponse {
 
 pub type RunGraphDone = Box<dyn FnOnce(Result<RunGraphResponse>) + Send>;
 
+/// A RunGraph call in flight whose answer nobody is reading yet: whoever
+/// runs it waits for the answer (up to the deadline, or forever with none)
+/// and calls the request's `done`. The transport has no receiver thread, so
+/// a caller with nothing better to do drives the call itself, which saves
+/// a thread wake-up on the critical path.
+pub type DriveCall = Box<dyn FnOnce(Option<Instant>) + Send>;
+
 /// The jobs and task addresses of a cluster, as a master tells a worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClusterInfo {
@@ -77,8 +84,10 @@ pub trait WorkerInterface: Send + Sync {
 
     fn deregister_graph(&self, session_handle: &str, graph_handle: &str) -> Result<()>;
 
-    /// Runs a registered partition for one step; `done` runs once.
-    fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone);
+    /// Runs a registered partition for one step; `done` runs once. A remote
+    /// worker returns the call to drive (see [`DriveCall`]); an in-process
+    /// one returns `None` and calls `done` itself.
+    fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone) -> Option<DriveCall>;
 
     /// Releases what a step left behind (its rendezvous).
     fn cleanup_graph(&self, session_handle: &str, step_id: u64) -> Result<()>;

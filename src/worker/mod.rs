@@ -9,13 +9,16 @@
 
 pub mod graph_mgr;
 pub mod interface;
+pub mod remote;
 pub mod rendezvous_mgr;
+pub mod service;
 
 pub use graph_mgr::{GraphMgr, RegisteredGraph};
 pub use interface::{
-    ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphDone, RunGraphRequest, RunGraphResponse, WorkerInterface,
+    ClusterInfo, DeviceAttributes, DriveCall, PartialRunFlags, RunGraphDone, RunGraphRequest, RunGraphResponse,
+    WorkerInterface,
 };
-pub use rendezvous_mgr::{RemoteSend, RendezvousMgr, WorkerRendezvous};
+pub use rendezvous_mgr::{RemoteSend, RemoteTransport, RendezvousMgr, WorkerRendezvous};
 
 use crate::error::{Result, Status};
 use crate::executor::{Device, PoolOptions, new_incarnation};
@@ -57,7 +60,7 @@ pub struct Worker {
     task_name: String,
     devices: Vec<Arc<Device>>,
     sessions: RwLock<HashMap<String, Arc<WorkerSession>>>,
-    remote: RwLock<Option<Arc<dyn RemoteSend>>>,
+    remote: RwLock<Option<Arc<dyn RemoteTransport>>>,
     incarnation: u64,
     max_sessions: usize,
 }
@@ -76,7 +79,7 @@ impl Worker {
     }
 
     /// Installs the transport that carries tensors to other tasks.
-    pub fn set_remote(&self, remote: Arc<dyn RemoteSend>) {
+    pub fn set_remote(&self, remote: Arc<dyn RemoteTransport>) {
         *self.remote.write() = Some(remote);
     }
 
@@ -141,7 +144,8 @@ impl WorkerInterface for Worker {
                 self.task_name, self.max_sessions
             )));
         }
-        let rendezvous = RendezvousMgr::new(&self.task_name, self.remote.read().clone());
+        let remote = self.remote.read().as_ref().map(|t| t.for_session(session_handle, cluster));
+        let rendezvous = RendezvousMgr::new(&self.task_name, remote);
         sessions.insert(
             session_handle.to_string(),
             Arc::new(WorkerSession {
@@ -177,11 +181,12 @@ impl WorkerInterface for Worker {
         self.session(session_handle)?.graph_mgr.deregister(graph_handle)
     }
 
-    fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone) {
+    fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone) -> Option<DriveCall> {
         match self.session(&request.session_handle) {
             Ok(session) => session.graph_mgr.run(request, done),
             Err(e) => done(Err(e)),
         }
+        None
     }
 
     fn cleanup_graph(&self, session_handle: &str, step_id: u64) -> Result<()> {

@@ -18,10 +18,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Sends a tensor to the task that will receive it.
+/// Reaches the other tasks of one session: tensors pushed to the task
+/// that will receive them, and aborts of a failed step.
 pub trait RemoteSend: Send + Sync {
     /// `dst_task` is `/job:J/replica:R/task:T`.
     fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()>;
+
+    /// Tells `dst_task` that `step_id` failed here (best effort: the master
+    /// aborts the step everywhere too).
+    fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status);
+}
+
+/// Makes a session's [`RemoteSend`] from the cluster its master described.
+pub trait RemoteTransport: Send + Sync {
+    fn for_session(&self, session_handle: &str, cluster: &super::ClusterInfo) -> Arc<dyn RemoteSend>;
 }
 
 /// A step's rendezvous on a worker: local table, plus forwarding of sends
@@ -132,6 +142,10 @@ impl RendezvousMgr {
 
     pub fn len(&self) -> usize {
         self.steps.lock().len()
+    }
+
+    pub fn remote(&self) -> Option<&Arc<dyn RemoteSend>> {
+        self.remote.as_ref()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -192,7 +192,12 @@ fn pushes_arrive_one_way() {
         let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
         let t = Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap();
         let mut list = PayloadList::new();
-        let push = message::TensorPush { session_handle: String::new(), step_id: 1, rendezvous_key: "k".into(), tensor: list.add(&t) };
+        let push = message::TensorPush {
+            session_handle: String::new(),
+            step_id: 1,
+            rendezvous_key: "k".into(),
+            tensor: list.add(&t),
+        };
         client.push_msg(&push, list.tensors()).unwrap();
         // A call after the push on the same connection is answered after it.
         client.call(Method::Ping, b"x", &[], soon()).unwrap();

@@ -1,0 +1,191 @@
+//! A ringflow server: one process serving the MasterService and the
+//! WorkerService on one port. Whichever server a client targets is that
+//! session's master; every server is a worker (unless started as master
+//! only).
+//!
+//! Owns: starting a task from a cluster spec, routing each RPC to the
+//! master or the worker handler, and the process-wide registry of servers
+//! that lets a client in the same process reach its master without a socket
+//! (TensorFlow's LocalMaster). Must not implement either service itself.
+
+pub mod local_cluster;
+
+use crate::cluster::{ClusterSpec, TaskId};
+use crate::error::{Result, Status};
+use crate::executor::PoolOptions;
+use crate::master::Master;
+use crate::net::{ChannelCache, Reply, Request, Service, TransportOptions};
+use crate::worker::remote::NetTransport;
+use crate::worker::{ClusterInfo, Worker, WorkerOptions};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
+
+/// Which services a server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Both,
+    Master,
+    Worker,
+}
+
+impl Role {
+    pub fn parse(text: &str) -> Result<Role> {
+        match text {
+            "both" => Ok(Role::Both),
+            "master" => Ok(Role::Master),
+            "worker" => Ok(Role::Worker),
+            other => Err(Status::invalid_argument(format!("unknown role '{other}': use both, master or worker"))),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ServerOptions {
+    pub cluster: ClusterSpec,
+    pub task: TaskId,
+    pub role: Role,
+    pub cpu_devices: usize,
+    pub pool: PoolOptions,
+    pub transport: TransportOptions,
+    /// Address to bind instead of the task's address in the spec (e.g.
+    /// `0.0.0.0:2222` behind NAT).
+    pub listen: Option<String>,
+}
+
+impl ServerOptions {
+    pub fn new(cluster: ClusterSpec, task: TaskId) -> ServerOptions {
+        ServerOptions {
+            cluster,
+            task,
+            role: Role::Both,
+            cpu_devices: 1,
+            pool: PoolOptions::default(),
+            transport: TransportOptions::default(),
+            listen: None,
+        }
+    }
+}
+
+/// Routes each request to the service that answers it.
+struct Dispatch {
+    master: Option<Arc<Master>>,
+    worker: Option<Arc<Worker>>,
+}
+
+impl Service for Dispatch {
+    fn handle(&self, request: Request, reply: Reply) {
+        let method = request.method();
+        if crate::master::service::is_master_method(method) {
+            match &self.master {
+                Some(m) => crate::master::service::handle(m, request, reply),
+                None => reply.err(Status::unimplemented(format!("{method}: this server is a worker only"))),
+            }
+        } else if crate::worker::service::is_worker_method(method) {
+            match &self.worker {
+                Some(w) => crate::worker::service::handle(w, request, reply),
+                None => reply.err(Status::unimplemented(format!("{method}: this server is a master only"))),
+            }
+        } else if method == crate::net::message::Method::Ping {
+            reply.ok(request.meta_bytes(), &request.payloads);
+        } else {
+            reply.err(Status::unimplemented(format!("{method} is not served here")));
+        }
+    }
+}
+
+pub struct Server {
+    address: String,
+    task_name: String,
+    master: Option<Arc<Master>>,
+    worker: Option<Arc<Worker>>,
+    transport: Option<crate::net::Server>,
+}
+
+fn registry() -> &'static Mutex<HashMap<String, Weak<Master>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Weak<Master>>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The master served by this process at `address`, if any: a client in the
+/// same process talks to it directly.
+pub fn local_master(address: &str) -> Option<Arc<Master>> {
+    registry().lock().get(address).and_then(Weak::upgrade)
+}
+
+impl Server {
+    /// Starts the task `options.task` of `options.cluster`.
+    pub fn start(options: ServerOptions) -> Result<Server> {
+        let address = options.cluster.address_of(&options.task)?.to_string();
+        let task_name = options.task.task_name();
+        let cluster = ClusterInfo { tasks: options.cluster.tasks() };
+        let channels =
+            Arc::new(ChannelCache::new(TransportOptions { name: task_name.clone(), ..options.transport.clone() }));
+        let worker = match options.role {
+            Role::Master => None,
+            Role::Both | Role::Worker => {
+                let worker = Worker::new(&WorkerOptions {
+                    job: options.task.job.clone(),
+                    task: options.task.index,
+                    cpu_devices: options.cpu_devices.max(1),
+                    pool: options.pool.clone(),
+                    max_sessions: crate::master::MAX_SESSIONS,
+                })?;
+                worker.set_remote(Arc::new(NetTransport::new(channels.clone())));
+                Some(worker)
+            }
+        };
+        let master = match options.role {
+            Role::Worker => None,
+            Role::Both | Role::Master => {
+                Some(Arc::new(Master::new(&task_name, worker.clone(), cluster, channels.clone())?))
+            }
+        };
+        let bind = options.listen.clone().unwrap_or_else(|| address.clone());
+        let transport = crate::net::Server::bind(
+            &bind,
+            Arc::new(Dispatch { master: master.clone(), worker: worker.clone() }),
+            TransportOptions { name: task_name.clone(), ..options.transport },
+        )
+        .map_err(|e| e.context(format_args!("starting {task_name} on {bind}")))?;
+        if let Some(m) = &master {
+            registry().lock().insert(address.clone(), Arc::downgrade(m));
+        }
+        tracing::info!("{task_name} serving on {bind} ({:?})", options.role);
+        Ok(Server { address, task_name, master, worker, transport: Some(transport) })
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    pub fn task_name(&self) -> &str {
+        &self.task_name
+    }
+
+    pub fn master(&self) -> Option<&Arc<Master>> {
+        self.master.as_ref()
+    }
+
+    pub fn worker(&self) -> Option<&Arc<Worker>> {
+        self.worker.as_ref()
+    }
+
+    /// Stops serving: the port is closed and its threads joined.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        registry().lock().remove(&self.address);
+        if let Some(t) = self.transport.take() {
+            t.shutdown();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,270 @@
+//! A session on a master in another process, `ringflow://host:port`: every
+//! call is a MasterService RPC; feeds go out as frame payloads and fetches
+//! come back as tensors over the receive buffer (no copy).
+//!
+//! Owns: [`RemoteSession`] and the client's connection cache. Must not know
+//! how the master runs a step.
+
+use super::{CallableHandle, DeviceAttributes, RunMetadata, RunOptions, Session, SessionOptions};
+use crate::error::{Code, Result, Status};
+use crate::executor::NodeStats;
+use crate::graph::GraphSpec;
+use crate::net::message::{self as msg, PayloadList};
+use crate::net::{ChannelCache, Client, Response, TransportOptions};
+use crate::tensor::Tensor;
+use crate::worker::remote::{CONTROL_TIMEOUT, stats_from_wire};
+use parking_lot::Mutex;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Extra time an RPC waits beyond a step's own deadline, for the master to
+/// report the overrun itself.
+const DEADLINE_SLACK: Duration = Duration::from_secs(2);
+
+fn channels() -> &'static ChannelCache {
+    static CHANNELS: OnceLock<ChannelCache> = OnceLock::new();
+    CHANNELS
+        .get_or_init(|| ChannelCache::new(TransportOptions { name: "client".into(), ..TransportOptions::default() }))
+}
+
+pub struct RemoteSession {
+    address: String,
+    client: Mutex<Arc<Client>>,
+    handle: String,
+    version: Mutex<u64>,
+    operation_timeout: Option<Duration>,
+}
+
+fn run_options(options: &RunOptions) -> msg::RunOptions {
+    msg::RunOptions { timeout_ms: options.timeout.map_or(0, |t| t.as_millis().max(1) as u64), trace: options.trace }
+}
+
+type Encodable<R> = R;
+
+impl RemoteSession {
+    /// Connects to the master at `address` and creates a session with `graph`.
+    pub fn create(address: &str, graph: GraphSpec, options: &SessionOptions) -> Result<RemoteSession> {
+        let client = channels().get(address)?;
+        let request = msg::CreateSessionRequest {
+            graph,
+            config: msg::SessionConfig {
+                operation_timeout_ms: options.config.operation_timeout.map_or(0, |t| t.as_millis() as u64),
+                intra_op_threads: options.threads_per_device as u32,
+                collect_stats: false,
+            },
+        };
+        let response = client
+            .call_rpc(&request, &[], Instant::now() + CONTROL_TIMEOUT)
+            .map_err(|e| e.context(format_args!("creating a session on {address}")))?;
+        let meta = response.meta::<msg::CreateSessionResponse>()?;
+        Ok(RemoteSession {
+            address: address.to_string(),
+            client: Mutex::new(client),
+            handle: meta.session_handle.to_string(),
+            version: Mutex::new(meta.graph_version.to_native()),
+            operation_timeout: options.config.operation_timeout,
+        })
+    }
+
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
+
+    fn client(&self) -> Result<Arc<Client>> {
+        let mut client = self.client.lock();
+        if client.is_dead() {
+            *client = channels().get(&self.address)?;
+        }
+        Ok(client.clone())
+    }
+
+    fn call<R>(&self, request: &Encodable<R>, payloads: &[Tensor], deadline: Instant) -> Result<Response>
+    where
+        R: msg::Rpc
+            + for<'a> rkyv::Serialize<
+                rkyv::api::high::HighSerializer<
+                    rkyv::util::AlignedVec,
+                    rkyv::ser::allocator::ArenaHandle<'a>,
+                    rkyv::rancor::Error,
+                >,
+            >,
+    {
+        self.client()?.call_rpc(request, payloads, deadline).map_err(|e| match e.code {
+            Code::Unavailable => e.context(format_args!("master at {}", self.address)),
+            _ => e,
+        })
+    }
+
+    /// The transport deadline of a step: its own deadline plus slack, or
+    /// none (a dead master still fails the call: the connection closes).
+    fn step_deadline(&self, options: &RunOptions) -> Instant {
+        match options.timeout.or(self.operation_timeout) {
+            Some(t) => Instant::now() + t + DEADLINE_SLACK,
+            None => Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600),
+        }
+    }
+
+    fn run_step(
+        &self,
+        options: &RunOptions,
+        feeds: Vec<(String, Tensor)>,
+        fetches: &[String],
+        targets: &[String],
+        partial_run_handle: &str,
+    ) -> Result<(Vec<Tensor>, Vec<NodeStats>)> {
+        let mut payloads = PayloadList::new();
+        let feeds =
+            feeds.iter().map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) }).collect();
+        let request = msg::RunStepRequest {
+            session_handle: self.handle.clone(),
+            feeds,
+            fetches: fetches.to_vec(),
+            targets: targets.to_vec(),
+            options: run_options(options),
+            partial_run_handle: partial_run_handle.to_string(),
+        };
+        let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
+        let meta = response.meta::<msg::RunStepResponse>()?;
+        if meta.outputs.len() != fetches.len() {
+            return Err(Status::internal(format!(
+                "the master returned {} outputs for {} fetches",
+                meta.outputs.len(),
+                fetches.len()
+            )));
+        }
+        let outputs = meta.outputs.iter().map(|o| o.tensor.resolve(&response.payloads)).collect::<Result<Vec<_>>>()?;
+        Ok((outputs, stats_from_wire(&meta.step_stats)))
+    }
+}
+
+impl Session for RemoteSession {
+    fn graph_version(&self) -> Result<u64> {
+        Ok(*self.version.lock())
+    }
+
+    fn extend(&self, graph: GraphSpec, current_version: u64) -> Result<u64> {
+        let request = msg::ExtendSessionRequest {
+            session_handle: self.handle.clone(),
+            graph,
+            current_graph_version: current_version,
+        };
+        let response = self.call(&request, &[], Instant::now() + CONTROL_TIMEOUT)?;
+        let version = response.meta::<msg::ExtendSessionResponse>()?.new_graph_version.to_native();
+        *self.version.lock() = version;
+        Ok(version)
+    }
+
+    fn run(
+        &self,
+        options: &RunOptions,
+        feeds: Vec<(String, Tensor)>,
+        fetches: &[String],
+        targets: &[String],
+    ) -> Result<(Vec<Tensor>, RunMetadata)> {
+        let (outputs, step_stats) = self.run_step(options, feeds, fetches, targets, "")?;
+        Ok((outputs, RunMetadata { step_stats }))
+    }
+
+    fn partial_run_setup(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<String> {
+        let request = msg::PartialRunSetupRequest {
+            session_handle: self.handle.clone(),
+            feeds: feeds.to_vec(),
+            fetches: fetches.to_vec(),
+            targets: targets.to_vec(),
+        };
+        let response = self.call(&request, &[], Instant::now() + CONTROL_TIMEOUT)?;
+        Ok(response.meta::<msg::PartialRunSetupResponse>()?.partial_run_handle.to_string())
+    }
+
+    fn partial_run(&self, handle: &str, feeds: Vec<(String, Tensor)>, fetches: &[String]) -> Result<Vec<Tensor>> {
+        self.run_step(&RunOptions::default(), feeds, fetches, &[], handle).map(|(t, _)| t)
+    }
+
+    fn make_callable(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<CallableHandle> {
+        let request = msg::MakeCallableRequest {
+            session_handle: self.handle.clone(),
+            feeds: feeds.to_vec(),
+            fetches: fetches.to_vec(),
+            targets: targets.to_vec(),
+        };
+        let response = self.call(&request, &[], Instant::now() + CONTROL_TIMEOUT)?;
+        Ok(response.meta::<msg::MakeCallableResponse>()?.handle.to_native())
+    }
+
+    fn run_callable(
+        &self,
+        handle: CallableHandle,
+        feeds: Vec<Tensor>,
+        options: &RunOptions,
+    ) -> Result<(Vec<Tensor>, RunMetadata)> {
+        let mut payloads = PayloadList::new();
+        let refs = feeds.iter().map(|t| payloads.add(t)).collect();
+        let request = msg::RunCallableRequest {
+            session_handle: self.handle.clone(),
+            handle,
+            feeds: refs,
+            options: run_options(options),
+        };
+        let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
+        let meta = response.meta::<msg::RunCallableResponse>()?;
+        let outputs = meta.fetches.iter().map(|t| t.resolve(&response.payloads)).collect::<Result<Vec<_>>>()?;
+        Ok((outputs, RunMetadata { step_stats: stats_from_wire(&meta.step_stats) }))
+    }
+
+    fn release_callable(&self, handle: CallableHandle) -> Result<()> {
+        let request = msg::ReleaseCallableRequest { session_handle: self.handle.clone(), handle };
+        self.call(&request, &[], Instant::now() + CONTROL_TIMEOUT).map(drop)
+    }
+
+    fn list_devices(&self) -> Result<Vec<DeviceAttributes>> {
+        let response = self.call(
+            &msg::ListDevicesRequest { session_handle: self.handle.clone() },
+            &[],
+            Instant::now() + CONTROL_TIMEOUT,
+        )?;
+        Ok(response
+            .meta::<msg::ListDevicesResponse>()?
+            .devices
+            .iter()
+            .map(|d| DeviceAttributes {
+                name: d.name.to_string(),
+                device_type: d.device_type.to_string(),
+                incarnation: d.incarnation.to_native(),
+                memory_limit: d.memory_limit.to_native(),
+            })
+            .collect())
+    }
+
+    fn reset(&self, containers: &[String]) -> Result<()> {
+        let request = msg::ResetRequest { session_handle: self.handle.clone(), containers: containers.to_vec() };
+        self.call(&request, &[], Instant::now() + CONTROL_TIMEOUT).map(drop)
+    }
+
+    fn close(&self) -> Result<()> {
+        let request = msg::CloseSessionRequest { session_handle: self.handle.clone() };
+        match self.call(&request, &[], Instant::now() + CONTROL_TIMEOUT) {
+            Ok(_) => Ok(()),
+            // Closed twice: nothing left to release.
+            Err(e) if e.code == Code::Aborted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Lists the devices of the cluster a master at `address` serves, without
+/// a session.
+pub fn list_cluster_devices(address: &str) -> Result<Vec<DeviceAttributes>> {
+    let client = channels().get(address)?;
+    let response = client.call_rpc(&msg::ListDevicesRequest::default(), &[], Instant::now() + CONTROL_TIMEOUT)?;
+    Ok(response
+        .meta::<msg::ListDevicesResponse>()?
+        .devices
+        .iter()
+        .map(|d| DeviceAttributes {
+            name: d.name.to_string(),
+            device_type: d.device_type.to_string(),
+            incarnation: d.incarnation.to_native(),
+            memory_limit: d.memory_limit.to_native(),
+        })
+        .collect())
+}
