@@ -89,6 +89,9 @@ pub enum Command {
         /// Bind this address instead of the task's address in the spec.
         #[arg(long)]
         listen: Option<String>,
+        /// Exit when standard input closes (a launcher's lifeline).
+        #[arg(long, hide = true)]
+        exit_on_stdin_eof: bool,
     },
     /// List the devices of the cluster a master serves.
     Devices {
@@ -301,7 +304,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 .map(|()| true)
         }
         Command::Demo { steps } => demo::demo(steps).map(|()| true),
-        Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen } => {
+        Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen, exit_on_stdin_eof } => {
             server_cmd::serve(&server_cmd::ServerArgs {
                 cluster,
                 tf_config,
@@ -311,6 +314,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 cpu_devices,
                 threads,
                 listen,
+                exit_on_stdin_eof,
             })
             .map(|()| true)
         }

@@ -17,6 +17,7 @@ pub struct ServerArgs {
     pub cpu_devices: usize,
     pub threads: usize,
     pub listen: Option<String>,
+    pub exit_on_stdin_eof: bool,
 }
 
 /// The cluster and this task, from `--cluster` or `TF_CONFIG`.
@@ -59,6 +60,15 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.listen = args.listen.clone();
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
+    if args.exit_on_stdin_eof {
+        // The launcher holds our stdin; when it dies, stop (however it died).
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            tracing::info!("standard input closed: the launcher is gone; exiting");
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGTERM);
+        });
+    }
     let signal = signals.wait().map_err(|e| Status::internal(format!("waiting for a signal: {e}")))?;
     tracing::info!("{signal:?}: shutting down {}", server.task_name());
     server.shutdown();

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub struct LocalCluster {
+    /// Each child's stdin stays open while we live: a child exits when it
+    /// reads end-of-file, which the kernel delivers however we die.
     children: Vec<Child>,
     spec: ClusterSpec,
     spec_file: PathBuf,
@@ -78,7 +80,8 @@ impl LocalCluster {
                 .arg("worker")
                 .arg("--task")
                 .arg(task.to_string())
-                .stdin(Stdio::null())
+                .arg("--exit-on-stdin-eof")
+                .stdin(Stdio::piped())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit());
             if options.cpu_devices > 0 {
@@ -86,14 +89,6 @@ impl LocalCluster {
             }
             if options.threads_per_device > 0 {
                 command.arg("--threads").arg(options.threads_per_device.to_string());
-            }
-            // SAFETY: prctl is async-signal-safe and touches no memory of
-            // ours; it runs in the child between fork and exec.
-            unsafe {
-                use std::os::unix::process::CommandExt;
-                command.pre_exec(|| {
-                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from)
-                });
             }
             let child = command
                 .spawn()

@@ -1,0 +1,344 @@
+//! The distributed runtime against real server processes on loopback:
+//! golden cases through a remote session, session isolation, extend, partial
+//! runs and callables, Reset on every task, CloseSession releasing every
+//! worker's graphs, and a dead task failing steps instead of hanging them.
+
+use ringflow::cli::verify::{GoldenCase, RunMode};
+use ringflow::error::Code;
+use ringflow::graph::builder::GraphBuilder;
+use ringflow::graph::{AttrValue, DataType, GraphSpec, ShapeSpec};
+use ringflow::net::message as msg;
+use ringflow::net::{Client, TransportOptions};
+use ringflow::server::local_cluster::{LocalCluster, LocalClusterOptions};
+use ringflow::session::{RunOptions, Session, SessionExt, SessionOptions, create_session};
+use ringflow::{DType, Tensor};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ringflow"))
+}
+
+fn start(tasks: usize) -> LocalCluster {
+    LocalCluster::start(binary(), tasks, &LocalClusterOptions::default()).expect("local cluster starts")
+}
+
+/// One 2-task cluster shared by the tests that do not break it.
+fn shared() -> &'static Mutex<LocalCluster> {
+    static CLUSTER: OnceLock<Mutex<LocalCluster>> = OnceLock::new();
+    CLUSTER.get_or_init(|| Mutex::new(start(2)))
+}
+
+fn target() -> String {
+    shared().lock().unwrap_or_else(|e| e.into_inner()).target(0)
+}
+
+fn session_on(target: &str, graph: GraphSpec) -> Box<dyn Session> {
+    create_session(graph, &SessionOptions { target: target.to_string(), ..SessionOptions::default() }).unwrap()
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn golden(case: &str, mode: RunMode) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs").join(case);
+    let golden = GoldenCase::load(&dir).unwrap();
+    assert!(golden.tasks_needed() <= 2, "{case} needs more tasks than the shared cluster has");
+    let session = session_on(&target(), golden.graph.clone());
+    golden.check_with(session.as_ref(), mode).unwrap_or_else(|e| panic!("{case} ({mode:?}): {e}"));
+    session.close().unwrap();
+}
+
+macro_rules! golden_remote {
+    ($($case:ident),* $(,)?) => {
+        mod golden_by_run { $( #[test] fn $case() { super::golden(stringify!($case), super::RunMode::Run) } )* }
+        mod golden_by_callable { $( #[test] fn $case() { super::golden(stringify!($case), super::RunMode::Callable) } )* }
+        mod golden_by_partial_run { $( #[test] fn $case() { super::golden(stringify!($case), super::RunMode::Partial) } )* }
+    };
+}
+
+golden_remote!(
+    add_scalar,
+    broadcast_reduce,
+    counter_resource_var,
+    fanout_two_tasks,
+    mlp2_frozen,
+    mlp3_two_tasks,
+    ref_variable,
+    shapes
+);
+
+#[test]
+fn verify_command_runs_every_case_on_a_local_cluster() {
+    let cases: Vec<PathBuf> =
+        std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+    let out = std::process::Command::new(binary())
+        .arg("verify")
+        .arg("--local-cluster")
+        .arg("2")
+        .args(&cases)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "verify failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("PASS ")).count(), cases.len(), "{stdout}");
+}
+
+#[test]
+fn verify_command_explains_a_pinned_case_without_a_cluster() {
+    let case = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs/fanout_two_tasks");
+    let out = std::process::Command::new(binary()).arg("verify").arg(&case).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout.contains("FAIL fanout_two_tasks") && stdout.contains("--local-cluster 2"), "{stdout}");
+}
+
+/// A resource variable `v` of two floats on task `task`, with `init`,
+/// `bump` (+[1,2]) and `read` (after bump).
+fn counter_graph(task: u32) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device(&format!("/job:worker/task:{task}"));
+    let ty = |d| AttrValue::Type(DataType::Tensor(d));
+    let zeros = b.constant("zeros", &Tensor::from_slice::<f32>([2], &[0.0, 0.0]).unwrap());
+    let inc = b.constant("inc", &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap());
+    let v = b.add(
+        "v",
+        "VarHandleOp",
+        &[],
+        vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(ShapeSpec::known(&[2])))],
+    );
+    b.add("init", "AssignVariableOp", &[&v, &zeros], vec![("dtype", ty(DType::F32))]);
+    b.add("bump", "AssignAddVariableOp", &[&v, &inc], vec![("dtype", ty(DType::F32))]);
+    b.add("read", "ReadVariableOp", &[&v], vec![("dtype", ty(DType::F32))]);
+    b.control("read", "bump");
+    b.finish()
+}
+
+#[test]
+fn sessions_on_one_master_keep_their_variables_apart() {
+    let target = target();
+    let a = session_on(&target, counter_graph(1));
+    let b = session_on(&target, counter_graph(1));
+    a.run_simple(&[], &[], &["init"]).unwrap();
+    assert_eq!(a.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[1.0, 2.0]);
+    let err = b.run_simple(&[], &["read"], &[]).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition, "{err}");
+    b.run_simple(&[], &[], &["init"]).unwrap();
+    assert_eq!(b.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[1.0, 2.0]);
+    assert_eq!(a.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[2.0, 4.0]);
+    a.close().unwrap();
+    b.close().unwrap();
+}
+
+#[test]
+fn two_client_processes_share_a_master_without_sharing_state() {
+    // The second client is another process: `ringflow run` against task 0.
+    let target = target();
+    let a = session_on(&target, counter_graph(0));
+    a.run_simple(&[], &[], &["init"]).unwrap();
+    a.run_simple(&[], &["read"], &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let graph_file = dir.path().join("counter.pb");
+    std::fs::write(&graph_file, ringflow::graph::graph_to_pb_bytes(&counter_graph(0))).unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["run", "--graph"])
+        .arg(&graph_file)
+        .args(["--fetch", "read", "--target", &target])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("FailedPrecondition"), "{stderr}");
+    assert_eq!(a.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[2.0, 4.0]);
+    a.close().unwrap();
+}
+
+#[test]
+fn extend_adds_nodes_between_steps() {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    b.set_device("/job:worker/task:1");
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    b.binary("y", "AddV2", &x, &one, DType::F32);
+    let s = session_on(&target(), b.finish());
+    assert_eq!(
+        s.run_simple(&[("x", Tensor::scalar(2.0f32))], &["y"], &[]).unwrap()[0].scalar_value::<f32>().unwrap(),
+        3.0
+    );
+    let mut more = GraphBuilder::new();
+    more.set_device("/job:worker/task:0");
+    more.binary("z", "Mul", "y:0", "y:0", DType::F32);
+    let v = s.extend(more.finish(), 0).unwrap();
+    assert_eq!(v, 1);
+    assert_eq!(
+        s.run_simple(&[("x", Tensor::scalar(2.0f32))], &["z"], &[]).unwrap()[0].scalar_value::<f32>().unwrap(),
+        9.0
+    );
+    let err = s.extend(GraphSpec::default(), 0).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition, "{err}");
+    s.close().unwrap();
+}
+
+fn two_stage_graph() -> GraphSpec {
+    // c = a + 1 on task 1, d = c * b on task 0.
+    let mut b = GraphBuilder::new();
+    let a = b.placeholder("a", DType::F32);
+    let bb = b.placeholder("b", DType::F32);
+    b.set_device("/job:worker/task:1");
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    let c = b.binary("c", "AddV2", &a, &one, DType::F32);
+    b.set_device("/job:worker/task:0");
+    b.binary("d", "Mul", &c, &bb, DType::F32);
+    b.finish()
+}
+
+#[test]
+fn partial_runs_and_callables_work_remotely() {
+    let s = session_on(&target(), two_stage_graph());
+    let h = s.partial_run_setup(&strings(&["a", "b"]), &strings(&["c", "d"]), &[]).unwrap();
+    let err = s.partial_run(&h, vec![], &strings(&["d"])).unwrap_err();
+    assert!(err.message.contains("depends on feed 'a:0'"), "{err}");
+    let c = s.partial_run(&h, vec![("a".into(), Tensor::scalar(2.0f32))], &strings(&["c"])).unwrap();
+    assert_eq!(c[0].scalar_value::<f32>().unwrap(), 3.0);
+    let d = s.partial_run(&h, vec![("b".into(), Tensor::scalar(5.0f32))], &strings(&["d"])).unwrap();
+    assert_eq!(d[0].scalar_value::<f32>().unwrap(), 15.0);
+
+    let call = s.make_callable(&strings(&["a", "b"]), &strings(&["d", "c"]), &[]).unwrap();
+    for i in 0..50 {
+        let (out, _) = s
+            .run_callable(call, vec![Tensor::scalar(i as f32), Tensor::scalar(2.0f32)], &RunOptions::default())
+            .unwrap();
+        assert_eq!(out[0].scalar_value::<f32>().unwrap(), (i as f32 + 1.0) * 2.0);
+        assert_eq!(out[1].scalar_value::<f32>().unwrap(), i as f32 + 1.0);
+    }
+    s.release_callable(call).unwrap();
+    assert!(s.run_callable(call, vec![], &RunOptions::default()).is_err());
+    s.close().unwrap();
+}
+
+#[test]
+fn traced_steps_report_nodes_of_every_task() {
+    let s = session_on(&target(), two_stage_graph());
+    let options = RunOptions { timeout: None, trace: true };
+    let (_, meta) = s
+        .run(
+            &options,
+            vec![("a".into(), Tensor::scalar(1.0f32)), ("b".into(), Tensor::scalar(1.0f32))],
+            &strings(&["d"]),
+            &[],
+        )
+        .unwrap();
+    let on = |task: &str| meta.step_stats.iter().any(|n| n.device.contains(task));
+    assert!(on("task:0") && on("task:1"), "{:?}", meta.step_stats);
+    s.close().unwrap();
+}
+
+#[test]
+fn reset_clears_variables_on_every_task() {
+    let mut graph = counter_graph(0);
+    let mut other = counter_graph(1);
+    for n in &mut other.nodes {
+        n.name = format!("t1/{}", n.name);
+        for i in &mut n.inputs {
+            i.node = format!("t1/{}", i.node);
+        }
+        for c in &mut n.control_inputs {
+            *c = format!("t1/{c}");
+        }
+    }
+    graph.nodes.extend(other.nodes);
+    let s = session_on(&target(), graph);
+    s.run_simple(&[], &[], &["init", "t1/init"]).unwrap();
+    let out = s.run_simple(&[], &["read", "t1/read"], &[]).unwrap();
+    assert_eq!(out[1].as_slice::<f32>().unwrap(), &[1.0, 2.0]);
+    s.reset(&[]).unwrap();
+    for fetch in ["read", "t1/read"] {
+        let err = s.run_simple(&[], &[fetch], &[]).unwrap_err();
+        assert_eq!(err.code, Code::FailedPrecondition, "{fetch}: {err}");
+    }
+    s.close().unwrap();
+}
+
+fn worker_status(address: &str, session: &str) -> (u64, u64) {
+    let client = Client::connect(address, TransportOptions::default()).unwrap();
+    let response = client
+        .call_rpc(
+            &msg::GetStatusRequest { session_handle: session.to_string() },
+            &[],
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap();
+    let meta = response.meta::<msg::GetStatusResponse>().unwrap();
+    (meta.registered_graphs.to_native(), meta.sessions.to_native())
+}
+
+#[test]
+fn close_session_releases_every_workers_graphs() {
+    // A cluster of its own, so other tests' sessions do not count.
+    let cluster = start(2);
+    let s = ringflow::session::remote::RemoteSession::create(
+        cluster.address(0),
+        two_stage_graph(),
+        &SessionOptions::default(),
+    )
+    .unwrap();
+    s.run_simple(&[("a", Tensor::scalar(1.0f32)), ("b", Tensor::scalar(2.0f32))], &["d"], &[]).unwrap();
+    s.run_simple(&[("a", Tensor::scalar(1.0f32))], &["c"], &[]).unwrap();
+    for task in 0..2 {
+        let (graphs, sessions) = worker_status(cluster.address(task), s.handle());
+        assert!(graphs >= 1, "task {task} has {graphs} graphs before close");
+        assert_eq!(sessions, 1, "task {task}");
+    }
+    s.close().unwrap();
+    for task in 0..2 {
+        assert_eq!(worker_status(cluster.address(task), s.handle()), (0, 0), "task {task} after close");
+    }
+}
+
+#[test]
+fn a_dead_task_fails_the_step_naming_it_instead_of_hanging() {
+    let mut cluster = start(2);
+    let s = session_on(&cluster.target(0), two_stage_graph());
+    s.run_simple(&[("a", Tensor::scalar(1.0f32)), ("b", Tensor::scalar(2.0f32))], &["d"], &[]).unwrap();
+    cluster.kill(1);
+    let start = Instant::now();
+    let err = s.run_simple(&[("a", Tensor::scalar(1.0f32)), ("b", Tensor::scalar(2.0f32))], &["d"], &[]).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+    assert_eq!(err.code, Code::Unavailable, "{err}");
+    assert!(err.message.contains("/job:worker/replica:0/task:1"), "{err}");
+    // The session keeps serving steps that avoid task 1.
+    let out = s.run_simple(&[("b", Tensor::scalar(3.0f32))], &["b"], &[]).unwrap();
+    assert_eq!(out[0].scalar_value::<f32>().unwrap(), 3.0);
+}
+
+#[test]
+fn a_server_in_this_process_is_reached_without_a_socket_or_with_one() {
+    use ringflow::cluster::{ClusterSpec, TaskId};
+    use ringflow::server::{Server, ServerOptions};
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let spec = ClusterSpec::workers(ports.iter().map(|p| format!("127.0.0.1:{p}")).collect());
+    let servers: Vec<Server> = (0..2)
+        .map(|i| Server::start(ServerOptions::new(spec.clone(), TaskId { job: "worker".into(), index: i })).unwrap())
+        .collect();
+    let target = format!("ringflow://{}", servers[0].address());
+    for local_shortcut in [true, false] {
+        let options = SessionOptions { target: target.clone(), local_shortcut, ..SessionOptions::default() };
+        let s = create_session(two_stage_graph(), &options).unwrap();
+        let out = s.run_simple(&[("a", Tensor::scalar(4.0f32)), ("b", Tensor::scalar(3.0f32))], &["d"], &[]).unwrap();
+        assert_eq!(out[0].scalar_value::<f32>().unwrap(), 15.0, "local_shortcut {local_shortcut}");
+        s.close().unwrap();
+    }
+    assert_eq!(servers[0].master().unwrap().num_sessions(), 0);
+    for s in servers {
+        s.shutdown();
+    }
+}
