@@ -690,7 +690,8 @@ mod tests {
             assert_eq!(Method::from_u16(m as u16), Some(m));
             seen.insert(m as u16);
         }
-        assert_eq!(seen.len(), 23);
+        assert_eq!(seen.len(), Method::ALL.len());
+        assert_eq!(Method::from_u16(43), None, "43 (Logging) is retired, never reused");
         assert_eq!(Method::from_u16(999), None);
     }
 
