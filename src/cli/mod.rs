@@ -6,6 +6,7 @@
 //! work lives in its own file; this one only dispatches.
 
 pub mod bench_inproc;
+pub mod bench_remote;
 pub mod demo;
 pub mod run;
 pub mod server_cmd;
@@ -100,7 +101,8 @@ pub enum Command {
         target: String,
     },
     /// Measure scenarios against raw baselines taken in the same run:
-    /// step-inproc, chain, fanout, pingpong, bulk.
+    /// step-inproc, chain, fanout, pingpong, bulk, step-remote,
+    /// transfer-remote, scale.
     Bench {
         /// Scenarios (default: step-inproc chain fanout pingpong bulk).
         scenarios: Vec<String>,
@@ -126,6 +128,9 @@ pub enum Command {
         /// (a size, or `off`).
         #[arg(long)]
         zerocopy_min: Option<String>,
+        /// Largest cluster for the scale scenario (2, 4, 8 up to this).
+        #[arg(long)]
+        max_tasks: Option<usize>,
     },
     /// Run a bundled multi-layer graph and report its outputs and step latency.
     Demo {
@@ -244,15 +249,17 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(all_passed)
         }
-        Command::Bench { scenarios, json, size, iterations, threads, transport, spin_us, zerocopy_min } => {
+        Command::Bench { scenarios, json, size, iterations, threads, transport, spin_us, zerocopy_min, max_tasks } => {
             let scenarios = if scenarios.is_empty() {
-                ["step-inproc", "chain", "fanout", "pingpong", "bulk"].map(String::from).to_vec()
+                ["step-inproc", "chain", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
+                    .map(String::from)
+                    .to_vec()
             } else {
                 scenarios
             };
             let inproc = bench_inproc::BenchOptions { iters: iterations.unwrap_or(0), threads: threads.unwrap_or(0) };
             let mut net = net_bench::BenchOptions::default();
-            if let Some(size) = size {
+            if let Some(size) = &size {
                 net.bulk_bytes = parse_size(&size)?;
                 if net.bulk_bytes >= 1 << 30 {
                     net.bulk_iterations = 1; // a multi-GiB tensor crosses once
@@ -274,6 +281,11 @@ fn dispatch(command: Command) -> Result<bool> {
             if let Some(spin) = spin_us {
                 net.spin_us = spin;
             }
+            let remote = bench_remote::RemoteBenchOptions {
+                iterations: iterations.unwrap_or(0),
+                bulk_bytes: if size.is_some() { net.bulk_bytes } else { 0 },
+                max_tasks: max_tasks.unwrap_or(8),
+            };
             let mut figures: Vec<Figure> = Vec::new();
             for scenario in &scenarios {
                 let mut found = match scenario.as_str() {
@@ -282,9 +294,12 @@ fn dispatch(command: Command) -> Result<bool> {
                     "fanout" => bench_inproc::fanout(&inproc)?,
                     "pingpong" => net_bench::bench_pingpong(&net)?,
                     "bulk" => net_bench::bench_bulk(&net)?,
+                    "step-remote" => bench_remote::step_remote(&remote)?,
+                    "transfer-remote" => bench_remote::transfer_remote(&remote)?,
+                    "scale" => bench_remote::scale(&remote)?,
                     other => {
                         return Err(Status::invalid_argument(format!(
-                            "unknown bench scenario '{other}' (known: step-inproc, chain, fanout, pingpong, bulk)"
+                            "unknown bench scenario '{other}' (known: step-inproc, chain, fanout, pingpong, bulk, step-remote, transfer-remote, scale)"
                         )));
                     }
                 };

@@ -276,3 +276,21 @@ fn stress_10000_steps_from_4_threads() {
         w.join().unwrap();
     }
 }
+
+#[test]
+fn runtime_shape_errors_name_the_node_the_op_and_the_shapes() {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("a", DType::F32);
+    let y = b.placeholder("b", DType::F32);
+    b.binary("c", "AddV2", &x, &y, DType::F32);
+    b.matmul("m", &x, &y, DType::F32);
+    let s = session_with(b.finish(), 1, 1);
+    let a = Tensor::zeros(DType::F32, [2, 3]).unwrap();
+    let bad = Tensor::zeros(DType::F32, [4]).unwrap();
+    let err = s.run_simple(&[("a", a.clone()), ("b", bad.clone())], &["c"], &[]).unwrap_err();
+    assert_eq!(err.code, Code::InvalidArgument);
+    assert_eq!(err.message, "node 'c' (AddV2): Incompatible shapes: [2,3] vs. [4]");
+    let err = s.run_simple(&[("a", a), ("b", Tensor::zeros(DType::F32, [4, 5]).unwrap())], &["m"], &[]).unwrap_err();
+    assert!(err.message.starts_with("node 'm' (MatMul): Matrix size-incompatible"), "{err}");
+    assert!(err.message.contains("[2,3]") && err.message.contains("[4,5]"), "{err}");
+}

@@ -13,6 +13,15 @@
 //! deadline passes (the receive is cancelled and its completion awaited).
 
 pub(crate) mod socket;
+
+/// One round of a bounded spin-wait: gives the core away if anyone else can
+/// run. On a machine with fewer cores than spinning threads (a client, a
+/// master and a worker on 2 cores), a spinner that never yields holds the
+/// core the thread with the awaited message needs, for its whole spin.
+#[inline]
+pub fn spin_pause() {
+    std::thread::yield_now();
+}
 pub(crate) mod uring;
 
 use crate::alloc::Region;

@@ -59,7 +59,7 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
         if Instant::now() >= spin_until {
             break;
         }
-        std::hint::spin_loop();
+        super::spin_pause();
     }
     loop {
         let slice = match wait.remaining() {

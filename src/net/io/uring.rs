@@ -263,7 +263,7 @@ impl Ring {
             if Instant::now() >= spin_until {
                 break;
             }
-            std::hint::spin_loop();
+            super::spin_pause();
         }
         loop {
             if let Some(found) = self.reap(user_data) {
@@ -324,7 +324,7 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
             if Instant::now() >= spin_until {
                 break;
             }
-            std::hint::spin_loop();
+            super::spin_pause();
         }
         spin = Duration::ZERO;
     }

@@ -436,7 +436,7 @@ impl PendingCall {
             // step down), then sleep until unparked or the slice ends.
             let spin_until = now + spin;
             while Instant::now() < spin_until && !slot.done.load(Ordering::Acquire) && inner.reader.is_locked() {
-                std::hint::spin_loop();
+                crate::net::io::spin_pause();
             }
             if !slot.done.load(Ordering::Acquire) && inner.reader.is_locked() {
                 let left = deadline.saturating_duration_since(Instant::now());

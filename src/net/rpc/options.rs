@@ -49,7 +49,7 @@ impl Default for TransportOptions {
             max_payloads_per_frame: 1 << 16,
             max_in_flight: 4096,
             max_connections: 256,
-            spin_us: 50,
+            spin_us: std::env::var("RINGFLOW_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50),
             zerocopy_send_min_bytes: u64::MAX,
             recv_chunk_bytes: 256 << 10,
             connect_timeout_ms: 5_000,

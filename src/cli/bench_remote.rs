@@ -1,0 +1,204 @@
+//! Benchmarks across processes on a local cluster: the trivial remote step,
+//! a 64 MiB tensor crossing tasks, and fan-out/fan-in over 2, 4 and 8 tasks.
+//! Each reports a raw baseline measured in the same run: a spinning TCP
+//! ping-pong between two processes, or raw TCP bulk bandwidth.
+//!
+//! Owns: these scenarios. Must not assert speed.
+
+use crate::bench::{Figure, LatencyRecorder};
+use crate::error::{Result, Status};
+use crate::graph::builder::GraphBuilder;
+use crate::graph::{AttrValue, DataType, GraphSpec};
+use crate::net::bench as net_bench;
+use crate::server::local_cluster::{LocalCluster, LocalClusterOptions, current_binary};
+use crate::session::{RunOptions, Session, SessionOptions, create_session};
+use crate::tensor::{DType, Tensor};
+use std::time::{Duration, Instant};
+
+pub struct RemoteBenchOptions {
+    pub iterations: usize,
+    pub bulk_bytes: u64,
+    /// Largest cluster for `scale` (2, 4, 8 up to this).
+    pub max_tasks: usize,
+}
+
+fn cluster(tasks: usize) -> Result<LocalCluster> {
+    LocalCluster::start(&current_binary()?, tasks, &LocalClusterOptions::default())
+}
+
+fn session(cluster: &LocalCluster, graph: GraphSpec) -> Result<Box<dyn Session>> {
+    create_session(graph, &SessionOptions { target: cluster.target(0), ..SessionOptions::default() })
+}
+
+fn time_callable(
+    s: &dyn Session,
+    feeds: &[&str],
+    fetches: &[&str],
+    values: &[Tensor],
+    iters: usize,
+) -> Result<LatencyRecorder> {
+    let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let handle = s.make_callable(&names(feeds), &names(fetches), &[])?;
+    let options = RunOptions::default();
+    for _ in 0..(iters / 10).max(5) {
+        s.run_callable(handle, values.to_vec(), &options)?;
+    }
+    let mut rec = LatencyRecorder::default();
+    for _ in 0..iters {
+        let start = Instant::now();
+        let (out, _) = s.run_callable(handle, values.to_vec(), &options)?;
+        rec.record(start.elapsed());
+        std::hint::black_box(out);
+    }
+    s.release_callable(handle)?;
+    Ok(rec)
+}
+
+fn raw_round_trip() -> Result<LatencyRecorder> {
+    net_bench::raw_pingpong(&net_bench::BenchOptions {
+        pingpong_iterations: 20_000,
+        ..net_bench::BenchOptions::default()
+    })
+}
+
+/// `x` fed on task 0, `y = x + 1` on task 1, fetched by this process.
+pub fn trivial_remote_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device("/job:worker/task:0");
+    let x = b.placeholder("x", DType::F32);
+    b.set_device("/job:worker/task:1");
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    b.binary("y", "AddV2", &x, &one, DType::F32);
+    b.finish()
+}
+
+pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
+    let iters = if opts.iterations == 0 { 5_000 } else { opts.iterations };
+    let c = cluster(2)?;
+    let s = session(&c, trivial_remote_graph())?;
+    let steps = time_callable(s.as_ref(), &["x"], &["y"], &[Tensor::scalar(1.0f32)], iters)?;
+    s.close()?;
+    c.shutdown();
+    let raw = raw_round_trip()?;
+    let note = "client process -> master (task 0, x fed) -> task 1 (x + 1) -> client; baseline: raw spinning TCP round trip, 64 B, two processes, same run";
+    Ok(vec![
+        Figure::new("step-remote", "p50", steps.percentile_us(50.0), "us", 1)
+            .with_baseline(raw.percentile_us(50.0))
+            .with_note(note),
+        Figure::new("step-remote", "p99", steps.percentile_us(99.0), "us", 1)
+            .with_baseline(raw.percentile_us(99.0))
+            .with_note(note),
+    ])
+}
+
+fn fill_and_sum(elements: usize, fill_task: u32, sum_task: u32) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device(&format!("/job:worker/task:{fill_task}"));
+    let dims = b
+        .constant("dims", &Tensor::from_slice::<i32>([1], &[elements as i32]).unwrap_or_else(|_| Tensor::scalar(0i32)));
+    let value = b.constant("value", &Tensor::scalar(1.0f32));
+    let big = b.add(
+        "big",
+        "Fill",
+        &[&dims, &value],
+        vec![
+            ("T", AttrValue::Type(DataType::Tensor(DType::F32))),
+            ("index_type", AttrValue::Type(DataType::Tensor(DType::I32))),
+        ],
+    );
+    b.set_device(&format!("/job:worker/task:{sum_task}"));
+    let axis = b.constant("axis", &Tensor::from_slice::<i32>([1], &[0]).unwrap_or_else(|_| Tensor::scalar(0i32)));
+    b.add(
+        "total",
+        "Sum",
+        &[&big, &axis],
+        vec![
+            ("T", AttrValue::Type(DataType::Tensor(DType::F32))),
+            ("Tidx", AttrValue::Type(DataType::Tensor(DType::I32))),
+            ("keep_dims", AttrValue::Bool(false)),
+        ],
+    );
+    b.finish()
+}
+
+pub fn transfer_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
+    let bytes = if opts.bulk_bytes == 0 { 64 << 20 } else { opts.bulk_bytes };
+    let elements = usize::try_from(bytes / 4).map_err(|_| Status::invalid_argument("size too large"))?;
+    if elements > i32::MAX as usize {
+        return Err(Status::invalid_argument("transfer-remote sizes stop at 8 GiB (an int32 element count)"));
+    }
+    let iters = if opts.iterations == 0 { 15 } else { opts.iterations.min(200) };
+    let c = cluster(2)?;
+    let median = |graph: GraphSpec| -> Result<Duration> {
+        let s = session(&c, graph)?;
+        let rec = time_callable(s.as_ref(), &[], &["total"], &[], iters)?;
+        s.close()?;
+        Ok(Duration::from_nanos(rec.percentile_ns(50.0) as u64))
+    };
+    let crossing = median(fill_and_sum(elements, 1, 0))?;
+    let local = median(fill_and_sum(elements, 1, 1))?;
+    c.shutdown();
+    let transfer = crossing.saturating_sub(local).max(Duration::from_micros(1));
+    let gbps = bytes as f64 / transfer.as_secs_f64() / 1e9;
+    let payload = vec![1u8; bytes as usize];
+    let raw = net_bench::raw_bulk(
+        &net_bench::BenchOptions { bulk_iterations: iters.max(5), ..net_bench::BenchOptions::default() },
+        &payload,
+        0,
+    )?;
+    let mib = bytes as f64 / (1 << 20) as f64;
+    Ok(vec![
+        Figure::new("transfer-remote", "bandwidth", gbps, "GB/s", 1).with_baseline(raw).with_note(format!(
+            "{mib:.0} MiB filled on task 1, summed on task 0; transfer = p50 step ({:.1} ms) - same step all on task 1 ({:.1} ms); baseline: raw TCP bulk, same run",
+            crossing.as_secs_f64() * 1e3,
+            local.as_secs_f64() * 1e3
+        )),
+        Figure::new("transfer-remote", "p50_step", crossing.as_secs_f64() * 1e3 * 1000.0, "us", 1)
+            .with_baseline(local.as_secs_f64() * 1e6)
+            .with_note("baseline: the same step with no tensor crossing tasks"),
+    ])
+}
+
+/// `x` on task 0; `y_i = x + i` on task i; `total = AddN(y_*)` on task 0.
+pub fn fan_graph(tasks: usize) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device("/job:worker/task:0");
+    let x = b.placeholder("x", DType::F32);
+    let mut parts = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        b.set_device(&format!("/job:worker/task:{i}"));
+        let c = b.constant(&format!("c_{i}"), &Tensor::scalar(i as f32));
+        parts.push(b.binary(&format!("y_{i}"), "AddV2", &x, &c, DType::F32));
+    }
+    b.set_device("/job:worker/task:0");
+    let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
+    b.add_n("total", &refs, DType::F32);
+    b.finish()
+}
+
+pub fn scale(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
+    let iters = if opts.iterations == 0 { 2_000 } else { opts.iterations };
+    let raw = raw_round_trip()?;
+    let mut figures = Vec::new();
+    for tasks in [2usize, 4, 8].into_iter().filter(|&t| t <= opts.max_tasks.max(2)) {
+        let c = cluster(tasks)?;
+        let s = session(&c, fan_graph(tasks))?;
+        let rec = time_callable(s.as_ref(), &["x"], &["total"], &[Tensor::scalar(1.0f32)], iters)?;
+        s.close()?;
+        c.shutdown();
+        let note = format!(
+            "{tasks} tasks, x fanned out from task 0 and summed back; baseline: raw spinning TCP round trip, same run"
+        );
+        figures.push(
+            Figure::new(&format!("scale-{tasks}"), "p50", rec.percentile_us(50.0), "us", tasks)
+                .with_baseline(raw.percentile_us(50.0))
+                .with_note(note.clone()),
+        );
+        figures.push(
+            Figure::new(&format!("scale-{tasks}"), "p99", rec.percentile_us(99.0), "us", tasks)
+                .with_baseline(raw.percentile_us(99.0))
+                .with_note(note),
+        );
+    }
+    Ok(figures)
+}
