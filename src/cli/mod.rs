@@ -131,6 +131,9 @@ pub enum Command {
         /// Largest cluster for the scale scenario (2, 4, 8 up to this).
         #[arg(long)]
         max_tasks: Option<usize>,
+        /// Pin pool threads to cores (fanout).
+        #[arg(long)]
+        pin_threads: bool,
     },
     /// Run a bundled multi-layer graph and report its outputs and step latency.
     Demo {
@@ -249,7 +252,18 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(all_passed)
         }
-        Command::Bench { scenarios, json, size, iterations, threads, transport, spin_us, zerocopy_min, max_tasks } => {
+        Command::Bench {
+            scenarios,
+            json,
+            size,
+            iterations,
+            threads,
+            transport,
+            spin_us,
+            zerocopy_min,
+            max_tasks,
+            pin_threads,
+        } => {
             let scenarios = if scenarios.is_empty() {
                 ["step-inproc", "chain", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
                     .map(String::from)
@@ -257,7 +271,11 @@ fn dispatch(command: Command) -> Result<bool> {
             } else {
                 scenarios
             };
-            let inproc = bench_inproc::BenchOptions { iters: iterations.unwrap_or(0), threads: threads.unwrap_or(0) };
+            let inproc = bench_inproc::BenchOptions {
+                iters: iterations.unwrap_or(0),
+                threads: threads.unwrap_or(0),
+                pin: pin_threads,
+            };
             let mut net = net_bench::BenchOptions::default();
             if let Some(size) = &size {
                 net.bulk_bytes = parse_size(&size)?;
