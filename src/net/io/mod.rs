@@ -14,13 +14,29 @@
 
 pub(crate) mod socket;
 
-/// One round of a bounded spin-wait: gives the core away if anyone else can
-/// run. On a machine with fewer cores than spinning threads (a client, a
-/// master and a worker on 2 cores), a spinner that never yields holds the
-/// core the thread with the awaited message needs, for its whole spin.
+/// How long a spin-wait spins purely before it starts yielding its core
+/// (`RINGFLOW_PURE_SPIN_US`, default 10).
+fn pure_spin() -> std::time::Duration {
+    static PURE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *PURE.get_or_init(|| {
+        let us = std::env::var("RINGFLOW_PURE_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+        std::time::Duration::from_micros(us)
+    })
+}
+
+/// One round of a bounded spin-wait that began at `spin_start`: pure
+/// spinning at first (a reply that comes within microseconds is seen at
+/// once), then giving the core away each round if anyone else can run. On
+/// a machine with fewer cores than spinning threads (a client, a master and
+/// a worker on 2 cores), a spinner that never yields holds the core the
+/// thread with the awaited message needs, for its whole spin.
 #[inline]
-pub fn spin_pause() {
-    std::thread::yield_now();
+pub fn spin_pause(spin_start: std::time::Instant) {
+    if spin_start.elapsed() < pure_spin() {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
 }
 pub(crate) mod uring;
 

@@ -51,7 +51,8 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
             _ => Err(err),
         }
     };
-    let spin_until = Instant::now() + wait.spin;
+    let spin_start = Instant::now();
+    let spin_until = spin_start + wait.spin;
     loop {
         if let Some(outcome) = try_recv()? {
             return Ok(outcome);
@@ -59,7 +60,7 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
         if Instant::now() >= spin_until {
             break;
         }
-        super::spin_pause();
+        super::spin_pause(spin_start);
     }
     loop {
         let slice = match wait.remaining() {

@@ -251,7 +251,8 @@ impl Ring {
     /// Waits for the completion of `user_data`: spins for `spin`, then
     /// sleeps in the kernel. `None` when `deadline` passes first.
     fn wait(&mut self, user_data: u64, spin: Duration, deadline: Option<Instant>) -> io::Result<Option<(i32, u32)>> {
-        let spin_until = Instant::now() + spin;
+        let spin_start = Instant::now();
+        let spin_until = spin_start + spin;
         loop {
             if let Some(found) = self.reap(user_data) {
                 return Ok(Some(found));
@@ -263,7 +264,7 @@ impl Ring {
             if Instant::now() >= spin_until {
                 break;
             }
-            super::spin_pause();
+            super::spin_pause(spin_start);
         }
         loop {
             if let Some(found) = self.reap(user_data) {
@@ -307,7 +308,8 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
         // through task work, which costs more than the syscall it saves.
         // Only once the spin is over is the receive handed to the ring,
         // where the thread sleeps.
-        let spin_until = Instant::now() + spin;
+        let spin_start = Instant::now();
+        let spin_until = spin_start + spin;
         loop {
             // SAFETY: `ptr`/`len` are valid for writes per our contract.
             let n = unsafe { libc::recv(fd, ptr.cast(), len, libc::MSG_DONTWAIT) };
@@ -324,7 +326,7 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
             if Instant::now() >= spin_until {
                 break;
             }
-            super::spin_pause();
+            super::spin_pause(spin_start);
         }
         spin = Duration::ZERO;
     }

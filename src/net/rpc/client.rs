@@ -435,8 +435,9 @@ impl PendingCall {
             // Follower: spin briefly (the leader may deliver our response or
             // step down), then sleep until unparked or the slice ends.
             let spin_until = now + spin;
+            let spin_start = now;
             while Instant::now() < spin_until && !slot.done.load(Ordering::Acquire) && inner.reader.is_locked() {
-                crate::net::io::spin_pause();
+                crate::net::io::spin_pause(spin_start);
             }
             if !slot.done.load(Ordering::Acquire) && inner.reader.is_locked() {
                 let left = deadline.saturating_duration_since(Instant::now());
