@@ -5,8 +5,8 @@
 
 use ringflow::cli::verify::{GoldenCase, RunMode};
 use ringflow::error::Code;
+use ringflow::graph::GraphSpec;
 use ringflow::graph::builder::GraphBuilder;
-use ringflow::graph::{AttrValue, DataType, GraphSpec, ShapeSpec};
 use ringflow::net::message as msg;
 use ringflow::net::{Client, TransportOptions};
 use ringflow::server::local_cluster::{LocalCluster, LocalClusterOptions};
@@ -98,25 +98,9 @@ fn verify_command_explains_a_pinned_case_without_a_cluster() {
     assert!(stdout.contains("FAIL fanout_two_tasks") && stdout.contains("--local-cluster 2"), "{stdout}");
 }
 
-/// A resource variable `v` of two floats on task `task`, with `init`,
-/// `bump` (+[1,2]) and `read` (after bump).
+/// The counter graph of `graph::builder` pinned to `task`.
 fn counter_graph(task: u32) -> GraphSpec {
-    let mut b = GraphBuilder::new();
-    b.set_device(&format!("/job:worker/task:{task}"));
-    let ty = |d| AttrValue::Type(DataType::Tensor(d));
-    let zeros = b.constant("zeros", &Tensor::from_slice::<f32>([2], &[0.0, 0.0]).unwrap());
-    let inc = b.constant("inc", &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap());
-    let v = b.add(
-        "v",
-        "VarHandleOp",
-        &[],
-        vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(ShapeSpec::known(&[2])))],
-    );
-    b.add("init", "AssignVariableOp", &[&v, &zeros], vec![("dtype", ty(DType::F32))]);
-    b.add("bump", "AssignAddVariableOp", &[&v, &inc], vec![("dtype", ty(DType::F32))]);
-    b.add("read", "ReadVariableOp", &[&v], vec![("dtype", ty(DType::F32))]);
-    b.control("read", "bump");
-    b.finish()
+    ringflow::graph::builder::counter_graph(&format!("/job:worker/task:{task}"))
 }
 
 #[test]

@@ -130,3 +130,43 @@ pub fn fanout_graph(branches: usize, size: usize) -> GraphSpec {
     b.add_n("total", &refs, DType::F32);
     b.finish()
 }
+
+/// A resource variable `v` of two floats with `init` (assign zeros),
+/// `bump` (add [1, 2]) and `read` (after bump), on `device` ("" for none).
+pub fn counter_graph(device: &str) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device(device);
+    let zeros = b.constant("zeros", &Tensor::from_slice::<f32>([2], &[0.0, 0.0]).expect("two floats"));
+    let inc = b.constant("inc", &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).expect("two floats"));
+    let v = b.add(
+        "v",
+        "VarHandleOp",
+        &[],
+        vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(super::spec::ShapeSpec::known(&[2])))],
+    );
+    b.add("init", "AssignVariableOp", &[&v, &zeros], vec![("dtype", ty(DType::F32))]);
+    b.add("bump", "AssignAddVariableOp", &[&v, &inc], vec![("dtype", ty(DType::F32))]);
+    b.add("read", "ReadVariableOp", &[&v], vec![("dtype", ty(DType::F32))]);
+    b.control("read", "bump");
+    b.finish()
+}
+
+/// Single nodes for tests.
+#[cfg(test)]
+pub(crate) mod nodes {
+    use super::*;
+
+    pub fn f32_const(name: &str, v: f32) -> NodeSpec {
+        NodeSpec::new(name, "Const")
+            .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))))
+            .attr("dtype", ty(DType::F32))
+    }
+
+    pub fn identity(name: &str, input: &str) -> NodeSpec {
+        NodeSpec::new(name, "Identity").input(input, 0).attr("T", ty(DType::F32))
+    }
+
+    pub fn placeholder(name: &str) -> NodeSpec {
+        NodeSpec::new(name, "Placeholder").attr("dtype", ty(DType::F32))
+    }
+}

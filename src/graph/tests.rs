@@ -3,22 +3,9 @@
 
 use super::*;
 use crate::cluster::DeviceName;
-use crate::tensor::{DType, Tensor};
+use crate::graph::builder::nodes::{f32_const, identity, placeholder};
+use crate::tensor::DType;
 use std::collections::BTreeMap;
-
-fn f32_const(name: &str, v: f32) -> NodeSpec {
-    NodeSpec::new(name, "Const")
-        .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))))
-        .attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
-}
-
-fn identity(name: &str, input: &str) -> NodeSpec {
-    NodeSpec::new(name, "Identity").input(input, 0).attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
-}
-
-fn placeholder(name: &str) -> NodeSpec {
-    NodeSpec::new(name, "Placeholder").attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
-}
 
 fn two_tasks() -> Vec<DeviceName> {
     vec![DeviceName::cpu("worker", 0, 0, 0), DeviceName::cpu("worker", 0, 1, 0)]

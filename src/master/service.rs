@@ -13,7 +13,7 @@ use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, Method, PayloadList};
 use crate::net::{Reply, Request};
 use crate::tensor::Tensor;
-use crate::worker::remote::stats_to_wire;
+use crate::worker::remote::{devices_to_wire, stats_to_wire};
 use crate::worker::service::answer;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,15 +85,7 @@ pub fn handle(master: &Arc<Master>, request: Request, reply: Reply) {
             } else {
                 master.session(&m.session_handle)?.list_devices()
             };
-            let devices = devices
-                .into_iter()
-                .map(|d| msg::DeviceAttributes {
-                    name: d.name,
-                    device_type: d.device_type,
-                    incarnation: d.incarnation,
-                    memory_limit: d.memory_limit,
-                })
-                .collect();
+            let devices = devices_to_wire(devices);
             Ok((msg::encode(&msg::ListDevicesResponse { devices })?, Vec::new()))
         })(),
         Method::Reset => (|| {

@@ -12,7 +12,7 @@ use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
 use crate::net::{ChannelCache, Client, Response, TransportOptions};
 use crate::tensor::Tensor;
-use crate::worker::remote::{CONTROL_TIMEOUT, stats_from_wire};
+use crate::worker::remote::{CONTROL_TIMEOUT, devices_from_wire, stats_from_wire};
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -222,17 +222,7 @@ impl Session for RemoteSession {
             &[],
             Instant::now() + CONTROL_TIMEOUT,
         )?;
-        Ok(response
-            .meta::<msg::ListDevicesResponse>()?
-            .devices
-            .iter()
-            .map(|d| DeviceAttributes {
-                name: d.name.to_string(),
-                device_type: d.device_type.to_string(),
-                incarnation: d.incarnation.to_native(),
-                memory_limit: d.memory_limit.to_native(),
-            })
-            .collect())
+        Ok(devices_from_wire(&response.meta::<msg::ListDevicesResponse>()?.devices))
     }
 
     fn reset(&self, containers: &[String]) -> Result<()> {
@@ -256,15 +246,5 @@ impl Session for RemoteSession {
 pub fn list_cluster_devices(address: &str) -> Result<Vec<DeviceAttributes>> {
     let client = channels().get(address)?;
     let response = client.call_rpc(&msg::ListDevicesRequest::default(), &[], Instant::now() + CONTROL_TIMEOUT)?;
-    Ok(response
-        .meta::<msg::ListDevicesResponse>()?
-        .devices
-        .iter()
-        .map(|d| DeviceAttributes {
-            name: d.name.to_string(),
-            device_type: d.device_type.to_string(),
-            incarnation: d.incarnation.to_native(),
-            memory_limit: d.memory_limit.to_native(),
-        })
-        .collect())
+    Ok(devices_from_wire(&response.meta::<msg::ListDevicesResponse>()?.devices))
 }

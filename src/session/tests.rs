@@ -4,24 +4,12 @@
 
 use super::*;
 use crate::error::Code;
+use crate::graph::builder::counter_graph;
+use crate::graph::builder::nodes::{f32_const, identity, placeholder};
 use crate::graph::builder::{GraphBuilder, chain_graph};
-use crate::graph::{AttrValue, DataType, NodeSpec, TensorValue};
+use crate::graph::{AttrValue, NodeSpec};
 use crate::tensor::DType;
 use std::sync::Arc;
-
-fn f32_const(name: &str, v: f32) -> NodeSpec {
-    NodeSpec::new(name, "Const")
-        .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&Tensor::scalar(v))))
-        .attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
-}
-
-fn identity(name: &str, input: &str) -> NodeSpec {
-    NodeSpec::new(name, "Identity").input(input, 0).attr("T", AttrValue::Type(DataType::Tensor(DType::F32)))
-}
-
-fn placeholder(name: &str) -> NodeSpec {
-    NodeSpec::new(name, "Placeholder").attr("dtype", AttrValue::Type(DataType::Tensor(DType::F32)))
-}
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -126,27 +114,9 @@ fn operation_timeout_applies_to_every_step() {
     assert_eq!(s.run_simple(&[], &["slow"], &[]).unwrap_err().code, Code::DeadlineExceeded);
 }
 
-fn counter_graph() -> GraphSpec {
-    let mut b = GraphBuilder::new();
-    let zeros = b.constant("zeros", &Tensor::from_slice::<f32>([2], &[0.0, 0.0]).unwrap());
-    let inc = b.constant("inc", &Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap());
-    let ty = |d| AttrValue::Type(DataType::Tensor(d));
-    let v = b.add(
-        "v",
-        "VarHandleOp",
-        &[],
-        vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(crate::graph::ShapeSpec::known(&[2])))],
-    );
-    b.add("init", "AssignVariableOp", &[&v, &zeros], vec![("dtype", ty(DType::F32))]);
-    b.add("bump", "AssignAddVariableOp", &[&v, &inc], vec![("dtype", ty(DType::F32))]);
-    b.add("read", "ReadVariableOp", &[&v], vec![("dtype", ty(DType::F32))]);
-    b.control("read", "bump");
-    b.finish()
-}
-
 #[test]
 fn variables_persist_across_steps_and_reset_clears_them() {
-    let s = session_with(counter_graph(), 1, 1);
+    let s = session_with(counter_graph(""), 1, 1);
     let err = s.run_simple(&[], &["read"], &[]).unwrap_err();
     assert_eq!(err.code, Code::FailedPrecondition, "{err}");
     assert!(err.message.contains("variable v"), "{err}");

@@ -70,6 +70,31 @@ pub fn stats_to_wire(stats: &[NodeStats]) -> msg::StepStats {
     }
 }
 
+/// Devices as the wire carries them, back into the worker's struct.
+pub fn devices_from_wire(devices: &rkyv::vec::ArchivedVec<msg::ArchivedDeviceAttributes>) -> Vec<DeviceAttributes> {
+    devices
+        .iter()
+        .map(|d| DeviceAttributes {
+            name: d.name.to_string(),
+            device_type: d.device_type.to_string(),
+            incarnation: d.incarnation.to_native(),
+            memory_limit: d.memory_limit.to_native(),
+        })
+        .collect()
+}
+
+pub fn devices_to_wire(devices: Vec<DeviceAttributes>) -> Vec<msg::DeviceAttributes> {
+    devices
+        .into_iter()
+        .map(|d| msg::DeviceAttributes {
+            name: d.name,
+            device_type: d.device_type,
+            incarnation: d.incarnation,
+            memory_limit: d.memory_limit,
+        })
+        .collect()
+}
+
 /// `ClusterInfo` as the wire's job list.
 pub fn cluster_to_wire(cluster: &ClusterInfo) -> Vec<msg::JobDef> {
     let mut jobs: Vec<msg::JobDef> = Vec::new();
@@ -167,17 +192,7 @@ impl WorkerInterface for RemoteWorker {
 
     fn get_status(&self) -> Result<Vec<DeviceAttributes>> {
         let response = self.status("")?;
-        let meta = response.meta::<msg::GetStatusResponse>()?;
-        Ok(meta
-            .devices
-            .iter()
-            .map(|d| DeviceAttributes {
-                name: d.name.to_string(),
-                device_type: d.device_type.to_string(),
-                incarnation: d.incarnation.to_native(),
-                memory_limit: d.memory_limit.to_native(),
-            })
-            .collect())
+        Ok(devices_from_wire(&response.meta::<msg::GetStatusResponse>()?.devices))
     }
 
     fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo) -> Result<()> {

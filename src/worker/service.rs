@@ -8,7 +8,7 @@
 
 use super::Worker;
 use super::interface::{PartialRunFlags, RunGraphRequest, WorkerInterface};
-use super::remote::{cluster_from_wire, stats_to_wire};
+use super::remote::{cluster_from_wire, devices_to_wire, stats_to_wire};
 use crate::error::{Code, Result, Status};
 use crate::executor::RendezvousKey;
 use crate::net::message::{self as msg, Method, PayloadList};
@@ -121,16 +121,7 @@ fn get_status(worker: &Arc<Worker>, request: &Request) -> Result<Encoded> {
     let m = request.meta::<msg::GetStatusRequest>()?;
     let registered_graphs =
         if m.session_handle.is_empty() { 0 } else { worker.registered_graphs(&m.session_handle).unwrap_or(0) as u64 };
-    let devices = worker
-        .get_status()?
-        .into_iter()
-        .map(|d| msg::DeviceAttributes {
-            name: d.name,
-            device_type: d.device_type,
-            incarnation: d.incarnation,
-            memory_limit: d.memory_limit,
-        })
-        .collect();
+    let devices = devices_to_wire(worker.get_status()?);
     let response = msg::GetStatusResponse {
         devices,
         incarnation: worker.incarnation(),
