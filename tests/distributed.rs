@@ -42,11 +42,21 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// A 4-task cluster for the cases pinned to four tasks, started on first use.
+fn shared_four() -> &'static Mutex<LocalCluster> {
+    static CLUSTER: OnceLock<Mutex<LocalCluster>> = OnceLock::new();
+    CLUSTER.get_or_init(|| Mutex::new(start(4)))
+}
+
 fn golden(case: &str, mode: RunMode) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs").join(case);
     let golden = GoldenCase::load(&dir).unwrap();
-    assert!(golden.tasks_needed() <= 2, "{case} needs more tasks than the shared cluster has");
-    let session = session_on(&target(), golden.graph.clone());
+    let target = match golden.tasks_needed() {
+        0..=2 => target(),
+        3..=4 => shared_four().lock().unwrap_or_else(|e| e.into_inner()).target(0),
+        n => panic!("{case} needs {n} tasks; no shared cluster has that many"),
+    };
+    let session = session_on(&target, golden.graph.clone());
     golden.check_with(session.as_ref(), mode).unwrap_or_else(|e| panic!("{case} ({mode:?}): {e}"));
     session.close().unwrap();
 }
@@ -67,6 +77,7 @@ golden_remote!(
     mlp2_frozen,
     mlp3_two_tasks,
     ref_variable,
+    ring_four_tasks,
     shapes
 );
 
@@ -80,7 +91,7 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
     let out = std::process::Command::new(binary())
         .arg("verify")
         .arg("--local-cluster")
-        .arg("2")
+        .arg("4")
         .args(&cases)
         .output()
         .unwrap();

@@ -213,3 +213,27 @@ fn golden_graphs_import_place_and_partition() {
         assert_eq!(assert_paired(&parts), 0);
     }
 }
+
+#[test]
+fn golden_ring_four_tasks_partitions_every_task() {
+    let tasks: Vec<DeviceName> = (0..4).map(|t| DeviceName::cpu("worker", 0, t, 0)).collect();
+    let (_, parts) = split(fixture("ring_four_tasks"), &["x:0"], &["out:0"], &[], &tasks).unwrap();
+    assert_eq!(parts.len(), 4);
+    let part = |t: u32| &parts[&format!("/job:worker/replica:0/task:{t}")];
+    for t in 0..4 {
+        for n in [format!("v{t}"), format!("bump{t}"), format!("h{t}"), format!("part{t}")] {
+            assert!(part(t).node(&n).is_some(), "{n} on task {t}");
+        }
+    }
+    assert!(part(0).node("total").is_some() && part(0).node("out").is_some() && part(3).node("done3").is_some());
+    // x: 0 → 1, 2, 3; part0: 0 → 1; ring1: 1 → 2; ring2: 2 → 3; ring3: 3 → 0;
+    // part1..3 → 0 for the AddN; done3 → 0 as a control edge.
+    assert_eq!(assert_paired(&parts), 11);
+    assert_eq!(ops_in(part(0), "_Recv").len(), 5);
+    for t in 1..4 {
+        assert_eq!(ops_in(part(t), "_Arg").len(), 0, "x is fed on task 0 only");
+    }
+    let total = part(0).node("total").unwrap();
+    assert_eq!(total.control_inputs.len(), 1);
+    assert_eq!(part(0).node(&total.control_inputs[0]).unwrap().op, "_Recv");
+}
