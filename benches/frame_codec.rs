@@ -21,7 +21,7 @@ fn run_step(tensors: &[Tensor]) -> (Vec<u8>, Vec<Tensor>) {
         feeds,
         fetches: vec!["output:0".into(), "loss:0".into()],
         targets: vec!["train_op".into()],
-        options: RunOptions { timeout_ms: 1000, trace: false },
+        options: RunOptions { timeout_ms: 1000, trace: false, cancel_id: 0 },
         partial_run_handle: String::new(),
     };
     (message::encode(&req).unwrap().to_vec(), list.into_vec())

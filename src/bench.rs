@@ -65,8 +65,8 @@ pub fn print_figures(figures: &[Figure], json: bool) {
         return;
     }
     println!(
-        "{:<18} {:<10} {:>12} {:<5} {:>7} {:>12} {:>8}  {}",
-        "scenario", "metric", "value", "unit", "threads", "baseline", "ratio", "note"
+        "{:<18} {:<10} {:>12} {:<5} {:>7} {:>12} {:>8}  note",
+        "scenario", "metric", "value", "unit", "threads", "baseline", "ratio"
     );
     for f in figures {
         println!(

@@ -215,10 +215,57 @@ fn partial_runs_and_callables_work_remotely() {
     s.close().unwrap();
 }
 
+/// `links` chained 256×256 MatMuls on task 1 whose end is fetched on task
+/// 0: seconds of work, which a cancel must cut short.
+fn long_chain_graph(links: usize) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    b.set_device("/job:worker/task:1");
+    let mut last = x.clone();
+    for i in 0..links {
+        last = b.matmul(&format!("m{i}"), &last, &x, DType::F32);
+    }
+    b.set_device("/job:worker/task:0");
+    b.unary("end", "Identity", &last, DType::F32);
+    b.finish()
+}
+
+#[test]
+fn a_client_cancel_stops_a_remote_step_and_the_session_stays_usable() {
+    let s: std::sync::Arc<dyn Session> = session_on(&target(), long_chain_graph(4000)).into();
+    let x = Tensor::from_slice([256usize, 256], &vec![1.0f32 / 256.0; 256 * 256]).unwrap();
+    let call = s.make_callable(&strings(&["x"]), &strings(&["end"]), &[]).unwrap();
+    for run_callable in [false, true] {
+        let cancel = ringflow::executor::CancellationToken::new();
+        let options = RunOptions { cancel: Some(cancel.clone()), ..RunOptions::default() };
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            cancel.cancel();
+        });
+        let start = Instant::now();
+        let err = if run_callable {
+            s.run_callable(call, vec![x.clone()], &options).unwrap_err()
+        } else {
+            s.run(&options, vec![("x".into(), x.clone())], &strings(&["end"]), &[]).unwrap_err()
+        };
+        canceller.join().unwrap();
+        assert_eq!(err.code, Code::Cancelled, "{err}");
+        assert!(err.message.contains("cancelled by the client"), "{err}");
+        // 4000 MatMuls take tens of seconds here; the cancel ends the step
+        // after the one running when it arrives.
+        assert!(start.elapsed() < Duration::from_secs(8), "{:?}", start.elapsed());
+        // The cancelled step's parts are gone: a short step runs at once.
+        let one = Tensor::from_slice([256usize, 256], &vec![0.0f32; 256 * 256]).unwrap();
+        let out = s.run(&RunOptions::default(), vec![("x".into(), one)], &strings(&["m0"]), &[]).unwrap();
+        assert_eq!(out.0[0].as_slice::<f32>().unwrap()[0], 0.0);
+    }
+    s.close().unwrap();
+}
+
 #[test]
 fn traced_steps_report_nodes_of_every_task() {
     let s = session_on(&target(), two_stage_graph());
-    let options = RunOptions { timeout: None, trace: true };
+    let options = RunOptions { trace: true, ..RunOptions::default() };
     let (_, meta) = s
         .run(
             &options,

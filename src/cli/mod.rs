@@ -278,7 +278,7 @@ fn dispatch(command: Command) -> Result<bool> {
             };
             let mut net = net_bench::BenchOptions::default();
             if let Some(size) = &size {
-                net.bulk_bytes = parse_size(&size)?;
+                net.bulk_bytes = parse_size(size)?;
                 if net.bulk_bytes >= 1 << 30 {
                     net.bulk_iterations = 1; // a multi-GiB tensor crosses once
                 }

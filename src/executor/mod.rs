@@ -8,6 +8,7 @@
 //! or left hanging is in README.md beside this file.
 
 pub mod barrier;
+pub mod cancellation;
 pub mod device;
 pub mod notification;
 mod plan;
@@ -17,6 +18,7 @@ mod run;
 pub mod step;
 
 pub use barrier::{ExecutorBarrier, StepDone};
+pub use cancellation::CancellationToken;
 pub use device::{Device, new_incarnation};
 pub use notification::Notification;
 pub use pool::{PoolOptions, ThreadPool};

@@ -74,6 +74,9 @@ pub struct Executor {
     plan: Plan,
     device: Arc<Device>,
     resources: Arc<ResourceMgr>,
+    /// Recycled step frames. Boxed: a frame moves between this list and its
+    /// step many times a second, and a box moves as one pointer.
+    #[allow(clippy::vec_box)]
     frames: Mutex<Vec<Box<Frame>>>,
 }
 

@@ -236,8 +236,8 @@ pub fn output_type(
     producer: NodeId,
     port: u32,
 ) -> Result<ValueType> {
-    if !resolved.contains_key(&producer) {
-        resolved.insert(producer, resolve_node(&graph.node(producer).spec)?);
+    if let std::collections::hash_map::Entry::Vacant(e) = resolved.entry(producer) {
+        e.insert(resolve_node(&graph.node(producer).spec)?);
     }
     let spec = &graph.node(producer).spec;
     resolved[&producer].signature.outputs.get(port as usize).copied().ok_or_else(|| {

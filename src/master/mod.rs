@@ -31,6 +31,8 @@ pub struct Master {
     sessions: RwLock<HashMap<String, Arc<MasterSession>>>,
     next_session: AtomicU64,
     incarnation: u64,
+    /// Steps remote clients may cancel ([`service`]).
+    pub(crate) client_cancels: service::ClientCancels,
 }
 
 impl Master {
@@ -67,6 +69,7 @@ impl Master {
             sessions: RwLock::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             incarnation: crate::executor::new_incarnation(),
+            client_cancels: service::ClientCancels::default(),
         })
     }
 

@@ -5,18 +5,76 @@
 //! thread of the client's connection (the client is waiting for it anyway,
 //! and a thread hop would cost a wake-up); partial runs, whose calls wait
 //! for feeds that arrive in later requests on the same connection, run on
-//! a thread of their own.
+//! a thread of their own, and so do steps the client may cancel: its
+//! CancelStep arrives on the same connection while the step runs.
 
 use super::{Master, RunOptions, SessionConfig};
 use crate::error::{Result, Status};
+use crate::executor::CancellationToken;
 use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, Method, PayloadList};
 use crate::net::{Reply, Request};
 use crate::tensor::Tensor;
 use crate::worker::remote::{devices_to_wire, stats_to_wire};
 use crate::worker::service::answer;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// A CancelStep that found no step is kept this long, in case its step is
+/// still on the way.
+const UNCLAIMED_CANCEL_TTL: Duration = Duration::from_secs(60);
+
+/// The cancellation tokens of steps remote clients may cancel, by session
+/// handle and the client's cancel id.
+#[derive(Default)]
+pub struct ClientCancels {
+    tokens: Mutex<HashMap<(String, u64), (CancellationToken, Instant)>>,
+}
+
+impl ClientCancels {
+    /// The token of (session, id), made if this is its first mention. The
+    /// step holds the returned guard; dropping it forgets the entry.
+    fn claim<'a>(&'a self, session: &str, id: u64) -> (CancellationToken, ClaimedCancel<'a>) {
+        let token = self.find_or_make(session, id);
+        (token, ClaimedCancel { cancels: self, key: (session.to_string(), id) })
+    }
+
+    /// Cancels (session, id); a step that has not arrived yet starts cancelled.
+    fn cancel(&self, session: &str, id: u64) {
+        self.find_or_make(session, id).cancel();
+    }
+
+    fn find_or_make(&self, session: &str, id: u64) -> CancellationToken {
+        let mut tokens = self.tokens.lock();
+        if tokens.len() >= 1024 {
+            // Live steps' entries are never cancelled ones: only the
+            // unclaimed cancels of steps that already ended expire.
+            tokens.retain(|_, (token, made)| !token.is_cancelled() || made.elapsed() < UNCLAIMED_CANCEL_TTL);
+        }
+        tokens.entry((session.to_string(), id)).or_insert_with(|| (CancellationToken::new(), Instant::now())).0.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+struct ClaimedCancel<'a> {
+    cancels: &'a ClientCancels,
+    key: (String, u64),
+}
+
+impl Drop for ClaimedCancel<'_> {
+    fn drop(&mut self) {
+        self.cancels.tokens.lock().remove(&self.key);
+    }
+}
 
 pub fn is_master_method(method: Method) -> bool {
     matches!(
@@ -31,6 +89,7 @@ pub fn is_master_method(method: Method) -> bool {
             | Method::MakeCallable
             | Method::RunCallable
             | Method::ReleaseCallable
+            | Method::CancelStep
     )
 }
 
@@ -40,7 +99,29 @@ fn strings(v: &rkyv::vec::ArchivedVec<rkyv::string::ArchivedString>) -> Vec<Stri
 
 fn run_options(o: &msg::ArchivedRunOptions) -> RunOptions {
     let ms = o.timeout_ms.to_native();
-    RunOptions { timeout: (ms > 0).then(|| Duration::from_millis(ms)), trace: o.trace }
+    RunOptions { timeout: (ms > 0).then(|| Duration::from_millis(ms)), trace: o.trace, cancel: None }
+}
+
+/// Runs `step` with the client's cancel token when it asked for one (on a
+/// thread of its own, so that its CancelStep can be read meanwhile), or
+/// right here.
+fn run_maybe_cancellable(
+    master: &Arc<Master>,
+    session: &str,
+    cancel_id: u64,
+    mut options: RunOptions,
+    step: impl FnOnce(&RunOptions) + Send + 'static,
+) {
+    if cancel_id == 0 {
+        return step(&options);
+    }
+    let master = master.clone();
+    let session = session.to_string();
+    std::thread::spawn(move || {
+        let (token, _claimed) = master.client_cancels.claim(&session, cancel_id);
+        options.cancel = Some(token);
+        step(&options);
+    });
 }
 
 fn deserialize_graph(graph: &<GraphSpec as rkyv::Archive>::Archived) -> Result<GraphSpec> {
@@ -104,15 +185,12 @@ pub fn handle(master: &Arc<Master>, request: Request, reply: Reply) {
             let handle = session.make_callable(&strings(&m.feeds), &strings(&m.fetches), &strings(&m.targets))?;
             Ok((msg::encode(&msg::MakeCallableResponse { handle })?, Vec::new()))
         })(),
-        Method::RunCallable => (|| {
-            let m = request.meta::<msg::RunCallableRequest>()?;
-            let session = master.session(&m.session_handle)?;
-            let feeds = m.feeds.iter().map(|t| t.resolve(&request.payloads)).collect::<Result<Vec<_>>>()?;
-            let (outputs, metadata) = session.run_callable(m.handle.to_native(), feeds, &run_options(&m.options))?;
-            let mut payloads = PayloadList::new();
-            let fetches = outputs.iter().map(|t| payloads.add(t)).collect();
-            let response = msg::RunCallableResponse { fetches, step_stats: stats_to_wire(&metadata.step_stats) };
-            Ok((msg::encode(&response)?, payloads.into_vec()))
+        Method::RunCallable => return run_callable(master, request, reply),
+        Method::CancelStep => (|| {
+            let m = request.meta::<msg::CancelStepRequest>()?;
+            master.session(&m.session_handle)?;
+            master.client_cancels.cancel(&m.session_handle, m.cancel_id.to_native());
+            Ok((msg::encode(&msg::Empty {})?, Vec::new()))
         })(),
         Method::ReleaseCallable => (|| {
             let m = request.meta::<msg::ReleaseCallableRequest>()?;
@@ -125,6 +203,37 @@ pub fn handle(master: &Arc<Master>, request: Request, reply: Reply) {
         Ok((meta, payloads)) => reply.ok(&meta, &payloads),
         Err(e) => reply.err(e),
     }
+}
+
+fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
+    let parsed = (|| {
+        let m = request.meta::<msg::RunCallableRequest>()?;
+        let session = master.session(&m.session_handle)?;
+        let feeds = m.feeds.iter().map(|t| t.resolve(&request.payloads)).collect::<Result<Vec<_>>>()?;
+        Ok::<_, Status>((
+            session,
+            m.handle.to_native(),
+            feeds,
+            run_options(&m.options),
+            m.options.cancel_id.to_native(),
+        ))
+    })();
+    let (session, handle, feeds, options, cancel_id) = match parsed {
+        Ok(p) => p,
+        Err(e) => return reply.err(e),
+    };
+    let name = session.handle().to_string();
+    run_maybe_cancellable(master, &name, cancel_id, options, move |options| {
+        match session.run_callable(handle, feeds, options) {
+            Ok((outputs, metadata)) => {
+                let mut payloads = PayloadList::new();
+                let fetches = outputs.iter().map(|t| payloads.add(t)).collect();
+                let response = msg::RunCallableResponse { fetches, step_stats: stats_to_wire(&metadata.step_stats) };
+                answer(reply, &response, payloads.tensors());
+            }
+            Err(e) => reply.err(e),
+        }
+    });
 }
 
 fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
@@ -141,10 +250,11 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
             strings(&m.fetches),
             strings(&m.targets),
             run_options(&m.options),
+            m.options.cancel_id.to_native(),
             m.partial_run_handle.to_string(),
         ))
     })();
-    let (session, feeds, fetches, targets, options, partial) = match parsed {
+    let (session, feeds, fetches, targets, options, cancel_id, partial) = match parsed {
         Ok(p) => p,
         Err(e) => return reply.err(e),
     };
@@ -162,11 +272,17 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         Err(e) => reply.err(e),
     };
     if partial.is_empty() {
-        let result = session.run(&options, feeds, &fetches, &targets).map(|(t, m)| (t, m.step_stats));
-        respond(result, reply);
+        let name = session.handle().to_string();
+        run_maybe_cancellable(master, &name, cancel_id, options, move |options| {
+            let result = session.run(options, feeds, &fetches, &targets).map(|(t, m)| (t, m.step_stats));
+            respond(result, reply);
+        });
     } else {
         // Waits for feeds that later requests on this connection bring.
+        let master = master.clone();
         std::thread::spawn(move || {
+            let claimed = (cancel_id != 0).then(|| master.client_cancels.claim(session.handle(), cancel_id));
+            let options = RunOptions { cancel: claimed.as_ref().map(|(token, _)| token.clone()), ..options };
             let result = session.partial_run(&partial, feeds, &fetches, &options).map(|t| (t, Vec::new()));
             respond(result, reply);
         });

@@ -11,7 +11,7 @@
 
 use crate::cluster::DeviceName;
 use crate::error::{Result, Status};
-use crate::executor::{NodeStats, Notification};
+use crate::executor::{CancellationToken, NodeStats, Notification};
 use crate::graph::{ClientGraph, Endpoint, Graph, GraphSpec, PartitionOptions, partition, place, prune};
 use crate::tensor::Tensor;
 use crate::worker::{
@@ -36,6 +36,9 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     /// Record per-node stats into the RunMetadata.
     pub trace: bool,
+    /// Cancelling it from another thread fails the step with Cancelled and
+    /// aborts its parts on every task.
+    pub cancel: Option<CancellationToken>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -140,26 +143,30 @@ impl StepWaiter {
     fn part_done(&self, part: usize, result: Result<RunGraphResponse>) {
         match result {
             Ok(r) => self.responses.lock()[part] = Some(r),
-            Err(e) => {
-                let first = {
-                    let mut first = self.error.lock();
-                    let is_first = first.is_none();
-                    if is_first {
-                        *first = Some(e.clone());
-                    }
-                    is_first
-                };
-                if first {
-                    if let Some(abort) = self.abort.lock().take() {
-                        abort(&e);
-                    }
-                    self.ready.notify();
-                }
-            }
+            Err(e) => self.fail(e),
         }
         let mut remaining = self.remaining.lock();
         *remaining -= 1;
         if *remaining == 0 {
+            self.ready.notify();
+        }
+    }
+
+    /// Fails the step with `e` unless it already failed: aborts every part
+    /// and wakes the waiting client.
+    fn fail(&self, e: Status) {
+        let first = {
+            let mut first = self.error.lock();
+            let is_first = first.is_none();
+            if is_first {
+                *first = Some(e.clone());
+            }
+            is_first
+        };
+        if first {
+            if let Some(abort) = self.abort.lock().take() {
+                abort(&e);
+            }
             self.ready.notify();
         }
     }
@@ -362,13 +369,15 @@ impl MasterSession {
 
     /// Issues RunGraph to every part of `exec` for `step_id`, drives the
     /// remote calls (the last one on this thread), and waits until every
-    /// part answered, one failed, or `deadline` passed. On any failure the
-    /// step is aborted on every part.
+    /// part answered, one failed, `deadline` passed or `cancel` fired. On any
+    /// failure the step is aborted on every part.
+    #[allow(clippy::too_many_arguments)]
     fn run_parts(
         &self,
         exec: &ClientExecution,
         step_id: u64,
         deadline: Option<Instant>,
+        cancel: Option<&CancellationToken>,
         request_for: impl Fn(&Part) -> RunGraphRequest,
         overrun: impl FnOnce() -> Status,
     ) -> Result<Vec<RunGraphResponse>> {
@@ -383,6 +392,22 @@ impl MasterSession {
                 }
             }),
         );
+        // Held until the step ends: a cancel after that is a no-op here.
+        let _cancel_registration = match cancel {
+            Some(token) => {
+                let w = waiter.clone();
+                let registration = token
+                    .register(move || w.fail(Status::cancelled(format!("step {step_id} was cancelled by the client"))));
+                if registration.is_none() {
+                    // A partial run's parts already exist on the workers.
+                    let status = Status::cancelled(format!("step {step_id} was cancelled before it ran"));
+                    waiter.fail(status.clone());
+                    return Err(status);
+                }
+                registration
+            }
+            None => None,
+        };
         let mut drives = Vec::new();
         for (i, part) in exec.parts.iter().enumerate() {
             let w = waiter.clone();
@@ -427,6 +452,7 @@ impl MasterSession {
             exec,
             step_id,
             deadline,
+            options.cancel.as_ref(),
             |part| RunGraphRequest {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
@@ -518,6 +544,7 @@ impl MasterSession {
             &exec,
             step_id,
             deadline,
+            None,
             |part| RunGraphRequest {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),
@@ -621,6 +648,7 @@ impl MasterSession {
             &run.exec,
             run.step_id,
             deadline,
+            options.cancel.as_ref(),
             |part| RunGraphRequest {
                 session_handle: self.handle.clone(),
                 graph_handle: part.graph_handle.clone(),

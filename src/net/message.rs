@@ -37,6 +37,8 @@ pub enum Method {
     MakeCallable = 8,
     RunCallable = 9,
     ReleaseCallable = 10,
+    /// Cancels a step a client started with a cancel id.
+    CancelStep = 11,
     // WorkerService
     GetStatus = 32,
     CreateWorkerSession = 33,
@@ -58,7 +60,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 22] = [
+    pub const ALL: [Method; 23] = [
         Method::CreateSession,
         Method::ExtendSession,
         Method::PartialRunSetup,
@@ -69,6 +71,7 @@ impl Method {
         Method::MakeCallable,
         Method::RunCallable,
         Method::ReleaseCallable,
+        Method::CancelStep,
         Method::GetStatus,
         Method::CreateWorkerSession,
         Method::DeleteWorkerSession,
@@ -99,6 +102,7 @@ impl Method {
             Method::MakeCallable => "MakeCallable",
             Method::RunCallable => "RunCallable",
             Method::ReleaseCallable => "ReleaseCallable",
+            Method::CancelStep => "CancelStep",
             Method::GetStatus => "GetStatus",
             Method::CreateWorkerSession => "CreateWorkerSession",
             Method::DeleteWorkerSession => "DeleteWorkerSession",
@@ -196,6 +200,7 @@ pub fn validate_request(method: Method, bytes: &[u8]) -> Result<()> {
         MakeCallable => MakeCallableRequest,
         RunCallable => RunCallableRequest,
         ReleaseCallable => ReleaseCallableRequest,
+        CancelStep => CancelStepRequest,
         GetStatus => GetStatusRequest,
         CreateWorkerSession => CreateWorkerSessionRequest,
         DeleteWorkerSession => DeleteWorkerSessionRequest,
@@ -234,6 +239,7 @@ pub fn validate_response(method: Method, bytes: &[u8]) -> Result<()> {
         MakeCallable => MakeCallableResponse,
         RunCallable => RunCallableResponse,
         ReleaseCallable => Empty,
+        CancelStep => Empty,
         GetStatus => GetStatusResponse,
         CreateWorkerSession => Empty,
         DeleteWorkerSession => Empty,
@@ -397,6 +403,9 @@ pub struct RunOptions {
     /// 0 = the session's operation timeout.
     pub timeout_ms: u64,
     pub trace: bool,
+    /// Nonzero: the client may cancel the step with a CancelStep naming
+    /// this id (unique within the session, chosen by the client).
+    pub cancel_id: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
@@ -538,6 +547,13 @@ pub struct ReleaseCallableRequest {
     pub handle: u64,
 }
 rpc!(ReleaseCallableRequest => Empty, ReleaseCallable);
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct CancelStepRequest {
+    pub session_handle: String,
+    pub cancel_id: u64,
+}
+rpc!(CancelStepRequest => Empty, CancelStep);
 
 // ---------------------------------------------------------------------------
 // WorkerService
@@ -773,7 +789,7 @@ mod tests {
             feeds: vec![named.clone(), named.clone()],
             fetches: strings.clone(),
             targets: strings.clone(),
-            options: RunOptions { timeout_ms: 9, trace: true },
+            options: RunOptions { timeout_ms: 9, trace: true, cancel_id: 3 },
             partial_run_handle: String::new(),
         });
         round_trip(&RunStepResponse { outputs: vec![named.clone()], step_stats: stats.clone() });
@@ -796,6 +812,7 @@ mod tests {
         });
         round_trip(&RunCallableResponse { fetches: vec![t.clone(), t.clone()], step_stats: stats.clone() });
         round_trip(&ReleaseCallableRequest { session_handle: "s".into(), handle: 77 });
+        round_trip(&CancelStepRequest { session_handle: "s".into(), cancel_id: 78 });
         round_trip(&GetStatusRequest { session_handle: "s".into() });
         round_trip(&GetStatusResponse {
             devices: vec![dev.clone()],

@@ -8,12 +8,14 @@
 use super::{CallableHandle, DeviceAttributes, RunMetadata, RunOptions, Session, SessionOptions};
 use crate::error::{Code, Result, Status};
 use crate::executor::NodeStats;
+use crate::executor::cancellation::CancelRegistration;
 use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
 use crate::net::{ChannelCache, Client, Response, TransportOptions};
 use crate::tensor::Tensor;
 use crate::worker::remote::{CONTROL_TIMEOUT, devices_from_wire, stats_from_wire};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -35,9 +37,16 @@ pub struct RemoteSession {
     operation_timeout: Option<Duration>,
 }
 
-fn run_options(options: &RunOptions) -> msg::RunOptions {
-    msg::RunOptions { timeout_ms: options.timeout.map_or(0, |t| t.as_millis().max(1) as u64), trace: options.trace }
+fn run_options(options: &RunOptions, cancel_id: u64) -> msg::RunOptions {
+    msg::RunOptions {
+        timeout_ms: options.timeout.map_or(0, |t| t.as_millis().max(1) as u64),
+        trace: options.trace,
+        cancel_id,
+    }
 }
+
+/// Cancel ids, unique within this process and so within each session.
+static NEXT_CANCEL_ID: AtomicU64 = AtomicU64::new(1);
 
 type Encodable<R> = R;
 
@@ -104,6 +113,26 @@ impl RemoteSession {
         }
     }
 
+    /// When the step carries a cancel token: a cancel id for the master,
+    /// and a registration that sends CancelStep if the token fires while
+    /// the step runs.
+    fn arm_cancel(&self, options: &RunOptions) -> Result<(u64, Option<CancelRegistration>)> {
+        let Some(token) = &options.cancel else {
+            return Ok((0, None));
+        };
+        let id = NEXT_CANCEL_ID.fetch_add(1, Ordering::Relaxed);
+        let client = self.client()?;
+        let request = msg::CancelStepRequest { session_handle: self.handle.clone(), cancel_id: id };
+        let registration = token
+            .register(move || {
+                if let Err(e) = client.call_rpc(&request, &[], Instant::now() + CONTROL_TIMEOUT) {
+                    tracing::warn!("could not cancel step {id} of session {}: {e}", request.session_handle);
+                }
+            })
+            .ok_or_else(|| Status::cancelled("the step was cancelled before it ran"))?;
+        Ok((id, Some(registration)))
+    }
+
     fn run_step(
         &self,
         options: &RunOptions,
@@ -112,6 +141,7 @@ impl RemoteSession {
         targets: &[String],
         partial_run_handle: &str,
     ) -> Result<(Vec<Tensor>, Vec<NodeStats>)> {
+        let (cancel_id, _cancel_registration) = self.arm_cancel(options)?;
         let mut payloads = PayloadList::new();
         let feeds =
             feeds.iter().map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) }).collect();
@@ -120,7 +150,7 @@ impl RemoteSession {
             feeds,
             fetches: fetches.to_vec(),
             targets: targets.to_vec(),
-            options: run_options(options),
+            options: run_options(options, cancel_id),
             partial_run_handle: partial_run_handle.to_string(),
         };
         let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
@@ -197,13 +227,14 @@ impl Session for RemoteSession {
         feeds: Vec<Tensor>,
         options: &RunOptions,
     ) -> Result<(Vec<Tensor>, RunMetadata)> {
+        let (cancel_id, _cancel_registration) = self.arm_cancel(options)?;
         let mut payloads = PayloadList::new();
         let refs = feeds.iter().map(|t| payloads.add(t)).collect();
         let request = msg::RunCallableRequest {
             session_handle: self.handle.clone(),
             handle,
             feeds: refs,
-            options: run_options(options),
+            options: run_options(options, cancel_id),
         };
         let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
         let meta = response.meta::<msg::RunCallableResponse>()?;

@@ -75,7 +75,7 @@ fn timeout_is_deadline_exceeded_and_the_session_stays_usable() {
         nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(400)), f32_const("c", 3.0)],
     };
     let s = session_with(g, 1, 1);
-    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(30)), trace: false };
+    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(30)), ..RunOptions::default() };
     let start = std::time::Instant::now();
     let err = s.run(&options, vec![], &strings(&["slow"]), &[]).unwrap_err();
     assert_eq!(err.code, Code::DeadlineExceeded, "{err}");
@@ -98,9 +98,42 @@ fn a_step_finishing_after_its_deadline_is_deadline_exceeded() {
         ],
     };
     let s = session_with(g, 1, 1);
-    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(10)), trace: false };
+    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(10)), ..RunOptions::default() };
     let err = s.run(&options, vec![], &strings(&["slow"]), &[]).unwrap_err();
     assert_eq!(err.code, Code::DeadlineExceeded, "{err}");
+}
+
+#[test]
+fn a_client_cancel_ends_a_blocked_step_and_the_session_stays_usable() {
+    // `after` waits on CPU:1 for a tensor the slow kernel on CPU:0 has not made.
+    let g = GraphSpec {
+        nodes: vec![
+            NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(2000)).on("/device:CPU:0"),
+            identity("after", "slow").on("/device:CPU:1"),
+            f32_const("c", 3.0).on("/device:CPU:1"),
+        ],
+    };
+    let s: Arc<dyn Session> = Arc::from(session_with(g, 2, 1));
+    let cancel = crate::executor::CancellationToken::new();
+    let options = RunOptions { cancel: Some(cancel.clone()), ..RunOptions::default() };
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        cancel.cancel();
+    });
+    let start = std::time::Instant::now();
+    let err = s.run(&options, vec![], &strings(&["after"]), &[]).unwrap_err();
+    canceller.join().unwrap();
+    assert_eq!(err.code, Code::Cancelled, "{err}");
+    assert!(err.message.contains("cancelled by the client"), "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_millis(1500), "{:?}", start.elapsed());
+    assert_eq!(scalar(&s.run_simple(&[], &["c"], &[]).unwrap()[0]), 3.0);
+    // A token cancelled before the step starts fails it without running it,
+    // callables included.
+    let err = s.run(&options, vec![], &strings(&["c"]), &[]).unwrap_err();
+    assert_eq!(err.code, Code::Cancelled, "{err}");
+    let callable = s.make_callable(&[], &strings(&["c"]), &[]).unwrap();
+    assert_eq!(s.run_callable(callable, vec![], &options).unwrap_err().code, Code::Cancelled);
+    assert_eq!(scalar(&s.run_callable(callable, vec![], &RunOptions::default()).unwrap().0[0]), 3.0);
 }
 
 #[test]
@@ -184,7 +217,7 @@ fn callables_run_without_names_and_release() {
 #[test]
 fn run_metadata_has_node_stats_when_traced() {
     let s = session_with(partial_graph(), 1, 1);
-    let options = RunOptions { timeout: None, trace: true };
+    let options = RunOptions { trace: true, ..RunOptions::default() };
     let (_, meta) = s
         .run(
             &options,
@@ -218,7 +251,7 @@ fn list_devices_names_every_cpu() {
 #[test]
 fn a_chain_runs_on_one_thread() {
     let s = session_with(chain_graph(200), 1, 2);
-    let options = RunOptions { timeout: None, trace: true };
+    let options = RunOptions { trace: true, ..RunOptions::default() };
     let (out, meta) = s.run(&options, vec![("x".into(), Tensor::scalar(0.0f32))], &strings(&["y"]), &[]).unwrap();
     assert_eq!(scalar(&out[0]), 200.0);
     let threads: std::collections::HashSet<u32> = meta.step_stats.iter().map(|n| n.thread).collect();

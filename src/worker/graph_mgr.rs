@@ -284,9 +284,8 @@ impl GraphMgr {
         for &index in &request.fetches {
             if graph.retval_indices.contains(&index) {
                 let v = partial.step.frame.retvals.wait_take(index as usize, request.deadline);
-                let v = v.map_err(|e| {
+                let v = v.inspect_err(|e| {
                     partial.step.cancel(e.clone());
-                    e
                 })?;
                 fetches.push((index, v.into_tensor()?));
             }

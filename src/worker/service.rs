@@ -153,7 +153,7 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
         for f in m.feeds.iter() {
             feeds.push((f.index.to_native(), f.tensor.resolve(&request.payloads)?));
         }
-        let partial = (m.partial & msg::PARTIAL_RUN != 0).then(|| PartialRunFlags {
+        let partial = (m.partial & msg::PARTIAL_RUN != 0).then_some(PartialRunFlags {
             first: m.partial & msg::PARTIAL_FIRST != 0,
             last: m.partial & msg::PARTIAL_LAST != 0,
         });
