@@ -9,6 +9,7 @@
 
 pub mod barrier;
 pub mod cancellation;
+pub mod deadline;
 pub mod device;
 pub mod notification;
 mod plan;

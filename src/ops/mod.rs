@@ -247,6 +247,7 @@ impl<'a> OpContext<'a> {
     }
 
     /// A context where `lent[i]`, when set, stands for input `i`.
+    #[inline]
     pub fn with_lent(
         inputs: &'a mut [Option<Value>],
         lent: &'a [Option<&'a Value>],
@@ -258,6 +259,7 @@ impl<'a> OpContext<'a> {
 
     /// Whether input `index` is lent: `take_input` would have to copy its
     /// handle, and its bytes can never be reused in place.
+    #[inline]
     pub fn input_is_lent(&self, index: usize) -> bool {
         matches!(self.lent.get(index), Some(Some(_)))
     }
@@ -266,6 +268,7 @@ impl<'a> OpContext<'a> {
         self.inputs.len()
     }
 
+    #[inline]
     fn input_value(&self, index: usize) -> Result<&Value> {
         if let Some(Some(v)) = self.lent.get(index) {
             return Ok(v);
@@ -277,6 +280,7 @@ impl<'a> OpContext<'a> {
     }
 
     /// Input `index` as a tensor.
+    #[inline]
     pub fn input(&self, index: usize) -> Result<&Tensor> {
         match self.input_value(index)? {
             Value::Tensor(t) => Ok(t),
@@ -286,6 +290,7 @@ impl<'a> OpContext<'a> {
 
     /// Takes input `index`, so a kernel may reuse its bytes when nobody else
     /// holds them.
+    #[inline]
     pub fn take_input(&mut self, index: usize) -> Result<Tensor> {
         if let Some(Some(v)) = self.lent.get(index) {
             return match v {
@@ -316,10 +321,12 @@ impl<'a> OpContext<'a> {
         }
     }
 
+    #[inline]
     pub fn set_output(&mut self, index: usize, tensor: Tensor) {
         self.set_output_value(index, Value::Tensor(tensor));
     }
 
+    #[inline]
     pub fn set_output_value(&mut self, index: usize, value: Value) {
         assert!(index < self.outputs.len(), "output {index} of {} declared", self.outputs.len());
         self.outputs[index] = Some(value);

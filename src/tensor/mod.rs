@@ -136,6 +136,7 @@ impl Tensor {
         Ok(Tensor::from_parts(dtype, shape, storage))
     }
 
+    #[inline]
     pub fn dtype(&self) -> DType {
         self.inner.dtype
     }
@@ -144,22 +145,27 @@ impl Tensor {
         &self.inner.shape
     }
 
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         self.inner.shape.dims()
     }
 
+    #[inline]
     pub fn rank(&self) -> usize {
         self.inner.shape.rank()
     }
 
+    #[inline]
     pub fn num_elements(&self) -> usize {
         self.inner.shape.num_elements()
     }
 
+    #[inline]
     pub fn byte_len(&self) -> usize {
         self.inner.storage.bytes().len()
     }
 
+    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         self.inner.storage.bytes()
     }
@@ -189,6 +195,7 @@ impl Tensor {
     }
 
     /// The elements, if this is a `T` tensor.
+    #[inline]
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         if self.dtype() != T::DTYPE {
             return Err(self.dtype_error::<T>());
@@ -202,6 +209,7 @@ impl Tensor {
     }
 
     /// Writable elements, if this is a `T` tensor whose bytes nobody else sees.
+    #[inline]
     pub fn try_slice_mut<T: Element>(&mut self) -> Option<&mut [T]> {
         if self.dtype() != T::DTYPE {
             return None;

@@ -23,10 +23,12 @@ impl Shape {
         Shape(SmallVec::from_vec(dims))
     }
 
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
+    #[inline]
     pub fn rank(&self) -> usize {
         self.0.len()
     }
@@ -46,6 +48,7 @@ impl Shape {
 
     /// The element count. Shapes of live tensors were checked when the
     /// tensor was made, so this cannot overflow for them.
+    #[inline]
     pub fn num_elements(&self) -> usize {
         self.0.iter().product()
     }

@@ -72,6 +72,7 @@ impl Storage {
         Storage::Borrowed { ptr, len, _keepalive: keepalive }
     }
 
+    #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             Storage::Inline { bytes, len } => &bytes.0[..*len],
@@ -82,6 +83,7 @@ impl Storage {
     }
 
     /// Writable bytes, for storage this tensor owns outright.
+    #[inline]
     pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Storage::Inline { bytes, len } => Some(&mut bytes.0[..*len]),
@@ -118,11 +120,13 @@ impl HeapBytes {
         HeapBytes { ptr, len }
     }
 
+    #[inline]
     fn bytes(&self) -> &[u8] {
         // SAFETY: we own `len` initialised (zeroed or written) bytes at `ptr`.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    #[inline]
     fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as above, and `&mut self` makes the access unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }

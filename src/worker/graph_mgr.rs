@@ -168,6 +168,11 @@ impl GraphMgr {
         self.len() == 0
     }
 
+    /// Steps started here that have not ended yet.
+    pub fn running_steps(&self) -> usize {
+        self.running.lock().len()
+    }
+
     fn lookup(&self, handle: &str) -> Result<Arc<RegisteredGraph>> {
         self.graphs.read().get(handle).cloned().ok_or_else(|| {
             Status::not_found(format!("graph handle '{handle}' is not registered on {}", self.task_name))
@@ -214,11 +219,27 @@ impl GraphMgr {
             request.collect_stats,
         ));
         self.running.lock().insert(request.step_id, step.clone());
+        // The master aborts a step at its deadline; this covers a master
+        // that died or cannot reach us.
+        let deadline_guard = request.deadline.map(|at| {
+            let mgr = Arc::downgrade(self);
+            let step_id = request.step_id;
+            crate::executor::deadline::call_at(at, move || {
+                if let Some(mgr) = mgr.upgrade() {
+                    let status = Status::deadline_exceeded(format!(
+                        "step {step_id} passed its deadline on {} before it finished",
+                        mgr.task_name
+                    ));
+                    mgr.abort_step(step_id, status);
+                }
+            })
+        });
         let mgr = self.clone();
         let step2 = step.clone();
         let retval_indices = graph.retval_indices.clone();
         let graph2 = graph.clone();
         let finish = Box::new(move |result: Result<()>| {
+            drop(deadline_guard);
             mgr.running.lock().remove(&step2.step_id);
             if graph2.crosses_tasks {
                 mgr.rendezvous.remove(step2.step_id);

@@ -218,3 +218,6 @@ impl WorkerInterface for Worker {
         Ok(self.session(session_handle)?.graph_mgr.len())
     }
 }
+
+#[cfg(test)]
+mod tests;
