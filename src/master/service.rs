@@ -55,14 +55,6 @@ impl ClientCancels {
         }
         tokens.entry((session.to_string(), id)).or_insert_with(|| (CancellationToken::new(), Instant::now())).0.clone()
     }
-
-    pub fn len(&self) -> usize {
-        self.tokens.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 struct ClaimedCancel<'a> {
@@ -109,7 +101,7 @@ fn run_maybe_cancellable(
     master: &Arc<Master>,
     session: &str,
     cancel_id: u64,
-    mut options: RunOptions,
+    options: RunOptions,
     step: impl FnOnce(&RunOptions) + Send + 'static,
 ) {
     if cancel_id == 0 {
@@ -117,11 +109,24 @@ fn run_maybe_cancellable(
     }
     let master = master.clone();
     let session = session.to_string();
-    std::thread::spawn(move || {
-        let (token, _claimed) = master.client_cancels.claim(&session, cancel_id);
+    std::thread::spawn(move || with_client_cancel(&master, &session, cancel_id, options, step));
+}
+
+/// Runs `step` on this thread, with the token of (session, cancel id) when
+/// the id is nonzero.
+fn with_client_cancel(
+    master: &Master,
+    session: &str,
+    cancel_id: u64,
+    mut options: RunOptions,
+    step: impl FnOnce(&RunOptions),
+) {
+    let _claimed = (cancel_id != 0).then(|| {
+        let (token, claimed) = master.client_cancels.claim(session, cancel_id);
         options.cancel = Some(token);
-        step(&options);
+        claimed
     });
+    step(&options);
 }
 
 fn deserialize_graph(graph: &<GraphSpec as rkyv::Archive>::Archived) -> Result<GraphSpec> {
@@ -280,11 +285,12 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
     } else {
         // Waits for feeds that later requests on this connection bring.
         let master = master.clone();
+        let name = session.handle().to_string();
         std::thread::spawn(move || {
-            let claimed = (cancel_id != 0).then(|| master.client_cancels.claim(session.handle(), cancel_id));
-            let options = RunOptions { cancel: claimed.as_ref().map(|(token, _)| token.clone()), ..options };
-            let result = session.partial_run(&partial, feeds, &fetches, &options).map(|t| (t, Vec::new()));
-            respond(result, reply);
+            with_client_cancel(&master, &name, cancel_id, options, |options| {
+                let result = session.partial_run(&partial, feeds, &fetches, options).map(|t| (t, Vec::new()));
+                respond(result, reply);
+            });
         });
     }
 }
