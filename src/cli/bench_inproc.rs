@@ -121,10 +121,35 @@ pub fn chain(opts: &BenchOptions) -> Result<Vec<Figure>> {
     ])
 }
 
+const FANOUT_BRANCHES: usize = 8;
+
+/// The median time one MatMul kernel took inside traced fan-out steps:
+/// with more threads it falls while idle threads take row blocks of it
+/// (intra-op), and rises where the branches slow each other down (shared
+/// caches, clocks, sibling hyperthreads, a slower vCPU).
+fn matmul_kernel_us(session: &(Box<dyn Session>, u64), x: &Tensor, steps: usize) -> Result<f64> {
+    let options = RunOptions { trace: true, ..RunOptions::default() };
+    let mut kernel = LatencyRecorder::default();
+    for _ in 0..steps {
+        let (_, metadata) = session.0.run_callable(session.1, vec![x.clone()], &options)?;
+        let matmuls: Vec<_> = metadata.step_stats.iter().filter(|n| n.op == "MatMul").collect();
+        if matmuls.len() != FANOUT_BRANCHES {
+            return Err(Status::internal(format!(
+                "a traced fan-out step reported {} MatMul nodes, expected {FANOUT_BRANCHES}",
+                matmuls.len()
+            )));
+        }
+        for n in &matmuls {
+            kernel.record(Duration::from_micros(n.end_us.saturating_sub(n.start_us)));
+        }
+    }
+    Ok(kernel.percentile_us(50.0))
+}
+
 /// A fan-out session with `threads` pool threads and its callable.
 fn fanout_session(threads: usize, pin: bool) -> Result<(Box<dyn Session>, u64)> {
     let options = SessionOptions { threads_per_device: threads, pin_threads: pin, ..SessionOptions::default() };
-    let session = create_session(fanout_graph(8, 256), &options)?;
+    let session = create_session(fanout_graph(FANOUT_BRANCHES, 256), &options)?;
     let handle = callable(session.as_ref(), &["x:0"], &["total:0"])?;
     Ok((session, handle))
 }
@@ -175,7 +200,14 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
     for threads in counts {
         let many = fanout_session(threads, opts.pin)?;
         let (t1, tn) = interleaved(&one, &many, &x, iters)?;
+        let traced_steps = (iters / 10).max(5);
+        let (kernel1, kernel_n) = (matmul_kernel_us(&one, &x, traced_steps)?, matmul_kernel_us(&many, &x, traced_steps)?);
         many.0.close()?;
+        figures.push(
+            Figure::new("fanout", "matmul_kernel_us", kernel_n, "us", threads)
+                .with_baseline(kernel1)
+                .with_note("median time of one 256x256 MatMul kernel inside a traced step; baseline: the same with 1 pool thread"),
+        );
         figures.push(Figure::new("fanout", "p50_step", tn, "us", threads).with_baseline(t1).with_note(format!(
             "8 x MatMul 256x256 + AddN; baseline: the same graph with 1 pool thread, steps interleaved{}",
             if opts.pin { "; threads pinned" } else { "" }

@@ -180,7 +180,7 @@ pub fn scale(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     let iters = if opts.iterations == 0 { 2_000 } else { opts.iterations };
     let raw = raw_round_trip()?;
     let mut figures = Vec::new();
-    for tasks in [2usize, 4, 8].into_iter().filter(|&t| t <= opts.max_tasks.max(2)) {
+    for tasks in [2usize, 4, 8, 16].into_iter().filter(|&t| t <= opts.max_tasks.max(2)) {
         let c = cluster(tasks)?;
         let s = session(&c, fan_graph(tasks))?;
         let rec = time_callable(s.as_ref(), &["x"], &["total"], &[Tensor::scalar(1.0f32)], iters)?;

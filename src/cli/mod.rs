@@ -128,7 +128,7 @@ pub enum Command {
         /// (a size, or `off`).
         #[arg(long)]
         zerocopy_min: Option<String>,
-        /// Largest cluster for the scale scenario (2, 4, 8 up to this).
+        /// Largest cluster for the scale scenario (2, 4, 8, 16 up to this; default 8).
         #[arg(long)]
         max_tasks: Option<usize>,
         /// Pin pool threads to cores (fanout).

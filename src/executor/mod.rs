@@ -1,7 +1,8 @@
 //! The executor: devices with work-stealing thread pools ([`pool`]), the
 //! per-partition plan built once ([`plan`]) and run per step ([`run`]), the
 //! barrier that joins a step's partitions ([`barrier`]), the rendezvous
-//! where Send meets Recv ([`rendezvous`]), and step state ([`step`]).
+//! where Send meets Recv ([`rendezvous`]), step state ([`step`]), and the
+//! device's threads lent to one large kernel (`intra_op`).
 //!
 //! Owns: running graphs that are already partitioned. Must not know about
 //! sockets, sessions or graph rewriting. The argument that nothing is missed
@@ -11,6 +12,7 @@ pub mod barrier;
 pub mod cancellation;
 pub mod deadline;
 pub mod device;
+mod intra_op;
 pub mod notification;
 mod plan;
 pub mod pool;

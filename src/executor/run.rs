@@ -12,6 +12,7 @@
 use super::barrier::StepDone;
 use super::device::Device;
 use super::plan::{NodeKind, Plan, PlanNode};
+use super::pool::ThreadPool;
 use super::step::{Args, NodeStats, StepContext, arg_key};
 use crate::error::{Result, Status};
 use crate::graph::spec::GraphSpec;
@@ -331,7 +332,8 @@ impl Execution {
         let mut outputs = Outputs::new(node.num_outputs as usize);
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
-            kernel.compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources))
+            let pool: &ThreadPool = &self.executor.device.pool;
+            kernel.compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool))
         }));
         match result {
             Ok(Ok(())) => Ok(outputs),

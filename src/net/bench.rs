@@ -151,23 +151,99 @@ fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<bo
     Ok(true)
 }
 
-/// Raw spinning TCP round trips of `opts.message_bytes` against a peer process.
-pub fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
-    let peer = Peer::spawn("raw-echo", &[format!("--msg-bytes={}", opts.message_bytes)])?;
-    let mut stream = TcpStream::connect(&peer.addr)?;
-    stream.set_nodelay(true)?;
-    stream.set_nonblocking(true)?;
-    let msg = vec![0x5au8; opts.message_bytes];
-    let mut back = vec![0u8; opts.message_bytes];
-    let mut recorder = LatencyRecorder::default();
-    for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
+/// A raw TCP echo peer and the connection to it: the baseline's two ends.
+struct RawEcho {
+    _peer: Peer,
+    stream: TcpStream,
+    msg: Vec<u8>,
+    back: Vec<u8>,
+}
+
+impl RawEcho {
+    fn start(message_bytes: usize) -> Result<RawEcho> {
+        let peer = Peer::spawn("raw-echo", &[format!("--msg-bytes={message_bytes}")])?;
+        let stream = TcpStream::connect(&peer.addr)?;
+        stream.set_nodelay(true)?;
+        stream.set_nonblocking(true)?;
+        Ok(RawEcho { _peer: peer, stream, msg: vec![0x5au8; message_bytes], back: vec![0u8; message_bytes] })
+    }
+
+    fn round_trip(&mut self) -> Result<Duration> {
         let start = Instant::now();
-        write_all_nonblocking(&mut stream, &msg)?;
-        if !spin_read_exact(&mut stream, &mut back)? {
+        write_all_nonblocking(&mut self.stream, &self.msg)?;
+        if !spin_read_exact(&mut self.stream, &mut self.back)? {
             return Err(Status::unavailable("raw echo peer closed"));
         }
+        Ok(start.elapsed())
+    }
+}
+
+/// A ringflow RPC echo peer and a client of it.
+struct RpcEcho {
+    _peer: Peer,
+    client: Client,
+    meta: Vec<u8>,
+}
+
+impl RpcEcho {
+    fn start(kind: TransportKind, opts: &BenchOptions) -> Result<RpcEcho> {
+        let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
+        let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
+        Ok(RpcEcho { _peer: peer, client, meta: vec![0x5au8; opts.message_bytes] })
+    }
+
+    fn round_trip(&self) -> Result<Duration> {
+        let start = Instant::now();
+        let resp = self.client.call(Method::Ping, &self.meta, &[], start + Duration::from_secs(10))?;
+        let elapsed = start.elapsed();
+        if resp.meta_bytes() != self.meta.as_slice() {
+            return Err(Status::internal("echo returned the wrong bytes"));
+        }
+        Ok(elapsed)
+    }
+}
+
+/// Like [`spin_read_exact`], but after `spin` without a byte it sleeps in
+/// `poll` until the socket is readable: the echo peer stays idle while the
+/// ringflow connection takes its turn (a peer spinning forever would steal
+/// a core from it), and spins as raw as ever within a block.
+fn spin_then_poll_read_exact(stream: &mut TcpStream, buf: &mut [u8], spin: Duration) -> std::io::Result<bool> {
+    use std::os::fd::AsFd;
+    let mut got = 0;
+    let mut idle_since = Instant::now();
+    while got < buf.len() {
+        match stream.read(&mut buf[got..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                got += n;
+                idle_since = Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if idle_since.elapsed() < spin {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let mut fds = [nix::poll::PollFd::new(stream.as_fd(), nix::poll::PollFlags::POLLIN)];
+                match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => idle_since = Instant::now(),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Raw spinning TCP round trips of `opts.message_bytes` against a peer process.
+pub fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
+    let mut raw = RawEcho::start(opts.message_bytes)?;
+    let mut recorder = LatencyRecorder::default();
+    for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
+        let elapsed = raw.round_trip()?;
         if i >= opts.pingpong_warmup {
-            recorder.record(start.elapsed());
+            recorder.record(elapsed);
         }
     }
     Ok(recorder)
@@ -193,23 +269,31 @@ fn peer_rpc_args(kind: TransportKind, spin_us: u64) -> Vec<String> {
     vec![format!("--transport={}", transport_arg(kind)), format!("--spin-us={spin_us}")]
 }
 
-fn rpc_pingpong(kind: TransportKind, opts: &BenchOptions) -> Result<LatencyRecorder> {
-    let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
-    let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
-    let meta = vec![0x5au8; opts.message_bytes];
-    let mut recorder = LatencyRecorder::default();
-    for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
-        let start = Instant::now();
-        let resp = client.call(Method::Ping, &meta, &[], start + Duration::from_secs(10))?;
-        let elapsed = start.elapsed();
-        if resp.meta_bytes().len() != meta.len() {
-            return Err(Status::internal("echo returned the wrong bytes"));
-        }
-        if i >= opts.pingpong_warmup {
-            recorder.record(elapsed);
-        }
+/// Round trips per block: the raw and ringflow connections take turns by
+/// blocks, so a noisy machine's slow and fast phases fall on both alike.
+const PINGPONG_BLOCK: usize = 500;
+
+/// Raw and ringflow round trips for `kind`, interleaved by blocks.
+fn interleaved_pingpong(kind: TransportKind, opts: &BenchOptions) -> Result<(LatencyRecorder, LatencyRecorder)> {
+    let mut raw = RawEcho::start(opts.message_bytes)?;
+    let rpc = RpcEcho::start(kind, opts)?;
+    for _ in 0..opts.pingpong_warmup {
+        raw.round_trip()?;
+        rpc.round_trip()?;
     }
-    Ok(recorder)
+    let (mut raw_rec, mut rpc_rec) = (LatencyRecorder::default(), LatencyRecorder::default());
+    let mut left = opts.pingpong_iterations;
+    while left > 0 {
+        let block = left.min(PINGPONG_BLOCK);
+        for _ in 0..block {
+            raw_rec.record(raw.round_trip()?);
+        }
+        for _ in 0..block {
+            rpc_rec.record(rpc.round_trip()?);
+        }
+        left -= block;
+    }
+    Ok((raw_rec, rpc_rec))
 }
 
 /// Round-trip latency of a small request/response, ringflow against raw
@@ -218,12 +302,10 @@ pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let mut figures = Vec::new();
     let kinds = available(&opts.transports, &mut figures);
     for kind in kinds {
-        // Baseline right before each transport, so drift hits both alike.
-        let raw = raw_pingpong(opts)?;
-        let rpc = rpc_pingpong(kind, opts)?;
+        let (raw, rpc) = interleaved_pingpong(kind, opts)?;
         let name = transport_name(kind);
         let note = format!(
-            "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, same processes' binary, same run",
+            "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK}",
             opts.message_bytes
         );
         for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
@@ -442,7 +524,8 @@ pub fn run_peer(args: &PeerArgs) -> Result<()> {
             if args.mode == "raw-echo" {
                 stream.set_nonblocking(true)?;
                 let mut buf = vec![0u8; args.msg_bytes];
-                while spin_read_exact(&mut stream, &mut buf)? {
+                let spin = Duration::from_micros(args.spin_us);
+                while spin_then_poll_read_exact(&mut stream, &mut buf, spin)? {
                     write_all_nonblocking(&mut stream, &buf)?;
                 }
             } else {

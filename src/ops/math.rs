@@ -18,7 +18,8 @@ use super::broadcast::{
 use super::numeric::{Float, Num, round_half_to_even};
 use super::registry::OpDef;
 use super::{
-    ComputeFn, FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count, unsupported_dtype,
+    ComputeFn, FnKernel, IntraOpPool, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count,
+    unsupported_dtype,
 };
 use crate::bail;
 use crate::error::{Result, Status};
@@ -572,18 +573,52 @@ fn compute_add_n<T: Num>(ctx: &mut OpContext<'_>) -> Result<()> {
         acc = acc.deep_copy();
     }
     {
+        let pool = ctx.intra_op();
+        let rest = (1..n).map(|i| ctx.input(i)?.as_slice::<T>()).collect::<Result<Vec<_>>>()?;
         let Some(out) = acc.try_slice_mut::<T>() else {
             bail!(internal, "AddN: a fresh copy is not writable");
         };
-        for i in 1..n {
-            let x = ctx.input(i)?.as_slice::<T>()?;
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = o.add(v);
-            }
-        }
+        add_n_into(pool, out, &rest);
     }
     ctx.set_output(0, acc);
     Ok(())
+}
+
+/// Elements summed per block: every input's block is added while the
+/// output's block stays in L1.
+const ADD_N_BLOCK: usize = 4096;
+/// Fewest additions worth a chunk of their own on another thread.
+const ADD_N_CHUNK_MIN_ADDS: usize = 1 << 17;
+
+/// `out[j] += rest[0][j] + rest[1][j] + ...`, in input order for every
+/// element (so the result does not depend on blocking or threads), block by
+/// block, the blocks spread over `pool` when there are enough additions.
+fn add_n_into<T: Num>(pool: Option<&dyn IntraOpPool>, out: &mut [T], rest: &[&[T]]) {
+    let sum_block = |offset: usize, block: &mut [T]| {
+        let len = block.len();
+        for x in rest {
+            for (o, &v) in block.iter_mut().zip(&x[offset..offset + len]) {
+                *o = o.add(v);
+            }
+        }
+    };
+    let threads = pool.map_or(1, |p| p.threads());
+    let adds = out.len().saturating_mul(rest.len());
+    let chunks = (threads * 2).min(adds / ADD_N_CHUNK_MIN_ADDS).min(out.len().div_ceil(ADD_N_BLOCK));
+    let (Some(pool), true) = (pool, chunks >= 2) else {
+        for (b, block) in out.chunks_mut(ADD_N_BLOCK).enumerate() {
+            sum_block(b * ADD_N_BLOCK, block);
+        }
+        return;
+    };
+    let per_chunk = out.len().div_ceil(chunks).next_multiple_of(ADD_N_BLOCK);
+    let parts: Vec<parking_lot::Mutex<&mut [T]>> = out.chunks_mut(per_chunk).map(parking_lot::Mutex::new).collect();
+    pool.run_chunks(parts.len(), &|i| {
+        let mut part = parts[i].lock();
+        for (b, block) in part.chunks_mut(ADD_N_BLOCK).enumerate() {
+            sum_block(i * per_chunk + b * ADD_N_BLOCK, block);
+        }
+    });
 }
 
 fn build_add_n(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
@@ -937,6 +972,30 @@ mod tests {
         let sig = (crate::ops::lookup("AddN").unwrap().signature)(&n).unwrap();
         assert_eq!(sig.inputs.len(), 3);
         assert!((crate::ops::lookup("AddN").unwrap().signature)(&op("AddN", DType::F32)).is_err(), "N is required");
+    }
+
+    #[test]
+    fn add_n_blocks_across_a_pool_sum_in_input_order() {
+        let pool = crate::executor::ThreadPool::new(crate::executor::PoolOptions { threads: 4, ..Default::default() })
+            .unwrap();
+        // Long enough to be split, not a multiple of the block; values whose
+        // sums round differently in another order.
+        let len = 3 * ADD_N_BLOCK * 9 + 123;
+        let inputs: Vec<Vec<f32>> =
+            (0..6).map(|s| (0..len).map(|i| ((i * 31 + s * 17) % 97) as f32 * 0.013 + s as f32 * 1e3).collect()).collect();
+        let mut want = inputs[0].clone();
+        for x in &inputs[1..] {
+            for (o, v) in want.iter_mut().zip(x) {
+                *o += v;
+            }
+        }
+        let rest: Vec<&[f32]> = inputs[1..].iter().map(Vec::as_slice).collect();
+        let mut got = inputs[0].clone();
+        add_n_into(Some(&pool as &dyn IntraOpPool), &mut got, &rest);
+        assert_eq!(got, want);
+        let mut alone = inputs[0].clone();
+        add_n_into(None, &mut alone, &rest);
+        assert_eq!(alone, want);
     }
 
     #[test]

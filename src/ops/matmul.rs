@@ -13,7 +13,7 @@ use super::broadcast::{Plan, broadcast_shape};
 use super::math::{REAL, binary_signature};
 use super::numeric::Num;
 use super::registry::OpDef;
-use super::{KernelInit, OpContext, OpKernel, unsupported_dtype};
+use super::{IntraOpPool, KernelInit, OpContext, OpKernel, unsupported_dtype};
 use crate::bail;
 use crate::error::Result;
 use crate::tensor::{DType, Shape, Tensor};
@@ -169,7 +169,7 @@ fn op_strides(cols: usize, transposed: bool) -> (usize, usize) {
 // MatMul
 
 struct MatMulKernel {
-    compute: fn(&Tensor, &Tensor, bool, bool) -> Result<Tensor>,
+    compute: MatMulFn,
     transpose_a: bool,
     transpose_b: bool,
 }
@@ -183,7 +183,7 @@ fn build_matmul(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     }))
 }
 
-type MatMulFn = fn(&Tensor, &Tensor, bool, bool) -> Result<Tensor>;
+type MatMulFn = fn(&Tensor, &Tensor, bool, bool, Option<&dyn IntraOpPool>) -> Result<Tensor>;
 
 fn pick(op: &str, dtype: DType, f32: MatMulFn, f64: MatMulFn, i32: MatMulFn, i64: MatMulFn) -> Result<MatMulFn> {
     match dtype {
@@ -195,7 +195,48 @@ fn pick(op: &str, dtype: DType, f32: MatMulFn, f64: MatMulFn, i32: MatMulFn, i64
     }
 }
 
-fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+/// Fewest multiply-adds worth a chunk of their own on another thread (about
+/// 50 µs of sgemm here): below it, a hand-off costs more than it saves.
+const CHUNK_MIN_MACS: usize = 1 << 20;
+/// Fewest rows in a chunk: the gemm packs `b` once per call, so thin row
+/// blocks would repack it for little work.
+const CHUNK_MIN_ROWS: usize = 16;
+
+/// `c = op(a) · op(b)` with `c`'s rows cut into chunks run across `pool`'s
+/// threads. Each row block is the same gemm on a sub-slice, so every element
+/// is summed in the same order as in one call: results do not depend on the
+/// thread count.
+#[allow(clippy::too_many_arguments)]
+fn gemm_rows<T: Gemm>(
+    pool: Option<&dyn IntraOpPool>,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[T],
+    rsa: usize,
+    csa: usize,
+    b: &[T],
+    rsb: usize,
+    csb: usize,
+    c: &mut [T],
+) {
+    let threads = pool.map_or(1, |p| p.threads());
+    let by_work = m.saturating_mul(k).saturating_mul(n) / CHUNK_MIN_MACS;
+    let chunks = (threads * 2).min(by_work).min(m / CHUNK_MIN_ROWS);
+    let (Some(pool), true) = (pool, chunks >= 2) else {
+        return T::gemm(m, k, n, a, rsa, csa, b, rsb, csb, c);
+    };
+    let rows = m.div_ceil(chunks);
+    let blocks: Vec<parking_lot::Mutex<&mut [T]>> = c[..m * n].chunks_mut(rows * n).map(parking_lot::Mutex::new).collect();
+    pool.run_chunks(blocks.len(), &|i| {
+        let mut block = blocks[i].lock();
+        let first = i * rows;
+        let count = block.len() / n;
+        T::gemm(count, k, n, &a[first * rsa..], rsa, csa, b, rsb, csb, &mut block);
+    });
+}
+
+fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Option<&dyn IntraOpPool>) -> Result<Tensor> {
     for (i, x) in [a, b].iter().enumerate() {
         if x.rank() != 2 {
             bail!(invalid_argument, "In[{i}] is not a matrix. Instead it has shape {}", x.shape());
@@ -210,12 +251,12 @@ fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor>
     let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
     let (rsa, csa) = op_strides(ad[1], ta);
     let (rsb, csb) = op_strides(bd[1], tb);
-    Tensor::build::<T>([m, n], |c| T::gemm(m, k, n, sa, rsa, csa, sb, rsb, csb, c))
+    Tensor::build::<T>([m, n], |c| gemm_rows(pool, m, k, n, sa, rsa, csa, sb, rsb, csb, c))
 }
 
 impl OpKernel for MatMulKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let out = (self.compute)(ctx.input(0)?, ctx.input(1)?, self.transpose_a, self.transpose_b)?;
+        let out = (self.compute)(ctx.input(0)?, ctx.input(1)?, self.transpose_a, self.transpose_b, ctx.intra_op())?;
         ctx.set_output(0, out);
         Ok(())
     }
@@ -245,7 +286,7 @@ fn build_batch_matmul(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     }))
 }
 
-fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<Tensor> {
+fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Option<&dyn IntraOpPool>) -> Result<Tensor> {
     for (i, x) in [a, b].iter().enumerate() {
         if x.rank() < 2 {
             bail!(invalid_argument, "In[{i}] ndims must be >= 2: {}", x.rank());
@@ -282,7 +323,8 @@ fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<T
     Tensor::build::<T>(out_shape, |c| {
         let mut out_batch = 0;
         plan.for_each_index(|ia, ib| {
-            T::gemm(
+            gemm_rows(
+                pool,
                 m,
                 k,
                 n,
@@ -374,6 +416,92 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A device pool that records how a kernel used it.
+    struct WatchedPool {
+        pool: crate::executor::ThreadPool,
+        chunks: std::sync::atomic::AtomicUsize,
+        threads_seen: parking_lot::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+    }
+
+    impl WatchedPool {
+        fn new(threads: usize) -> WatchedPool {
+            let options = crate::executor::PoolOptions { threads, ..Default::default() };
+            WatchedPool {
+                pool: crate::executor::ThreadPool::new(options).unwrap(),
+                chunks: Default::default(),
+                threads_seen: Default::default(),
+            }
+        }
+    }
+
+    impl IntraOpPool for WatchedPool {
+        fn threads(&self) -> usize {
+            self.pool.threads()
+        }
+        fn run_chunks(&self, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
+            self.chunks.fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
+            self.pool.run_chunks(chunks, &|i| {
+                self.threads_seen.lock().insert(std::thread::current().id());
+                f(i)
+            });
+        }
+    }
+
+    fn run_with_pool(n: &NodeSpec, inputs: &[Tensor], pool: &dyn IntraOpPool) -> Tensor {
+        let def = crate::ops::lookup(&n.op).unwrap();
+        let sig = (def.signature)(n).unwrap();
+        let crate::ops::Implementation::Kernel(build) = def.implementation else { panic!("not a kernel") };
+        let kernel = build(&KernelInit { node: n, signature: &sig }).unwrap();
+        let resources = crate::ops::ResourceMgr::default();
+        let mut ins: Vec<Option<crate::ops::Value>> = inputs.iter().map(|t| Some(crate::ops::Value::Tensor(t.clone()))).collect();
+        let mut outs = vec![None];
+        kernel.compute(&mut OpContext::new(&mut ins, &mut outs, &resources).with_intra_op(pool)).unwrap();
+        match outs.pop().flatten() {
+            Some(crate::ops::Value::Tensor(t)) => t,
+            _ => panic!("no tensor output"),
+        }
+    }
+
+    #[test]
+    fn row_blocks_on_the_pool_give_the_bits_of_one_call() {
+        // Non-integer values: any change in summation order would show.
+        let pool = WatchedPool::new(4);
+        for &(m, k, n) in &[(256, 256, 256), (301, 130, 77), (64, 512, 100)] {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let fill = |len: usize, seed: usize| -> Vec<f32> {
+                    (0..len).map(|i| ((i * 37 + seed * 11) % 101) as f32 / 7.3 - 6.1).collect()
+                };
+                let a_dims = if ta { [k, m] } else { [m, k] };
+                let b_dims = if tb { [n, k] } else { [k, n] };
+                let a = Tensor::from_slice::<f32>(a_dims, &fill(m * k, 1)).unwrap();
+                let b = Tensor::from_slice::<f32>(b_dims, &fill(k * n, 2)).unwrap();
+                let node = mm(DType::F32, ta, tb);
+                let before = pool.chunks.load(std::sync::atomic::Ordering::Relaxed);
+                let sharded = run_with_pool(&node, &[a.clone(), b.clone()], &pool);
+                assert!(pool.chunks.load(std::sync::atomic::Ordering::Relaxed) > before, "{m}x{k}x{n} was not split");
+                let whole = run1(&node, &[a, b]).unwrap();
+                assert_eq!(sharded.dims(), &[m, n]);
+                assert_eq!(sharded.as_bytes(), whole.as_bytes(), "{m}x{k}x{n} ta={ta} tb={tb}");
+            }
+        }
+        assert!(pool.threads_seen.lock().len() > 1, "no chunk ever ran off the calling thread");
+    }
+
+    #[test]
+    fn batch_products_split_too_and_small_ones_stay_whole() {
+        let pool = WatchedPool::new(3);
+        let a = Tensor::build::<f32>([2, 128, 96], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 23) as f32 * 0.37)).unwrap();
+        let b = Tensor::build::<f32>([96, 200], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 19) as f32 * -0.21)).unwrap();
+        let node = node("BatchMatMulV2").attr("T", ty(DType::F32));
+        let sharded = run_with_pool(&node, &[a.clone(), b.clone()], &pool);
+        assert!(pool.chunks.load(std::sync::atomic::Ordering::Relaxed) > 0);
+        assert_eq!(sharded.as_bytes(), run1(&node, &[a, b]).unwrap().as_bytes());
+        let small = WatchedPool::new(3);
+        let x = Tensor::from_slice::<f32>([8, 8], &[1.5; 64]).unwrap();
+        run_with_pool(&mm(DType::F32, false, false), &[x.clone(), x], &small);
+        assert_eq!(small.chunks.load(std::sync::atomic::Ordering::Relaxed), 0, "a tiny product was split");
     }
 
     #[test]

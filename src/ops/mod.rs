@@ -230,8 +230,22 @@ pub fn attr_index_type_or(node: &NodeSpec, key: &str, default: DType) -> Result<
     Ok(d)
 }
 
-/// A kernel's view of one execution: its inputs, its output slots, and its
-/// device's resources.
+/// The device's threads lent to one kernel for intra-op parallelism, as
+/// TensorFlow's Eigen device lends its pool: run `f(i)` for every
+/// `i < chunks` across them, returning once every chunk has run. The
+/// executor implements it over the device pool; a kernel must never spawn
+/// threads of its own.
+pub trait IntraOpPool: Sync {
+    /// Threads that may run chunks at once (the caller included).
+    fn threads(&self) -> usize;
+    /// Runs every chunk, some on the calling thread; a panic in a chunk is
+    /// re-raised here once every chunk has finished.
+    fn run_chunks(&self, chunks: usize, f: &(dyn Fn(usize) + Sync));
+}
+
+/// A kernel's view of one execution: its inputs, its output slots, its
+/// device's resources and, when it runs under an executor, its device's
+/// threads.
 pub struct OpContext<'a> {
     inputs: &'a mut [Option<Value>],
     /// Inputs lent rather than given (constants bound to the graph), by
@@ -239,11 +253,25 @@ pub struct OpContext<'a> {
     lent: &'a [Option<&'a Value>],
     outputs: &'a mut [Option<Value>],
     resources: &'a ResourceMgr,
+    intra_op: Option<&'a dyn IntraOpPool>,
 }
 
 impl<'a> OpContext<'a> {
     pub fn new(inputs: &'a mut [Option<Value>], outputs: &'a mut [Option<Value>], resources: &'a ResourceMgr) -> Self {
-        OpContext { inputs, lent: &[], outputs, resources }
+        OpContext { inputs, lent: &[], outputs, resources, intra_op: None }
+    }
+
+    /// Lends the device's threads to the kernel.
+    #[inline]
+    pub fn with_intra_op(mut self, pool: &'a dyn IntraOpPool) -> Self {
+        self.intra_op = Some(pool);
+        self
+    }
+
+    /// The device's threads, when the kernel runs under an executor.
+    #[inline]
+    pub fn intra_op(&self) -> Option<&'a dyn IntraOpPool> {
+        self.intra_op
     }
 
     /// A context where `lent[i]`, when set, stands for input `i`.
@@ -254,7 +282,7 @@ impl<'a> OpContext<'a> {
         outputs: &'a mut [Option<Value>],
         resources: &'a ResourceMgr,
     ) -> Self {
-        OpContext { inputs, lent, outputs, resources }
+        OpContext { inputs, lent, outputs, resources, intra_op: None }
     }
 
     /// Whether input `index` is lent: `take_input` would have to copy its
