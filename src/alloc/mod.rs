@@ -20,5 +20,7 @@ mod region;
 pub use buffer::{IoBuf, MMAP_THRESHOLD_BYTES};
 pub use region::{LockPolicy, Region, RegionError, RegionOptions, memlock_limit_bytes};
 
+// Miri cannot run mimalloc's C code; under it the system allocator stands in.
+#[cfg(not(miri))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

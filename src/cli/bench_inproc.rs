@@ -201,12 +201,13 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
         let many = fanout_session(threads, opts.pin)?;
         let (t1, tn) = interleaved(&one, &many, &x, iters)?;
         let traced_steps = (iters / 10).max(5);
-        let (kernel1, kernel_n) = (matmul_kernel_us(&one, &x, traced_steps)?, matmul_kernel_us(&many, &x, traced_steps)?);
+        let (kernel1, kernel_n) =
+            (matmul_kernel_us(&one, &x, traced_steps)?, matmul_kernel_us(&many, &x, traced_steps)?);
         many.0.close()?;
         figures.push(
-            Figure::new("fanout", "matmul_kernel_us", kernel_n, "us", threads)
-                .with_baseline(kernel1)
-                .with_note("median time of one 256x256 MatMul kernel inside a traced step; baseline: the same with 1 pool thread"),
+            Figure::new("fanout", "matmul_kernel_us", kernel_n, "us", threads).with_baseline(kernel1).with_note(
+                "median time of one 256x256 MatMul kernel inside a traced step; baseline: the same with 1 pool thread",
+            ),
         );
         figures.push(Figure::new("fanout", "p50_step", tn, "us", threads).with_baseline(t1).with_note(format!(
             "8 x MatMul 256x256 + AddN; baseline: the same graph with 1 pool thread, steps interleaved{}",

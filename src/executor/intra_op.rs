@@ -112,8 +112,13 @@ mod tests {
     use std::time::Duration;
 
     fn pool(threads: usize) -> ThreadPool {
-        ThreadPool::new(PoolOptions { name: "intra".into(), threads, spin: Duration::from_micros(20), pin_first_cpu: None })
-            .unwrap()
+        ThreadPool::new(PoolOptions {
+            name: "intra".into(),
+            threads,
+            spin: Duration::from_micros(20),
+            pin_first_cpu: None,
+        })
+        .unwrap()
     }
 
     #[test]

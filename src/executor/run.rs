@@ -333,7 +333,8 @@ impl Execution {
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
             let pool: &ThreadPool = &self.executor.device.pool;
-            kernel.compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool))
+            kernel
+                .compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool))
         }));
         match result {
             Ok(Ok(())) => Ok(outputs),

@@ -981,8 +981,9 @@ mod tests {
         // Long enough to be split, not a multiple of the block; values whose
         // sums round differently in another order.
         let len = 3 * ADD_N_BLOCK * 9 + 123;
-        let inputs: Vec<Vec<f32>> =
-            (0..6).map(|s| (0..len).map(|i| ((i * 31 + s * 17) % 97) as f32 * 0.013 + s as f32 * 1e3).collect()).collect();
+        let inputs: Vec<Vec<f32>> = (0..6)
+            .map(|s| (0..len).map(|i| ((i * 31 + s * 17) % 97) as f32 * 0.013 + s as f32 * 1e3).collect())
+            .collect();
         let mut want = inputs[0].clone();
         for x in &inputs[1..] {
             for (o, v) in want.iter_mut().zip(x) {

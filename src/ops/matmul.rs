@@ -202,37 +202,40 @@ const CHUNK_MIN_MACS: usize = 1 << 20;
 /// blocks would repack it for little work.
 const CHUNK_MIN_ROWS: usize = 16;
 
-/// `c = op(a) · op(b)` with `c`'s rows cut into chunks run across `pool`'s
-/// threads. Each row block is the same gemm on a sub-slice, so every element
-/// is summed in the same order as in one call: results do not depend on the
-/// thread count.
-#[allow(clippy::too_many_arguments)]
+/// One operand of a product as the gemm reads it: element `(i, j)` is
+/// `data[i * rows + j * cols]`.
+#[derive(Clone, Copy)]
+struct Strided<'a, T> {
+    data: &'a [T],
+    rows: usize,
+    cols: usize,
+}
+
+/// `c = op(a) · op(b)` (`m x k` times `k x n`) with `c`'s rows cut into
+/// chunks run across `pool`'s threads. Each row block is the same gemm on a
+/// sub-slice, so every element is summed in the same order as in one call:
+/// results do not depend on the thread count.
 fn gemm_rows<T: Gemm>(
     pool: Option<&dyn IntraOpPool>,
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[T],
-    rsa: usize,
-    csa: usize,
-    b: &[T],
-    rsb: usize,
-    csb: usize,
+    [m, k, n]: [usize; 3],
+    a: Strided<'_, T>,
+    b: Strided<'_, T>,
     c: &mut [T],
 ) {
     let threads = pool.map_or(1, |p| p.threads());
     let by_work = m.saturating_mul(k).saturating_mul(n) / CHUNK_MIN_MACS;
     let chunks = (threads * 2).min(by_work).min(m / CHUNK_MIN_ROWS);
     let (Some(pool), true) = (pool, chunks >= 2) else {
-        return T::gemm(m, k, n, a, rsa, csa, b, rsb, csb, c);
+        return T::gemm(m, k, n, a.data, a.rows, a.cols, b.data, b.rows, b.cols, c);
     };
     let rows = m.div_ceil(chunks);
-    let blocks: Vec<parking_lot::Mutex<&mut [T]>> = c[..m * n].chunks_mut(rows * n).map(parking_lot::Mutex::new).collect();
+    let blocks: Vec<parking_lot::Mutex<&mut [T]>> =
+        c[..m * n].chunks_mut(rows * n).map(parking_lot::Mutex::new).collect();
     pool.run_chunks(blocks.len(), &|i| {
         let mut block = blocks[i].lock();
         let first = i * rows;
         let count = block.len() / n;
-        T::gemm(count, k, n, &a[first * rsa..], rsa, csa, b, rsb, csb, &mut block);
+        T::gemm(count, k, n, &a.data[first * a.rows..], a.rows, a.cols, b.data, b.rows, b.cols, &mut block);
     });
 }
 
@@ -251,7 +254,8 @@ fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Option<&dyn
     let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
     let (rsa, csa) = op_strides(ad[1], ta);
     let (rsb, csb) = op_strides(bd[1], tb);
-    Tensor::build::<T>([m, n], |c| gemm_rows(pool, m, k, n, sa, rsa, csa, sb, rsb, csb, c))
+    let (a, b) = (Strided { data: sa, rows: rsa, cols: csa }, Strided { data: sb, rows: rsb, cols: csb });
+    Tensor::build::<T>([m, n], |c| gemm_rows(pool, [m, k, n], a, b, c))
 }
 
 impl OpKernel for MatMulKernel {
@@ -325,15 +329,9 @@ fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Optio
         plan.for_each_index(|ia, ib| {
             gemm_rows(
                 pool,
-                m,
-                k,
-                n,
-                &sa[ia * a_size..(ia + 1) * a_size],
-                rsa,
-                csa,
-                &sb[ib * b_size..(ib + 1) * b_size],
-                rsb,
-                csb,
+                [m, k, n],
+                Strided { data: &sa[ia * a_size..(ia + 1) * a_size], rows: rsa, cols: csa },
+                Strided { data: &sb[ib * b_size..(ib + 1) * b_size], rows: rsb, cols: csb },
                 &mut c[out_batch * c_size..(out_batch + 1) * c_size],
             );
             out_batch += 1;
@@ -455,7 +453,8 @@ mod tests {
         let crate::ops::Implementation::Kernel(build) = def.implementation else { panic!("not a kernel") };
         let kernel = build(&KernelInit { node: n, signature: &sig }).unwrap();
         let resources = crate::ops::ResourceMgr::default();
-        let mut ins: Vec<Option<crate::ops::Value>> = inputs.iter().map(|t| Some(crate::ops::Value::Tensor(t.clone()))).collect();
+        let mut ins: Vec<Option<crate::ops::Value>> =
+            inputs.iter().map(|t| Some(crate::ops::Value::Tensor(t.clone()))).collect();
         let mut outs = vec![None];
         kernel.compute(&mut OpContext::new(&mut ins, &mut outs, &resources).with_intra_op(pool)).unwrap();
         match outs.pop().flatten() {
@@ -492,8 +491,14 @@ mod tests {
     #[test]
     fn batch_products_split_too_and_small_ones_stay_whole() {
         let pool = WatchedPool::new(3);
-        let a = Tensor::build::<f32>([2, 128, 96], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 23) as f32 * 0.37)).unwrap();
-        let b = Tensor::build::<f32>([96, 200], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 19) as f32 * -0.21)).unwrap();
+        let a = Tensor::build::<f32>([2, 128, 96], |v| {
+            v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 23) as f32 * 0.37)
+        })
+        .unwrap();
+        let b = Tensor::build::<f32>([96, 200], |v| {
+            v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 19) as f32 * -0.21)
+        })
+        .unwrap();
         let node = node("BatchMatMulV2").attr("T", ty(DType::F32));
         let sharded = run_with_pool(&node, &[a.clone(), b.clone()], &pool);
         assert!(pool.chunks.load(std::sync::atomic::Ordering::Relaxed) > 0);
