@@ -605,7 +605,7 @@ fn add_n_into<T: Num>(pool: Option<&dyn IntraOpPool>, out: &mut [T], rest: &[&[T
     let threads = pool.map_or(1, |p| p.threads());
     let adds = out.len().saturating_mul(rest.len());
     let chunks = (threads * 2).min(adds / ADD_N_CHUNK_MIN_ADDS).min(out.len().div_ceil(ADD_N_BLOCK));
-    let (Some(pool), true) = (pool, chunks >= 2) else {
+    let (Some(pool), true) = (pool, threads >= 2 && chunks >= 2) else {
         for (b, block) in out.chunks_mut(ADD_N_BLOCK).enumerate() {
             sum_block(b * ADD_N_BLOCK, block);
         }

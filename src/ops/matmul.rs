@@ -225,7 +225,7 @@ fn gemm_rows<T: Gemm>(
     let threads = pool.map_or(1, |p| p.threads());
     let by_work = m.saturating_mul(k).saturating_mul(n) / CHUNK_MIN_MACS;
     let chunks = (threads * 2).min(by_work).min(m / CHUNK_MIN_ROWS);
-    let (Some(pool), true) = (pool, chunks >= 2) else {
+    let (Some(pool), true) = (pool, threads >= 2 && chunks >= 2) else {
         return T::gemm(m, k, n, a.data, a.rows, a.cols, b.data, b.rows, b.cols, c);
     };
     let rows = m.div_ceil(chunks);
@@ -507,6 +507,11 @@ mod tests {
         let x = Tensor::from_slice::<f32>([8, 8], &[1.5; 64]).unwrap();
         run_with_pool(&mm(DType::F32, false, false), &[x.clone(), x], &small);
         assert_eq!(small.chunks.load(std::sync::atomic::Ordering::Relaxed), 0, "a tiny product was split");
+        // One thread: splitting would only repack `b` for each block.
+        let single = WatchedPool::new(1);
+        let big = Tensor::from_slice::<f32>([256, 256], &[0.5; 256 * 256]).unwrap();
+        run_with_pool(&mm(DType::F32, false, false), &[big.clone(), big], &single);
+        assert_eq!(single.chunks.load(std::sync::atomic::Ordering::Relaxed), 0, "a 1-thread pool split a product");
     }
 
     #[test]
