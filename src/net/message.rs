@@ -141,11 +141,14 @@ pub trait OneWay {
     const METHOD: Method;
 }
 
+/// A message rkyv can archive into a frame's metadata: the one bound every
+/// encoder needs, named once.
+pub trait Encode: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>> {}
+
+impl<M> Encode for M where M: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>> {}
+
 /// Serialises a message's metadata (tensors go beside it as payloads).
-pub fn encode<M>(msg: &M) -> Result<AlignedVec>
-where
-    M: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
-{
+pub fn encode<M: Encode>(msg: &M) -> Result<AlignedVec> {
     rkyv::to_bytes::<rancor::Error>(msg).map_err(|e| Status::internal(format!("encoding message: {e}")))
 }
 
@@ -689,8 +692,7 @@ mod tests {
 
     fn round_trip<M>(msg: &M)
     where
-        M: Archive + PartialEq + std::fmt::Debug,
-        M: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+        M: Archive + PartialEq + std::fmt::Debug + Encode,
         M::Archived: Portable
             + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>
             + Deserialize<M, HighDeserializer<rancor::Error>>,

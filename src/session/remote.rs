@@ -48,8 +48,6 @@ fn run_options(options: &RunOptions, cancel_id: u64) -> msg::RunOptions {
 /// Cancel ids, unique within this process and so within each session.
 static NEXT_CANCEL_ID: AtomicU64 = AtomicU64::new(1);
 
-type Encodable<R> = R;
-
 impl RemoteSession {
     /// Connects to the master at `address` and creates a session with `graph`.
     pub fn create(address: &str, graph: GraphSpec, options: &SessionOptions) -> Result<RemoteSession> {
@@ -87,16 +85,9 @@ impl RemoteSession {
         Ok(client.clone())
     }
 
-    fn call<R>(&self, request: &Encodable<R>, payloads: &[Tensor], deadline: Instant) -> Result<Response>
+    fn call<R>(&self, request: &R, payloads: &[Tensor], deadline: Instant) -> Result<Response>
     where
-        R: msg::Rpc
-            + for<'a> rkyv::Serialize<
-                rkyv::api::high::HighSerializer<
-                    rkyv::util::AlignedVec,
-                    rkyv::ser::allocator::ArenaHandle<'a>,
-                    rkyv::rancor::Error,
-                >,
-            >,
+        R: msg::Rpc + msg::Encode,
     {
         self.client()?.call_rpc(request, payloads, deadline).map_err(|e| match e.code {
             Code::Unavailable => e.context(format_args!("master at {}", self.address)),

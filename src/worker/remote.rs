@@ -155,14 +155,7 @@ impl RemoteWorker {
 
     fn call<R>(&self, request: &R, payloads: &[Tensor]) -> Result<Response>
     where
-        R: msg::Rpc
-            + for<'a> rkyv::Serialize<
-                rkyv::api::high::HighSerializer<
-                    rkyv::util::AlignedVec,
-                    rkyv::ser::allocator::ArenaHandle<'a>,
-                    rkyv::rancor::Error,
-                >,
-            >,
+        R: msg::Rpc + msg::Encode,
     {
         let client = self.client()?;
         client

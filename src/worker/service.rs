@@ -17,16 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Encodes `message` and sends it as the answer.
-pub fn answer<M>(reply: Reply, message: &M, payloads: &[crate::tensor::Tensor])
-where
-    M: for<'a> rkyv::Serialize<
-            rkyv::api::high::HighSerializer<
-                rkyv::util::AlignedVec,
-                rkyv::ser::allocator::ArenaHandle<'a>,
-                rkyv::rancor::Error,
-            >,
-        >,
-{
+pub fn answer<M: msg::Encode>(reply: Reply, message: &M, payloads: &[crate::tensor::Tensor]) {
     match msg::encode(message) {
         Ok(meta) => reply.ok(&meta, payloads),
         Err(e) => reply.err(e),

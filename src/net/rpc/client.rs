@@ -29,11 +29,9 @@ use crate::net::message::{OneWay, Rpc};
 use crate::net::reader::FrameReader;
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
-use rkyv::api::high::{HighSerializer, HighValidator};
+use rkyv::Archive;
+use rkyv::api::high::HighValidator;
 use rkyv::bytecheck::CheckBytes;
-use rkyv::ser::allocator::ArenaHandle;
-use rkyv::util::AlignedVec;
-use rkyv::{Archive, Serialize};
 use rkyv::{Portable, rancor};
 use std::collections::HashMap;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -251,7 +249,7 @@ impl Client {
     /// metadata is `R::Response`'s archive (`response.meta::<R::Response>()`).
     pub fn call_rpc<R>(&self, request: &R, payloads: &[Tensor], deadline: Instant) -> Result<Response>
     where
-        R: Rpc + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+        R: Rpc + message::Encode,
     {
         self.call(R::METHOD, &message::encode(request)?, payloads, deadline)
     }
@@ -259,7 +257,7 @@ impl Client {
     /// Encodes and pushes a one-way message (see [`OneWay`]).
     pub fn push_msg<M>(&self, msg: &M, payloads: &[Tensor]) -> Result<()>
     where
-        M: OneWay + for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>>,
+        M: OneWay + message::Encode,
     {
         self.push(M::METHOD, &message::encode(msg)?, payloads)
     }
