@@ -266,6 +266,7 @@ fn a_client_cancel_stops_a_remote_step_and_the_session_stays_usable() {
 fn traced_steps_report_nodes_of_every_task() {
     let s = session_on(&target(), two_stage_graph());
     let options = RunOptions { trace: true, ..RunOptions::default() };
+    let started = std::time::SystemTime::now();
     let (_, meta) = s
         .run(
             &options,
@@ -276,6 +277,26 @@ fn traced_steps_report_nodes_of_every_task() {
         .unwrap();
     let on = |task: &str| meta.step_stats.iter().any(|n| n.device.contains(task));
     assert!(on("task:0") && on("task:1"), "{:?}", meta.step_stats);
+    // Times are wall-clock microseconds (TensorFlow's all_start_micros), so
+    // a tensor's _Send in one process precedes its _Recv's end in another.
+    let epoch_us = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    let (before, after) = (epoch_us(started), epoch_us(std::time::SystemTime::now()));
+    for n in &meta.step_stats {
+        assert!(before <= n.start_us && n.start_us <= n.end_us && n.end_us <= after, "{n:?} not within the step");
+    }
+    let sends: Vec<_> = meta.step_stats.iter().filter(|n| n.op == "_Send").collect();
+    let recvs: Vec<_> = meta.step_stats.iter().filter(|n| n.op == "_Recv").collect();
+    assert!(
+        !sends.is_empty() && !recvs.is_empty(),
+        "a cross-task step has a traced _Send and _Recv: {:?}",
+        meta.step_stats
+    );
+    for recv in &recvs {
+        assert!(
+            sends.iter().any(|send| send.start_us <= recv.end_us && send.device != recv.device),
+            "{recv:?} vs {sends:?}"
+        );
+    }
     s.close().unwrap();
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct PlanNode {
     pub initial_pending: u32,
     /// Some input is a bound constant (lent to the kernel, see `Plan`).
     pub has_const_inputs: bool,
+    /// Some input is read through a ref (`Plan::slot_deref`).
+    pub has_deref_inputs: bool,
 }
 
 impl PlanNode {
@@ -62,6 +64,10 @@ pub(crate) struct Plan {
     /// pending count is decremented.
     pub slot_const: Vec<Option<Value>>,
     pub initial_pending: Vec<u32>,
+    /// Per node: worth a thread hop whatever its inputs (a kernel that says
+    /// so, or one fed a large constant). Kept apart from `nodes` so handing
+    /// out ready nodes reads one byte each.
+    pub expensive: Vec<bool>,
 }
 
 fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
@@ -133,6 +139,7 @@ impl Plan {
                 let wanted = r.signature.inputs[slot];
                 slot_deref.push(matches!((produced, wanted), (ValueType::Ref(_), ValueType::Tensor(_))));
             }
+            let has_deref_inputs = slot_deref[input_base as usize..].contains(&true);
             nodes.push(PlanNode {
                 name: spec.name.clone(),
                 op: spec.op.clone(),
@@ -144,6 +151,7 @@ impl Plan {
                 control_out: Vec::new(),
                 initial_pending: (gnode.inputs.len() + gnode.control_inputs.len()) as u32,
                 has_const_inputs: false,
+                has_deref_inputs,
             });
         }
         for &id in &order {
@@ -182,7 +190,8 @@ impl Plan {
             .collect();
         assert!(nodes.len() < (1 << 31), "node ids must leave the top bit for flags");
         let initial_pending = nodes.iter().map(|n| n.initial_pending).collect();
-        Ok(Plan { nodes, roots, slot_deref, slot_const, initial_pending })
+        let expensive = nodes.iter().map(|n| matches!(n.kind, NodeKind::Kernel { expensive: true, .. })).collect();
+        Ok(Plan { nodes, roots, slot_deref, slot_const, initial_pending, expensive })
     }
 
     pub fn num_slots(&self) -> usize {

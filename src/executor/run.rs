@@ -37,6 +37,8 @@ thread_local! {
 
 /// One input slot. Written once by the producer before it decrements the
 /// consumer's pending count; read by the consumer after the count hit zero.
+/// Transparent, so a node's run of slots is its kernel's input slice.
+#[repr(transparent)]
 struct Slot(UnsafeCell<Option<Value>>);
 
 // SAFETY: access follows the write-once-then-handoff protocol in README.md:
@@ -60,6 +62,23 @@ impl Frame {
     fn reset(&mut self, plan: &Plan) {
         for (p, &init) in self.pending.iter_mut().zip(&plan.initial_pending) {
             *p.get_mut() = init;
+        }
+    }
+
+    /// The `n` input slots of the node whose inputs start at `base`.
+    ///
+    /// Only the node that owns them may call this, once its pending count
+    /// has reached zero and before it completes (README.md): then nothing
+    /// else reads or writes these slots, so the slice is exclusive.
+    #[allow(clippy::mut_from_ref)]
+    fn node_slots(&self, base: usize, n: usize) -> &mut [Option<Value>] {
+        let slots = &self.slots[base..base + n];
+        // SAFETY: `Slot` is a transparent `UnsafeCell<Option<Value>>`, which
+        // has the layout of `Option<Value>`, so the run of slots is a run of
+        // options; the cells permit writes through a shared borrow, and the
+        // owner-only protocol above makes this borrow the only one.
+        unsafe {
+            std::slice::from_raw_parts_mut(UnsafeCell::raw_get(slots.as_ptr().cast::<UnsafeCell<Option<Value>>>()), n)
         }
     }
 
@@ -175,34 +194,38 @@ impl Execution {
     /// Hands out ready nodes (already counted in `outstanding`): expensive
     /// ones to the device pool, cheap ones to `stack` (run by this thread).
     fn dispatch(self: &Arc<Self>, ready: &[u32], stack: &mut SmallVec<[u32; 16]>) {
-        let mut kept_expensive = false;
-        for (i, &tagged) in ready.iter().enumerate() {
+        let mut expensive = Ready::default();
+        for &tagged in ready {
             let id = tagged & COUNT_MASK;
-            let node = &self.plan().nodes[id as usize];
-            let expensive = match node.kind {
-                NodeKind::Kernel { expensive, .. } => expensive || tagged & BIG_INPUT != 0,
-                _ => false,
-            };
-            if !expensive {
-                stack.push(id);
-                continue;
-            }
-            let pool = &self.executor.device.pool;
-            let last = i + 1 == ready.len();
-            // A pool thread keeps one expensive node for itself: with nothing
-            // else to do, a hop would only add latency.
-            if !(last && !kept_expensive && pool.on_pool_thread()) {
-                let exec = self.clone();
-                pool.spawn(move || {
-                    let mut stack = SmallVec::new();
-                    stack.push(id);
-                    exec.drain(&mut stack);
-                });
+            if self.plan().expensive[id as usize] || tagged & BIG_INPUT != 0 {
+                expensive.push(id);
             } else {
-                kept_expensive |= expensive;
                 stack.push(id);
             }
         }
+        self.hand_to_pool(expensive.as_slice(), stack, ready.len() > expensive.len());
+    }
+
+    /// Spawns expensive ready nodes on the device pool. A pool thread that
+    /// made no cheap node ready keeps the last one for itself: with nothing
+    /// else to do, a hop would only add latency.
+    #[inline]
+    fn hand_to_pool(self: &Arc<Self>, expensive: &[u32], stack: &mut SmallVec<[u32; 16]>, made_cheap: bool) {
+        let Some((&last, rest)) = expensive.split_last() else { return };
+        let pool = &self.executor.device.pool;
+        for &id in rest {
+            self.spawn_node(id);
+        }
+        if !made_cheap && pool.on_pool_thread() { stack.push(last) } else { self.spawn_node(last) }
+    }
+
+    fn spawn_node(self: &Arc<Self>, id: u32) {
+        let exec = self.clone();
+        self.executor.device.pool.spawn(move || {
+            let mut stack = SmallVec::new();
+            stack.push(id);
+            exec.drain(&mut stack);
+        });
     }
 
     /// Runs nodes from `stack` until it is empty.
@@ -237,7 +260,7 @@ impl Execution {
             self.node_done();
             return;
         }
-        let start_us = self.step.collects_stats().then(|| self.step.started.elapsed().as_micros() as u64);
+        let start_us = self.step.collects_stats().then(|| self.step.stats_clock_us());
         let outputs: Result<Outputs> = match &node.kind {
             NodeKind::Kernel { kernel, .. } => self.compute(node, kernel.as_ref()),
             NodeKind::Arg(index) => match &self.step.frame.args {
@@ -275,7 +298,7 @@ impl Execution {
             op: node.op.clone(),
             device: self.executor.device.name_str.clone(),
             start_us,
-            end_us: self.step.started.elapsed().as_micros() as u64,
+            end_us: self.step.stats_clock_us(),
             thread: thread_number(),
         });
     }
@@ -293,49 +316,36 @@ impl Execution {
         let plan = self.plan();
         let n = node.num_inputs as usize;
         let base = node.input_base as usize;
-        // Up to four inputs live on the stack; more (AddN, Concat) on the heap.
-        let mut inline_inputs: [Option<Value>; 4] = [None, None, None, None];
-        let mut heap_inputs: Vec<Option<Value>> = Vec::new();
-        let inputs: &mut [Option<Value>] = if n <= 4 {
-            &mut inline_inputs[..n]
-        } else {
-            heap_inputs.resize_with(n, || None);
-            &mut heap_inputs
-        };
-        let mut inline_lent: [Option<&Value>; 4] = [None; 4];
-        let mut heap_lent: Vec<Option<&Value>> = Vec::new();
-        let lent: &[Option<&Value>] = if !node.has_const_inputs {
-            &[]
-        } else if n <= 4 {
-            for (l, c) in inline_lent.iter_mut().zip(&plan.slot_const[base..base + n]) {
-                *l = c.as_ref();
-            }
-            &inline_lent[..n]
-        } else {
-            heap_lent.extend(plan.slot_const[base..base + n].iter().map(Option::as_ref));
-            &heap_lent
-        };
-        for (i, input) in inputs.iter_mut().enumerate() {
-            let slot = base + i;
-            if node.has_const_inputs && plan.slot_const[slot].is_some() {
-                continue;
-            }
-            // SAFETY: this node owns its slots now (README.md).
-            let value = unsafe { (*self.frame().slots[slot].0.get()).take() };
-            *input = match value {
-                Some(Value::Ref(var)) if plan.slot_deref[slot] => {
-                    Some(Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?))
+        // The node's own input slots are its kernel's inputs: no copy into
+        // an argument array. Bound constants are lent from the plan; their
+        // slots stay empty.
+        let inputs = self.frame().node_slots(base, n);
+        let lent: &[Option<Value>] = if node.has_const_inputs { &plan.slot_const[base..base + n] } else { &[] };
+        if node.has_deref_inputs {
+            for (input, &deref) in inputs.iter_mut().zip(&plan.slot_deref[base..base + n]) {
+                if let (true, Some(Value::Ref(var))) = (deref, &*input) {
+                    let value = var.read().map_err(|e| e.context(node.describe()));
+                    match value {
+                        Ok(t) => *input = Some(Value::Tensor(t)),
+                        Err(e) => {
+                            inputs.iter_mut().for_each(|i| drop(i.take()));
+                            return Err(e);
+                        }
+                    }
                 }
-                other => other,
-            };
+            }
         }
         let mut outputs = Outputs::new(node.num_outputs as usize);
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
             let pool: &ThreadPool = &self.executor.device.pool;
-            kernel
-                .compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool))
+            kernel.compute(
+                &mut OpContext::with_lent(&mut *inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool),
+            )
         }));
+        // What the kernel did not take dies with its execution, as it would
+        // in an argument array.
+        inputs.iter_mut().for_each(|i| drop(i.take()));
         match result {
             Ok(Ok(())) => Ok(outputs),
             Ok(Err(e)) => Err(e.context(node.describe())),
@@ -354,10 +364,15 @@ impl Execution {
     /// node finishes when the value (or an abort) arrives.
     fn wait_for(self: &Arc<Self>, id: u32, key: &super::rendezvous::RendezvousKey) {
         let exec = self.clone();
+        // A waiting node's time is its wait: from here to the value's arrival.
+        let start_us = self.step.collects_stats().then(|| self.step.stats_clock_us());
         self.step.rendezvous.recv_async(
             key,
             Box::new(move |result| {
                 let depth = INLINE_DEPTH.with(|d| d.get());
+                if let Some(start_us) = start_us {
+                    exec.record(&exec.plan().nodes[id as usize], start_us);
+                }
                 if depth >= MAX_INLINE_DEPTH {
                     let pool = exec.executor.device.pool.clone();
                     pool.spawn(move || exec.complete_wait(id, result));
@@ -380,37 +395,59 @@ impl Execution {
     }
 
     /// Node `id` finished with `outputs`: hands them to its successors,
-    /// accounts the ones that became ready and dispatches them.
+    /// accounts the ones that became ready and dispatches them: cheap ones
+    /// straight onto `stack`, expensive ones to the pool.
     ///
     /// `outstanding` changes by (ready - 1): a node with exactly one ready
     /// successor hands its count over, so a chain touches no shared counter.
-    /// The count is raised before any successor is handed to another thread.
+    /// The count is raised before any successor is handed to another thread
+    /// (nodes on `stack` are this thread's until it pops them).
     fn complete(self: &Arc<Self>, id: u32, outputs: Result<Outputs>, stack: &mut SmallVec<[u32; 16]>) {
-        let mut ready = Ready::default();
-        match outputs {
-            Ok(outputs) => self.propagate(id, outputs, &mut ready),
-            Err(e) => self.fail(e),
-        }
-        match ready.len() {
+        let mut expensive = Ready::default();
+        let made_cheap = match outputs {
+            Ok(outputs) => self.propagate(id, outputs, stack, &mut expensive),
+            Err(e) => {
+                self.fail(e);
+                0
+            }
+        };
+        match made_cheap + expensive.len() {
             0 => self.node_done(),
             1 => {}
             n => {
                 self.outstanding.fetch_add(n - 1, Ordering::AcqRel);
             }
         }
-        self.dispatch(ready.as_slice(), stack);
+        self.hand_to_pool(expensive.as_slice(), stack, made_cheap > 0);
     }
 
-    /// Hands `outputs` to the successors of `id`; returns those that became
-    /// ready.
-    fn propagate(&self, id: u32, mut outputs: Outputs, ready: &mut Ready) {
-        let node = &self.plan().nodes[id as usize];
+    /// Hands `outputs` to the successors of `id`. Those that became ready
+    /// go onto `stack` when cheap, into `expensive` otherwise; returns how
+    /// many went onto `stack`.
+    fn propagate(
+        &self,
+        id: u32,
+        mut outputs: Outputs,
+        stack: &mut SmallVec<[u32; 16]>,
+        expensive: &mut Ready,
+    ) -> usize {
+        let plan = self.plan();
+        let node = &plan.nodes[id as usize];
         let outputs = outputs.as_mut_slice();
         if let Some(missing) = outputs.iter().position(Option::is_none) {
             self.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
-            return;
+            return 0;
         }
         let frame = self.frame();
+        let mut made_cheap = 0;
+        let mut ready = |dst: u32, flags: u32| {
+            if flags & BIG_INPUT != 0 || plan.expensive[dst as usize] {
+                expensive.push(dst);
+            } else {
+                stack.push(dst);
+                made_cheap += 1;
+            }
+        };
         let edges = &node.out_edges;
         for (i, edge) in edges.iter().enumerate() {
             let last_of_port = edges.get(i + 1).is_none_or(|next| next.port != edge.port);
@@ -419,20 +456,25 @@ impl Execution {
             let big = matches!(&value, Some(Value::Tensor(t)) if t.byte_len() > EXPENSIVE_INPUT_BYTES);
             // SAFETY: this node is the only producer of `edge.slot`, and the
             // consumer cannot run before the decrement below.
-            unsafe { *frame.slots[edge.slot as usize].0.get() = value };
+            let slot = unsafe { &mut *frame.slots[edge.slot as usize].0.get() };
+            // Empty: its consumer took it last step, or a failed step's
+            // frame was cleared before reuse.
+            debug_assert!(slot.is_none(), "slot {} written twice", edge.slot);
+            *slot = value;
             let pending = &frame.pending[edge.dst as usize];
             if big {
                 pending.fetch_or(BIG_INPUT, Ordering::Release);
             }
             if let Some(flags) = last_producer(pending) {
-                ready.push(edge.dst | (flags & BIG_INPUT));
+                ready(edge.dst, flags);
             }
         }
         for &c in &node.control_out {
             if let Some(flags) = last_producer(&frame.pending[c as usize]) {
-                ready.push(c | (flags & BIG_INPUT));
+                ready(c, flags);
             }
         }
+        made_cheap
     }
 }
 

@@ -113,13 +113,20 @@ pub struct CallFrame {
     pub retvals: Retvals,
 }
 
+fn epoch_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
 /// Per-node timing for RunMetadata, recorded when a step asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeStats {
     pub node: String,
     pub op: String,
     pub device: String,
-    /// Microseconds since the step started.
+    /// Microseconds since the Unix epoch (TensorFlow's `all_start_micros`),
+    /// so the stats of one step's parts in different processes on a host
+    /// line up: a tensor's crossing is its `_Recv`'s end minus its
+    /// `_Send`'s start.
     pub start_us: u64,
     pub end_us: u64,
     pub thread: u32,
@@ -135,6 +142,9 @@ pub struct StepContext {
     cancel_status: OnceLock<Status>,
     stats: Option<Mutex<Vec<NodeStats>>>,
     pub started: Instant,
+    /// The wall clock at `started`, in microseconds since the Unix epoch
+    /// (read only for steps that collect stats).
+    started_epoch_us: u64,
 }
 
 impl StepContext {
@@ -154,7 +164,14 @@ impl StepContext {
             cancel_status: OnceLock::new(),
             stats: collect_stats.then(|| Mutex::new(Vec::new())),
             started: Instant::now(),
+            started_epoch_us: if collect_stats { epoch_us() } else { 0 },
         }
+    }
+
+    /// Now, for stats: the wall clock at the step's start plus the
+    /// monotonic time since, so times within a step never run backwards.
+    pub fn stats_clock_us(&self) -> u64 {
+        self.started_epoch_us + self.started.elapsed().as_micros() as u64
     }
 
     /// A step with a fresh local rendezvous.

@@ -250,7 +250,7 @@ pub struct OpContext<'a> {
     inputs: &'a mut [Option<Value>],
     /// Inputs lent rather than given (constants bound to the graph), by
     /// input index; empty when every input is given.
-    lent: &'a [Option<&'a Value>],
+    lent: &'a [Option<Value>],
     outputs: &'a mut [Option<Value>],
     resources: &'a ResourceMgr,
     intra_op: Option<&'a dyn IntraOpPool>,
@@ -278,7 +278,7 @@ impl<'a> OpContext<'a> {
     #[inline]
     pub fn with_lent(
         inputs: &'a mut [Option<Value>],
-        lent: &'a [Option<&'a Value>],
+        lent: &'a [Option<Value>],
         outputs: &'a mut [Option<Value>],
         resources: &'a ResourceMgr,
     ) -> Self {
