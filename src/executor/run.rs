@@ -314,38 +314,47 @@ impl Execution {
 
     fn compute(&self, node: &PlanNode, kernel: &dyn crate::ops::OpKernel) -> Result<Outputs> {
         let plan = self.plan();
-        let n = node.num_inputs as usize;
-        let base = node.input_base as usize;
+        let (base, n) = (node.input_base as usize, node.num_inputs as usize);
         // The node's own input slots are its kernel's inputs: no copy into
         // an argument array. Bound constants are lent from the plan; their
         // slots stay empty.
         let inputs = self.frame().node_slots(base, n);
         let lent: &[Option<Value>] = if node.has_const_inputs { &plan.slot_const[base..base + n] } else { &[] };
-        if node.has_deref_inputs {
-            for (input, &deref) in inputs.iter_mut().zip(&plan.slot_deref[base..base + n]) {
-                if let (true, Some(Value::Ref(var))) = (deref, &*input) {
-                    let value = var.read().map_err(|e| e.context(node.describe()));
-                    match value {
-                        Ok(t) => *input = Some(Value::Tensor(t)),
-                        Err(e) => {
-                            inputs.iter_mut().for_each(|i| drop(i.take()));
-                            return Err(e);
-                        }
-                    }
-                }
+        let result = self.read_refs(node, inputs).and_then(|()| self.call_kernel(node, kernel, inputs, lent));
+        // What the kernel did not take dies with its execution, as it would
+        // in an argument array.
+        inputs.iter_mut().for_each(|i| drop(i.take()));
+        result
+    }
+
+    /// Replaces each input read through a ref by the variable's value.
+    fn read_refs(&self, node: &PlanNode, inputs: &mut [Option<Value>]) -> Result<()> {
+        if !node.has_deref_inputs {
+            return Ok(());
+        }
+        let base = node.input_base as usize;
+        for (input, &deref) in inputs.iter_mut().zip(&self.plan().slot_deref[base..]) {
+            if let (true, Some(Value::Ref(var))) = (deref, &*input) {
+                *input = Some(Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?));
             }
         }
+        Ok(())
+    }
+
+    fn call_kernel(
+        &self,
+        node: &PlanNode,
+        kernel: &dyn crate::ops::OpKernel,
+        inputs: &mut [Option<Value>],
+        lent: &[Option<Value>],
+    ) -> Result<Outputs> {
         let mut outputs = Outputs::new(node.num_outputs as usize);
         let resources: &ResourceMgr = &self.executor.resources;
         let result = catch_unwind(AssertUnwindSafe(|| {
             let pool: &ThreadPool = &self.executor.device.pool;
-            kernel.compute(
-                &mut OpContext::with_lent(&mut *inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool),
-            )
+            kernel
+                .compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool))
         }));
-        // What the kernel did not take dies with its execution, as it would
-        // in an argument array.
-        inputs.iter_mut().for_each(|i| drop(i.take()));
         match result {
             Ok(Ok(())) => Ok(outputs),
             Ok(Err(e)) => Err(e.context(node.describe())),
