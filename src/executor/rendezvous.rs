@@ -1,8 +1,8 @@
 //! Rendezvous: where a `_Send` leaves a value and a `_Recv` picks it up,
 //! either side first. One rendezvous serves one step.
 //!
-//! Owns: [`RendezvousKey`] (parsed once, when a plan is built, never per
-//! step), the [`Rendezvous`] trait the executor talks to, and
+//! Owns: [`RendezvousKey`] (parsed once: when a plan is built, or when a
+//! pushed tensor arrives; a send reads the destination its parse kept), the [`Rendezvous`] trait the executor talks to, and
 //! [`LocalRendezvous`], the in-process table. A remote kind (in `worker`)
 //! wraps a local table and forwards sends whose receiver is another task;
 //! the executor cannot tell the difference. Must not know about sockets.
@@ -15,11 +15,14 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 /// `src_device;src_incarnation;dst_device;tensor_name;frame:iter`, with its
-/// hash computed once.
+/// hash and where its destination device lies computed once.
 #[derive(Clone)]
 pub struct RendezvousKey {
     text: Arc<str>,
     hash: u64,
+    /// Byte range of the destination device in `text` (none for a raw key):
+    /// a send asks for it every step to choose local or remote.
+    dst_device: Option<(usize, usize)>,
 }
 
 /// The five parts of a key.
@@ -33,50 +36,65 @@ pub struct ParsedKey<'a> {
 }
 
 fn hash_str(s: &str) -> u64 {
-    // FNV-1a: keys are short and the hash is computed once per plan.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100_0000_01b3);
+    // A fixed seed: equal keys hash equally wherever in the process they
+    // were made (the hash never leaves the process).
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x5eed_2e4d_e2f0_0c01).hash_one(s)
+}
+
+/// Splits a key at its four `;` (a pushed tensor's key is parsed on
+/// arrival, so this runs per tensor received; `find` scans a word at a time).
+fn split_key(text: &str) -> Option<ParsedKey<'_>> {
+    let mut cuts = [0usize; 4];
+    let mut from = 0;
+    for cut in &mut cuts {
+        *cut = from + text[from..].find(';')?;
+        from = *cut + 1;
     }
-    h
+    if text[from..].contains(';') {
+        return None;
+    }
+    let [a, b, c, d] = cuts;
+    let (src, inc, dst, name) = (&text[..a], &text[a + 1..b], &text[b + 1..c], &text[c + 1..d]);
+    if src.is_empty() || dst.is_empty() || name.is_empty() {
+        return None;
+    }
+    Some(ParsedKey {
+        src_device: src,
+        src_incarnation: u64::from_str_radix(inc, 16).ok()?,
+        dst_device: dst,
+        tensor_name: name,
+        frame_iter: &text[d + 1..],
+    })
 }
 
 impl RendezvousKey {
     /// Parses and checks a five-part key.
     pub fn parse(text: &str) -> Result<RendezvousKey> {
-        let key = RendezvousKey::raw(text);
-        key.parts()?;
-        Ok(key)
+        let parts =
+            split_key(text).ok_or_else(|| Status::invalid_argument(format!("malformed rendezvous key '{text}'")))?;
+        let start = parts.dst_device.as_ptr() as usize - text.as_ptr() as usize;
+        let dst_device = Some((start, start + parts.dst_device.len()));
+        Ok(RendezvousKey { text: Arc::from(text), hash: hash_str(text), dst_device })
     }
 
     /// A key used only inside one process (partial-run feeds), not parsed.
     pub fn raw(text: &str) -> RendezvousKey {
-        RendezvousKey { text: Arc::from(text), hash: hash_str(text) }
+        RendezvousKey { text: Arc::from(text), hash: hash_str(text), dst_device: None }
     }
 
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
+    /// The destination device of a parsed key; `None` for a raw one.
+    pub fn dst_device(&self) -> Option<&str> {
+        self.dst_device.map(|(start, end)| &self.text[start..end])
+    }
+
     pub fn parts(&self) -> Result<ParsedKey<'_>> {
-        let bad = || Status::invalid_argument(format!("malformed rendezvous key '{}'", self.text));
-        let mut it = self.text.split(';');
-        let (Some(src), Some(inc), Some(dst), Some(name), Some(fi), None) =
-            (it.next(), it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
-            return Err(bad());
-        };
-        if src.is_empty() || dst.is_empty() || name.is_empty() {
-            return Err(bad());
-        }
-        Ok(ParsedKey {
-            src_device: src,
-            src_incarnation: u64::from_str_radix(inc, 16).map_err(|_| bad())?,
-            dst_device: dst,
-            tensor_name: name,
-            frame_iter: fi,
-        })
+        split_key(&self.text)
+            .ok_or_else(|| Status::invalid_argument(format!("malformed rendezvous key '{}'", self.text)))
     }
 }
 
@@ -248,8 +266,15 @@ mod tests {
         assert_eq!(p.src_incarnation, 255);
         assert_eq!(p.tensor_name, "edge_1_x_0");
         assert_eq!(p.dst_device, "/job:a/replica:0/task:0/device:CPU:1");
-        assert!(RendezvousKey::parse("a;b;c").is_err());
-        assert!(RendezvousKey::parse("a;zz;c;d;0:0").is_err());
+        assert_eq!(p.frame_iter, "0:0");
+        assert_eq!(k.dst_device(), Some("/job:a/replica:0/task:0/device:CPU:1"));
+        assert_eq!(RendezvousKey::raw("_arg;0").dst_device(), None);
+        for bad in ["a;b;c", "a;zz;c;d;0:0", "a;ff;c;d;0:0;extra", ";ff;c;d;0:0", "a;ff;;d;0:0", "a;ff;c;;0:0", ""] {
+            let e = RendezvousKey::parse(bad).err().unwrap_or_else(|| panic!("'{bad}' parsed"));
+            assert!(e.message.contains(bad), "{e}");
+        }
+        // Equal text, equal key, however it was made.
+        assert!(RendezvousKey::parse(k.as_str()).unwrap() == k);
     }
 
     #[test]

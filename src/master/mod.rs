@@ -15,8 +15,8 @@ use crate::error::{Result, Status};
 use crate::net::ChannelCache;
 use crate::worker::remote::RemoteWorker;
 use crate::worker::{ClusterInfo, DeviceAttributes, Worker, WorkerInterface};
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::RwLock;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -17,8 +17,8 @@ use crate::net::{Reply, Request};
 use crate::tensor::Tensor;
 use crate::worker::remote::{devices_to_wire, stats_to_wire};
 use crate::worker::service::answer;
+use foldhash::HashMap;
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

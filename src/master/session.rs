@@ -17,8 +17,8 @@ use crate::tensor::Tensor;
 use crate::worker::{
     ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphRequest, RunGraphResponse, WorkerInterface,
 };
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

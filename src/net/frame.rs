@@ -261,7 +261,7 @@ impl FrameHeader {
 pub struct OutgoingFrame {
     pub header: FrameHeader,
     head: Vec<u8>,
-    payloads: Vec<Tensor>,
+    payloads: smallvec::SmallVec<[Tensor; 2]>,
 }
 
 static ZERO_PAD: [u8; PAYLOAD_ALIGN] = [0; PAYLOAD_ALIGN];
@@ -327,13 +327,13 @@ impl OutgoingFrame {
             }
         }
         head.resize(head_len, 0);
-        Ok(OutgoingFrame { header, head, payloads: payloads.to_vec() })
+        Ok(OutgoingFrame { header, head, payloads: payloads.iter().cloned().collect() })
     }
 
     /// The frame as slices in wire order (head, then each payload and its
     /// padding). Empty slices are left out.
-    pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
-        let mut slices = Vec::with_capacity(1 + 2 * self.payloads.len());
+    pub fn io_slices(&self) -> crate::net::io::FrameSlices<'_> {
+        let mut slices = crate::net::io::FrameSlices::with_capacity(1 + 2 * self.payloads.len());
         slices.push(IoSlice::new(&self.head));
         for tensor in &self.payloads {
             let bytes = tensor.as_bytes();

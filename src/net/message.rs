@@ -147,9 +147,16 @@ pub trait Encode: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, 
 
 impl<M> Encode for M where M: for<'a> Serialize<HighSerializer<AlignedVec, ArenaHandle<'a>, rancor::Error>> {}
 
+/// Bytes reserved for an encoded message before it is written.
+const ENCODE_CAPACITY: usize = 512;
+
 /// Serialises a message's metadata (tensors go beside it as payloads).
 pub fn encode<M: Encode>(msg: &M) -> Result<AlignedVec> {
-    rkyv::to_bytes::<rancor::Error>(msg).map_err(|e| Status::internal(format!("encoding message: {e}")))
+    // Room for a step's messages (handles, keys, a few tensor
+    // descriptions) up front: growing from empty reallocates several times.
+    let out = AlignedVec::with_capacity(ENCODE_CAPACITY);
+    rkyv::api::high::to_bytes_in::<_, rancor::Error>(msg, out)
+        .map_err(|e| Status::internal(format!("encoding message: {e}")))
 }
 
 /// The archived message in place, validated with bytecheck: every offset,

@@ -13,8 +13,8 @@
 use crate::error::{Result, Status};
 use crate::graph::spec::ShapeSpec;
 use crate::tensor::{DType, Tensor};
+use foldhash::HashMap;
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 /// A named, typed, mutable slot for a tensor.

@@ -15,8 +15,8 @@ use crate::executor::{
 };
 use crate::graph::{GraphSpec, PartitionOptions, partition};
 use crate::ops::{ResourceMgr, Value};
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::{Mutex, RwLock};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

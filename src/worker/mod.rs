@@ -22,8 +22,8 @@ pub use rendezvous_mgr::{RemoteSend, RemoteTransport, RendezvousMgr, WorkerRende
 
 use crate::error::{Result, Status};
 use crate::executor::{Device, PoolOptions, new_incarnation};
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::RwLock;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How a worker is built.

@@ -16,8 +16,8 @@ use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
 use crate::net::{ChannelCache, Client, Response};
 use crate::tensor::Tensor;
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -13,8 +13,8 @@ use crate::error::{Result, Status};
 use crate::executor::{LocalRendezvous, Rendezvous, RendezvousKey};
 use crate::ops::Value;
 use crate::tensor::Tensor;
+use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,9 +57,8 @@ impl WorkerRendezvous {
 
 impl Rendezvous for WorkerRendezvous {
     fn send(&self, key: &RendezvousKey, value: Value) -> Result<()> {
-        let dst_task = match key.parts() {
-            Ok(parts) => task_of(parts.dst_device),
-            Err(_) => return self.local.send(key, value),
+        let Some(dst_task) = key.dst_device().map(task_of) else {
+            return self.local.send(key, value);
         };
         if dst_task == &*self.task_name {
             return self.local.send(key, value);

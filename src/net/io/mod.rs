@@ -229,9 +229,16 @@ fn socket_send_some(fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Resul
     }
 }
 
+/// The slices of one frame: a head and a few payloads with their padding,
+/// kept on the stack (a send allocates nothing for them).
+pub type FrameSlices<'a> = smallvec::SmallVec<[IoSlice<'a>; 4]>;
+
+/// The kernel's view of [`FrameSlices`].
+pub(crate) type IoVecs = smallvec::SmallVec<[libc::iovec; 4]>;
+
 /// `slices` without their first `skip` bytes.
-pub fn skip_slices<'a>(slices: &[IoSlice<'a>], mut skip: usize) -> Vec<IoSlice<'a>> {
-    let mut out = Vec::with_capacity(slices.len());
+pub fn skip_slices<'a>(slices: &[IoSlice<'a>], mut skip: usize) -> FrameSlices<'a> {
+    let mut out = FrameSlices::with_capacity(slices.len());
     for slice in slices {
         let bytes: &'a [u8] = {
             // SAFETY: an IoSlice<'a> is a view of `'a` bytes; rebuilding the
@@ -274,7 +281,7 @@ pub(crate) fn advance_iovecs(iovs: &mut [libc::iovec], first: &mut usize, mut se
     }
 }
 
-pub(crate) fn to_iovecs(slices: &[IoSlice<'_>]) -> Vec<libc::iovec> {
+pub(crate) fn to_iovecs(slices: &[IoSlice<'_>]) -> IoVecs {
     slices
         .iter()
         .filter(|s| !s.is_empty())
@@ -307,7 +314,7 @@ mod tests {
         let a = [1u8, 2, 3];
         let b = [4u8, 5];
         let slices = [IoSlice::new(&a), IoSlice::new(&b)];
-        let flat = |s: Vec<IoSlice<'_>>| s.iter().flat_map(|x| x.iter().copied()).collect::<Vec<u8>>();
+        let flat = |s: FrameSlices<'_>| s.iter().flat_map(|x| x.iter().copied()).collect::<Vec<u8>>();
         assert_eq!(flat(skip_slices(&slices, 0)), [1, 2, 3, 4, 5]);
         assert_eq!(flat(skip_slices(&slices, 2)), [3, 4, 5]);
         assert_eq!(flat(skip_slices(&slices, 3)), [4, 5]);

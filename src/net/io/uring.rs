@@ -387,7 +387,7 @@ pub fn send_some(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
     if iovs.is_empty() {
         return Ok(0);
     }
-    let mut batch = Vec::with_capacity(iovs.len().min(MAX_IOVECS));
+    let mut batch = super::IoVecs::with_capacity(iovs.len().min(MAX_IOVECS));
     fill_batch(&iovs, MAX_SEND_BYTES, &mut batch);
     with_ring(|ring| {
         loop {
@@ -423,7 +423,7 @@ pub fn send_some(fd: RawFd, slices: &[IoSlice<'_>]) -> io::Result<usize> {
 
 /// Copies into `batch` the leading iovecs of `iovs` that one send carries:
 /// at most [`MAX_IOVECS`] of them and `max_bytes` in all (the last clipped).
-fn fill_batch(iovs: &[libc::iovec], max_bytes: usize, batch: &mut Vec<libc::iovec>) {
+fn fill_batch(iovs: &[libc::iovec], max_bytes: usize, batch: &mut super::IoVecs) {
     batch.clear();
     let mut total = 0usize;
     for iov in iovs.iter().take(MAX_IOVECS) {
@@ -447,7 +447,7 @@ pub fn send_all(
     let mut iovs = to_iovecs(slices);
     let mut first = 0;
     with_ring(|ring| {
-        let mut batch: Vec<libc::iovec> = Vec::with_capacity(iovs.len().min(MAX_IOVECS));
+        let mut batch = super::IoVecs::with_capacity(iovs.len().min(MAX_IOVECS));
         while first < iovs.len() {
             // io_uring refuses (EINVAL) a send whose iovecs add up to more
             // than it can count in one completion, so one operation carries
@@ -530,7 +530,7 @@ mod tests {
     fn sends_are_cut_at_the_byte_and_iovec_limits() {
         let data = [0u8; 64];
         let iov = |len: usize| libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: len };
-        let mut batch = Vec::new();
+        let mut batch = super::super::IoVecs::new();
         fill_batch(&[iov(10), iov(30), iov(5)], 25, &mut batch);
         assert_eq!(batch.iter().map(|i| i.iov_len).collect::<Vec<_>>(), [10, 15]);
         fill_batch(&[iov(10), iov(5)], 25, &mut batch);
