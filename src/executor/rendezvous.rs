@@ -2,8 +2,9 @@
 //! either side first. One rendezvous serves one step.
 //!
 //! Owns: [`RendezvousKey`] (parsed once: when a plan is built, or when a
-//! pushed tensor arrives; a send reads the destination its parse kept), the [`Rendezvous`] trait the executor talks to, and
-//! [`LocalRendezvous`], the in-process table. A remote kind (in `worker`)
+//! pushed tensor arrives; a send reads the destination its parse kept),
+//! the [`Rendezvous`] trait the executor talks to, and [`LocalRendezvous`],
+//! the in-process table. A remote kind (in `worker`)
 //! wraps a local table and forwards sends whose receiver is another task;
 //! the executor cannot tell the difference. Must not know about sockets.
 
