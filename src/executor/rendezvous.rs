@@ -69,11 +69,14 @@ fn split_key(text: &str) -> Option<ParsedKey<'_>> {
     })
 }
 
+fn malformed(text: &str) -> Status {
+    Status::invalid_argument(format!("malformed rendezvous key '{text}'"))
+}
+
 impl RendezvousKey {
     /// Parses and checks a five-part key.
     pub fn parse(text: &str) -> Result<RendezvousKey> {
-        let parts =
-            split_key(text).ok_or_else(|| Status::invalid_argument(format!("malformed rendezvous key '{text}'")))?;
+        let parts = split_key(text).ok_or_else(|| malformed(text))?;
         let start = parts.dst_device.as_ptr() as usize - text.as_ptr() as usize;
         let dst_device = Some((start, start + parts.dst_device.len()));
         Ok(RendezvousKey { text: Arc::from(text), hash: hash_str(text), dst_device })
@@ -94,8 +97,7 @@ impl RendezvousKey {
     }
 
     pub fn parts(&self) -> Result<ParsedKey<'_>> {
-        split_key(&self.text)
-            .ok_or_else(|| Status::invalid_argument(format!("malformed rendezvous key '{}'", self.text)))
+        split_key(&self.text).ok_or_else(|| malformed(&self.text))
     }
 }
 
