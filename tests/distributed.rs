@@ -405,3 +405,41 @@ fn a_server_in_this_process_is_reached_without_a_socket_or_with_one() {
         s.shutdown();
     }
 }
+
+#[test]
+fn a_fed_value_goes_straight_to_the_task_that_reads_it() {
+    let addresses: Vec<String> = {
+        let cluster = shared().lock().unwrap_or_else(|e| e.into_inner());
+        (0..2).map(|t| cluster.address(t).to_string()).collect()
+    };
+    let traced = RunOptions { trace: true, ..RunOptions::default() };
+    let ops_on = |stats: &[ringflow::executor::NodeStats], op: &str| -> Vec<String> {
+        stats.iter().filter(|n| n.op == op).map(|n| n.device.clone()).collect()
+    };
+
+    // x is pinned to task 0 but only task 1 reads it: task 1 gets it with
+    // its RunGraph, and task 0 has nothing to run.
+    let s = ringflow::session::remote::RemoteSession::create(
+        &addresses[0],
+        ringflow::cli::bench_remote::trivial_remote_graph(),
+        &SessionOptions::default(),
+    )
+    .unwrap();
+    let (out, meta) = s.run(&traced, vec![("x".into(), Tensor::scalar(41.0f32))], &strings(&["y"]), &[]).unwrap();
+    assert_eq!(out[0].scalar_value::<f32>().unwrap(), 42.0);
+    let args = ops_on(&meta.step_stats, "_Arg");
+    assert!(args.len() == 1 && args[0].contains("task:1"), "{:?}", meta.step_stats);
+    assert!(ops_on(&meta.step_stats, "_Send").is_empty(), "nothing crosses between tasks: {:?}", meta.step_stats);
+    assert_eq!(worker_status(&addresses[0], s.handle()).0, 0, "task 0 registered no graph");
+    assert_eq!(worker_status(&addresses[1], s.handle()).0, 1);
+    s.close().unwrap();
+
+    // A value computed from x on task 0 still crosses as a tensor.
+    let s = session_on(&format!("ringflow://{}", addresses[0]), ringflow::cli::bench_remote::sent_remote_graph());
+    let (out, meta) = s.run(&traced, vec![("x".into(), Tensor::scalar(20.0f32))], &strings(&["y"]), &[]).unwrap();
+    assert_eq!(out[0].scalar_value::<f32>().unwrap(), 41.0);
+    let (sends, recvs) = (ops_on(&meta.step_stats, "_Send"), ops_on(&meta.step_stats, "_Recv"));
+    assert!(sends.len() == 1 && sends[0].contains("task:0"), "{:?}", meta.step_stats);
+    assert!(recvs.len() == 1 && recvs[0].contains("task:1"), "{:?}", meta.step_stats);
+    s.close().unwrap();
+}

@@ -21,6 +21,10 @@ pub struct RemoteBenchOptions {
     pub bulk_bytes: u64,
     /// Largest cluster for `scale` (2, 4, 8 up to this).
     pub max_tasks: usize,
+    /// `step-remote` against servers of another build instead of the raw
+    /// round trip: both clusters run at once and the client alternates
+    /// blocks of steps between them, so both see the same machine.
+    pub against: Option<std::path::PathBuf>,
 }
 
 fn cluster(tasks: usize) -> Result<LocalCluster> {
@@ -73,23 +77,114 @@ pub fn trivial_remote_graph() -> GraphSpec {
     b.finish()
 }
 
+/// As [`trivial_remote_graph`], but task 0 computes `x * 2` first, so a
+/// tensor made on task 0 crosses to task 1 through `_Send`/`_Recv` (a fed
+/// value goes straight to the task that reads it and never takes that path).
+pub fn sent_remote_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device("/job:worker/task:0");
+    let x = b.placeholder("x", DType::F32);
+    let two = b.constant("two", &Tensor::scalar(2.0f32));
+    let doubled = b.binary("doubled", "Mul", &x, &two, DType::F32);
+    b.set_device("/job:worker/task:1");
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    b.binary("y", "AddV2", &doubled, &one, DType::F32);
+    b.finish()
+}
+
 pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     let iters = if opts.iterations == 0 { 5_000 } else { opts.iterations };
+    if let Some(other) = &opts.against {
+        return step_remote_against(other, iters);
+    }
     let c = cluster(2)?;
-    let s = session(&c, trivial_remote_graph())?;
-    let steps = time_callable(s.as_ref(), &["x"], &["y"], &[Tensor::scalar(1.0f32)], iters)?;
-    s.close()?;
+    let mut timed = Vec::new();
+    for graph in [trivial_remote_graph(), sent_remote_graph()] {
+        let s = session(&c, graph)?;
+        timed.push(time_callable(s.as_ref(), &["x"], &["y"], &[Tensor::scalar(1.0f32)], iters)?);
+        s.close()?;
+    }
     c.shutdown();
     let raw = raw_round_trip()?;
-    let note = "client process -> master (task 0, x fed) -> task 1 (x + 1) -> client; baseline: raw spinning TCP round trip, 64 B, two processes, same run";
-    Ok(vec![
-        Figure::new("step-remote", "p50", steps.percentile_us(50.0), "us", 1)
-            .with_baseline(raw.percentile_us(50.0))
-            .with_note(note),
-        Figure::new("step-remote", "p99", steps.percentile_us(99.0), "us", 1)
-            .with_baseline(raw.percentile_us(99.0))
-            .with_note(note),
-    ])
+    let fed = "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; baseline: raw spinning TCP round trip, 64 B, two processes, same run";
+    let sent =
+        "as p50/p99, but task 0 computes x * 2 and sends it to task 1 (_Send/_Recv across processes); same baseline";
+    let mut figures = Vec::new();
+    for (steps, suffix, note) in [(&timed[0], "", fed), (&timed[1], "-sent", sent)] {
+        for p in [50.0, 99.0] {
+            figures.push(
+                Figure::new("step-remote", &format!("p{p:.0}{suffix}"), steps.percentile_us(p), "us", 1)
+                    .with_baseline(raw.percentile_us(p))
+                    .with_note(note),
+            );
+        }
+    }
+    Ok(figures)
+}
+
+/// Steps alternate between the clusters in blocks of this many.
+const AB_BLOCK: usize = 250;
+
+fn step_remote_against(other: &std::path::Path, iters: usize) -> Result<Vec<Figure>> {
+    let ours = cluster(2)?;
+    let theirs = LocalCluster::start(other, 2, &LocalClusterOptions::default())
+        .map_err(|e| e.context(format_args!("starting servers from {}", other.display())))?;
+    let note = format!(
+        "baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of {AB_BLOCK} steps",
+        other.display()
+    );
+    let mut figures = Vec::new();
+    for (graph, suffix) in [(trivial_remote_graph(), ""), (sent_remote_graph(), "-sent")] {
+        let [mine, baseline] = interleaved_steps([&ours, &theirs], &graph, iters)?;
+        for p in [50.0, 99.0] {
+            figures.push(
+                Figure::new("step-remote", &format!("p{p:.0}{suffix}"), mine.percentile_us(p), "us", 1)
+                    .with_baseline(baseline.percentile_us(p))
+                    .with_note(note.clone()),
+            );
+        }
+    }
+    ours.shutdown();
+    theirs.shutdown();
+    Ok(figures)
+}
+
+/// `iters` steps of `graph` (feed `x`, fetch `y`) on each cluster, in
+/// alternating blocks.
+fn interleaved_steps(clusters: [&LocalCluster; 2], graph: &GraphSpec, iters: usize) -> Result<[LatencyRecorder; 2]> {
+    let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let mut sessions = Vec::with_capacity(2);
+    for c in clusters {
+        let s = session(c, graph.clone())?;
+        let handle = s.make_callable(&names(&["x"]), &names(&["y"]), &[])?;
+        sessions.push((s, handle));
+    }
+    let options = RunOptions::default();
+    let feeds = [Tensor::scalar(1.0f32)];
+    let mut recorders = [LatencyRecorder::default(), LatencyRecorder::default()];
+    let mut measured = 0;
+    let mut warm = false;
+    while measured < iters {
+        for ((s, handle), rec) in sessions.iter().zip(&mut recorders) {
+            for _ in 0..AB_BLOCK {
+                let start = Instant::now();
+                let (out, _) = s.run_callable(*handle, feeds.to_vec(), &options)?;
+                if warm {
+                    rec.record(start.elapsed());
+                }
+                std::hint::black_box(out);
+            }
+        }
+        if warm {
+            measured += AB_BLOCK;
+        }
+        warm = true;
+    }
+    for (s, handle) in sessions {
+        s.release_callable(handle)?;
+        s.close()?;
+    }
+    Ok(recorders)
 }
 
 fn fill_and_sum(elements: usize, fill_task: u32, sum_task: u32) -> GraphSpec {

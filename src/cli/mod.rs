@@ -134,6 +134,10 @@ pub enum Command {
         /// Pin pool threads to cores (fanout).
         #[arg(long)]
         pin_threads: bool,
+        /// step-remote: compare with servers run from this binary (another
+        /// build) instead of the raw round trip, steps interleaved.
+        #[arg(long, value_name = "BINARY")]
+        against: Option<std::path::PathBuf>,
     },
     /// Run a bundled multi-layer graph and report its outputs and step latency.
     Demo {
@@ -263,6 +267,7 @@ fn dispatch(command: Command) -> Result<bool> {
             zerocopy_min,
             max_tasks,
             pin_threads,
+            against,
         } => {
             let scenarios = if scenarios.is_empty() {
                 ["step-inproc", "chain", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
@@ -303,6 +308,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 iterations: iterations.unwrap_or(0),
                 bulk_bytes: if size.is_some() { net.bulk_bytes } else { 0 },
                 max_tasks: max_tasks.unwrap_or(8),
+                against,
             };
             let mut figures: Vec<Figure> = Vec::new();
             for scenario in &scenarios {

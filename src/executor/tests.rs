@@ -67,7 +67,11 @@ fn two_device_executors() -> Vec<Arc<Executor>> {
     let devices = [device(0), device(1)];
     let parts: BTreeMap<String, _> = partition(
         &b.finish(),
-        &PartitionOptions { location_of: &|d: &DeviceName| d.to_string(), incarnation_of: &|_: &str| 1 },
+        &PartitionOptions {
+            location_of: &|d: &DeviceName| d.to_string(),
+            incarnation_of: &|_: &str| 1,
+            feeds_to_consumers: false,
+        },
     )
     .unwrap();
     assert_eq!(parts.len(), 2);

@@ -6,6 +6,12 @@
 //! Owns: the cut and the Send/Recv insertion, the same code for the master
 //! (by task) and for a worker's GraphMgr (by device). Control edges that
 //! cross are carried by a dummy scalar sent after the source finishes.
+//!
+//! When the master partitions, a fed value (`_Arg`) used in another location
+//! is not sent there from its fed node's location: the location gets its own
+//! copy of the `_Arg`, so the feed travels with that location's RunGraph
+//! instead of taking a second hop through the fed node's task. The fed node
+//! itself is never run, so where its value is handed in changes no result.
 
 use super::spec::{AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, TensorValue};
 use super::validate::{Graph, NodeId, Resolved, output_type, resolve_nodes};
@@ -25,6 +31,11 @@ pub fn rendezvous_key(send_device: &str, send_incarnation: u64, recv_device: &st
 pub struct PartitionOptions<'a> {
     pub location_of: &'a dyn Fn(&DeviceName) -> String,
     pub incarnation_of: &'a dyn Fn(&str) -> u64,
+    /// Give every location that reads a fed value its own `_Arg` instead of
+    /// a `_Recv` from the `_Arg`'s location. Only where the caller hands each
+    /// location its feeds separately (the master, per task); a worker's
+    /// partial runs deliver a feed once per task, so it keeps this off.
+    pub feeds_to_consumers: bool,
 }
 
 fn key_attrs(node: NodeSpec, send_device: &str, incarnation: u64, recv_device: &str, tensor_name: &str) -> NodeSpec {
@@ -71,13 +82,30 @@ pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTre
     // (producer, destination location) → Recv node carrying its control edge.
     let mut control_recvs: HashMap<(NodeId, String), String> = HashMap::new();
     let mut extra: Vec<(String, NodeSpec)> = Vec::new();
+    let is_feed = |id: NodeId| opts.feeds_to_consumers && graph.node(id).spec.op == "_Arg";
+    let feed_needed_at_home = feeds_needed_at_home(&graph, &locations, &is_feed);
+    // (feed, location) → that location has its own copy of the `_Arg`.
+    let mut feed_copies: HashSet<(NodeId, String)> = HashSet::new();
 
     for id in graph.topological_order() {
         let node = graph.node(id);
         let here = &locations[id];
         let mut spec = node.spec.clone();
+        if is_feed(id) && !feed_needed_at_home[id] {
+            continue;
+        }
         for (slot, &(p, port)) in node.inputs.iter().enumerate() {
             if &locations[p] == here {
+                continue;
+            }
+            if is_feed(p) {
+                // Each copy keeps the `_Arg`'s name: a location holds at
+                // most one copy, and the original only where it is used.
+                if feed_copies.insert((p, here.clone())) {
+                    let mut copy = graph.node(p).spec.clone();
+                    copy.device = device_names[id].clone();
+                    extra.push((here.clone(), copy));
+                }
                 continue;
             }
             let ty = output_type(&graph, &mut resolved, p, port)?;
@@ -181,4 +209,27 @@ pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTre
         parts.entry(location).or_default().nodes.push(node);
     }
     Ok(parts)
+}
+
+/// For each node: a feed that must stay where it was placed, because a node
+/// there reads it, a control edge leaves it (the dummy send needs the
+/// original), or nothing reads it at all (so the feed still lands somewhere
+/// and a missing value is still reported).
+fn feeds_needed_at_home(graph: &Graph, locations: &[String], is_feed: &dyn Fn(NodeId) -> bool) -> Vec<bool> {
+    let mut needed = vec![false; graph.len()];
+    let mut read = vec![false; graph.len()];
+    for id in 0..graph.len() {
+        let node = graph.node(id);
+        for &(p, _) in &node.inputs {
+            read[p] = true;
+            if locations[p] == locations[id] {
+                needed[p] = true;
+            }
+        }
+        for &c in &node.control_inputs {
+            read[c] = true;
+            needed[c] = true;
+        }
+    }
+    (0..graph.len()).map(|id| is_feed(id) && (needed[id] || !read[id])).collect()
 }

@@ -15,14 +15,26 @@ fn fixture(name: &str) -> GraphSpec {
     load_graph(format!("{}/tests/fixtures/tf-graphs/{name}/graph.pb", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
-/// prune + place + partition by task.
-fn split(
+type Split = Result<(ClientGraph, BTreeMap<String, GraphSpec>), crate::Status>;
+
+/// prune + place + partition by task, every cut edge a Send/Recv pair.
+fn split(spec: GraphSpec, feeds: &[&str], fetches: &[&str], targets: &[&str], devices: &[DeviceName]) -> Split {
+    split_with(spec, feeds, fetches, targets, devices, false)
+}
+
+/// As the master splits: fed values go straight to every task that reads them.
+fn split_as_master(spec: GraphSpec, feeds: &[&str], fetches: &[&str], devices: &[DeviceName]) -> Split {
+    split_with(spec, feeds, fetches, &[], devices, true)
+}
+
+fn split_with(
     spec: GraphSpec,
     feeds: &[&str],
     fetches: &[&str],
     targets: &[&str],
     devices: &[DeviceName],
-) -> Result<(ClientGraph, BTreeMap<String, GraphSpec>), crate::Status> {
+    feeds_to_consumers: bool,
+) -> Split {
     let graph = Graph::build(spec)?;
     let parse = |names: &[&str]| names.iter().map(|n| Endpoint::parse(n)).collect::<Result<Vec<_>, _>>();
     let targets: Vec<String> = targets.iter().map(|s| s.to_string()).collect();
@@ -30,7 +42,11 @@ fn split(
     let placed = place(&Graph::build(client.graph.clone())?, devices, &devices[0])?;
     let parts = partition(
         &placed,
-        &PartitionOptions { location_of: &|d: &DeviceName| d.task_name(), incarnation_of: &|_: &str| 7 },
+        &PartitionOptions {
+            location_of: &|d: &DeviceName| d.task_name(),
+            incarnation_of: &|_: &str| 7,
+            feeds_to_consumers,
+        },
     )?;
     Ok((client, parts))
 }
@@ -236,4 +252,46 @@ fn golden_ring_four_tasks_partitions_every_task() {
     let total = part(0).node("total").unwrap();
     assert_eq!(total.control_inputs.len(), 1);
     assert_eq!(part(0).node(&total.control_inputs[0]).unwrap().op, "_Recv");
+}
+
+#[test]
+fn fed_value_read_on_another_task_is_fed_there_without_a_hop() {
+    let mut b = crate::graph::builder::GraphBuilder::new();
+    b.set_device("/job:worker/task:0");
+    let x = b.placeholder("x", DType::F32);
+    b.set_device("/job:worker/task:1");
+    let one = b.constant("one", &crate::tensor::Tensor::scalar(1.0f32));
+    b.binary("y", "AddV2", &x, &one, DType::F32);
+    let spec = b.finish();
+    let (_, plain) = split(spec.clone(), &["x:0"], &["y:0"], &[], &two_tasks()).unwrap();
+    assert_eq!(assert_paired(&plain), 1, "without the master's option x is sent from task 0");
+
+    let (_, parts) = split_as_master(spec, &["x:0"], &["y:0"], &two_tasks()).unwrap();
+    assert_eq!(parts.len(), 1, "task 0 has nothing left to run: {:?}", parts.keys());
+    let t1 = &parts["/job:worker/replica:0/task:1"];
+    let args = ops_in(t1, "_Arg");
+    assert_eq!(args.len(), 1);
+    assert_eq!(args[0].device, "/job:worker/replica:0/task:1/device:CPU:0");
+    assert_eq!(t1.node("y").unwrap().inputs[0].node, args[0].name);
+    assert_eq!(assert_paired(&parts), 0);
+}
+
+#[test]
+fn fed_value_read_on_several_tasks_is_fed_to_each() {
+    let (_, parts) = split_as_master(fixture("fanout_two_tasks"), &["x:0"], &["total:0"], &two_tasks()).unwrap();
+    for t in 0..2 {
+        let part = &parts[&format!("/job:worker/replica:0/task:{t}")];
+        assert_eq!(ops_in(part, "_Arg").len(), 1, "task {t} has its own copy of x");
+    }
+    // Only the four branch sums cross now.
+    assert_eq!(assert_paired(&parts), 4);
+    assert_eq!(ops_in(&parts["/job:worker/replica:0/task:1"], "_Recv").len(), 0);
+
+    let tasks: Vec<DeviceName> = (0..4).map(|t| DeviceName::cpu("worker", 0, t, 0)).collect();
+    let (_, ring) = split_as_master(fixture("ring_four_tasks"), &["x:0"], &["out:0"], &tasks).unwrap();
+    for t in 0..4 {
+        assert_eq!(ops_in(&ring[&format!("/job:worker/replica:0/task:{t}")], "_Arg").len(), 1, "task {t}");
+    }
+    // 11 pairs less x's three.
+    assert_eq!(assert_paired(&ring), 8);
 }

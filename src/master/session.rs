@@ -281,6 +281,7 @@ impl MasterSession {
             &PartitionOptions {
                 location_of: &|d: &DeviceName| d.task_name(),
                 incarnation_of: &|name: &str| incarnations.get(name).copied().unwrap_or(0),
+                feeds_to_consumers: true,
             },
         )?;
         let mut parts = Vec::with_capacity(per_task.len());

@@ -125,6 +125,7 @@ impl GraphMgr {
             &PartitionOptions {
                 location_of: &|d: &DeviceName| d.to_string(),
                 incarnation_of: &|name: &str| devices.iter().find(|d| d.name_str == name).map_or(0, |d| d.incarnation),
+                feeds_to_consumers: false,
             },
         )?;
         let mut executors = Vec::with_capacity(parts.len());

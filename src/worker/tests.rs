@@ -16,7 +16,11 @@ fn half_waiting_for_task_1() -> GraphSpec {
     let placed = place(&Graph::build(client.graph).unwrap(), &devices, &devices[0]).unwrap();
     let mut parts = partition(
         &placed,
-        &PartitionOptions { location_of: &|d: &DeviceName| d.task_name(), incarnation_of: &|_: &str| 1 },
+        &PartitionOptions {
+            location_of: &|d: &DeviceName| d.task_name(),
+            incarnation_of: &|_: &str| 1,
+            feeds_to_consumers: false,
+        },
     )
     .unwrap();
     parts.remove("/job:worker/replica:0/task:0").unwrap()
