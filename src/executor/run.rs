@@ -1,7 +1,10 @@
 //! Running a partition: per step, atomic pending counters and input slots
 //! over the immutable [`Plan`]; cheap kernels run inline on the thread that
 //! made them ready (a chain never hops threads), expensive ones go to the
-//! device's pool so independent branches run in parallel.
+//! device's pool so independent branches run in parallel. Expensive means
+//! large inputs, or a kernel that says this call is worth a thread once it
+//! sees its inputs (a MatMul of 7×16 by 16×32 is not: a pool thread's
+//! wake-up would cost more than the product).
 //!
 //! Owns: [`Executor`] (a plan, its device, its resources, a pool of reusable
 //! per-step frames) and the scheduling loop. Must not know about sockets:
@@ -79,6 +82,18 @@ impl Frame {
         // owner-only protocol above makes this borrow the only one.
         unsafe {
             std::slice::from_raw_parts_mut(UnsafeCell::raw_get(slots.as_ptr().cast::<UnsafeCell<Option<Value>>>()), n)
+        }
+    }
+
+    /// A ready node's input slots, read by the thread that made it ready
+    /// before handing it out: its producers are done and its consumer has
+    /// not started, so nobody writes them meanwhile.
+    fn ready_slots(&self, base: usize, n: usize) -> &[Option<Value>] {
+        let slots = &self.slots[base..base + n];
+        // SAFETY: as in `node_slots`, the slots are a run of options; the
+        // protocol above makes a shared view sound.
+        unsafe {
+            std::slice::from_raw_parts(UnsafeCell::raw_get(slots.as_ptr().cast::<UnsafeCell<Option<Value>>>()), n)
         }
     }
 
@@ -197,13 +212,32 @@ impl Execution {
         let mut expensive = Ready::default();
         for &tagged in ready {
             let id = tagged & COUNT_MASK;
-            if self.plan().expensive[id as usize] || tagged & BIG_INPUT != 0 {
+            if self.goes_to_pool(id, tagged) {
                 expensive.push(id);
             } else {
                 stack.push(id);
             }
         }
         self.hand_to_pool(expensive.as_slice(), stack, ready.len() > expensive.len());
+    }
+
+    /// Whether ready node `id` (its pending word `flags`) runs on the pool
+    /// rather than on this thread: large inputs, or an expensive kernel
+    /// with enough work this time.
+    #[inline]
+    fn goes_to_pool(&self, id: u32, flags: u32) -> bool {
+        if flags & BIG_INPUT != 0 {
+            return true;
+        }
+        let plan = self.plan();
+        if !plan.expensive[id as usize] {
+            return false;
+        }
+        let node = &plan.nodes[id as usize];
+        let NodeKind::Kernel { kernel, .. } = &node.kind else { return true };
+        let (base, n) = (node.input_base as usize, node.num_inputs as usize);
+        let lent: &[Option<Value>] = if node.has_const_inputs { &plan.slot_const[base..base + n] } else { &[] };
+        kernel.worth_a_thread(self.frame().ready_slots(base, n), lent)
     }
 
     /// Spawns expensive ready nodes on the device pool. A pool thread that
@@ -450,7 +484,7 @@ impl Execution {
         let frame = self.frame();
         let mut made_cheap = 0;
         let mut ready = |dst: u32, flags: u32| {
-            if flags & BIG_INPUT != 0 || plan.expensive[dst as usize] {
+            if self.goes_to_pool(dst, flags) {
                 expensive.push(dst);
             } else {
                 stack.push(dst);

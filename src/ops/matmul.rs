@@ -13,7 +13,7 @@ use super::broadcast::{Plan, broadcast_shape};
 use super::math::{REAL, binary_signature};
 use super::numeric::Num;
 use super::registry::OpDef;
-use super::{IntraOpPool, KernelInit, OpContext, OpKernel, unsupported_dtype};
+use super::{IntraOpPool, KernelInit, OpContext, OpKernel, Value, unsupported_dtype};
 use crate::bail;
 use crate::error::Result;
 use crate::tensor::{DType, Shape, Tensor};
@@ -268,7 +268,26 @@ impl OpKernel for MatMulKernel {
     fn is_expensive(&self) -> bool {
         true
     }
+
+    fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
+        let input = |i: usize| inputs.get(i).and_then(Option::as_ref).or_else(|| lent.get(i)?.as_ref());
+        match (input(0), input(1)) {
+            (Some(Value::Tensor(a)), Some(Value::Tensor(b))) if a.rank() == 2 && b.rank() == 2 => {
+                let (m, k) = if self.transpose_a { (a.dims()[1], a.dims()[0]) } else { (a.dims()[0], a.dims()[1]) };
+                let n = if self.transpose_b { b.dims()[0] } else { b.dims()[1] };
+                m.saturating_mul(k).saturating_mul(n) >= INLINE_MAX_MACS
+            }
+            // Wrong ranks fail in `compute`, wherever it runs.
+            (Some(Value::Tensor(_)), Some(Value::Tensor(_))) => false,
+            // A variable read through a ref: its size is known once read.
+            _ => true,
+        }
+    }
 }
+
+/// A product with fewer multiply-adds than this (32³: a few microseconds)
+/// runs on the thread that made it ready: a hop to the pool would cost more.
+const INLINE_MAX_MACS: usize = 1 << 15;
 
 // ---------------------------------------------------------------------------
 // BatchMatMul

@@ -143,6 +143,15 @@ pub trait OpKernel: Send + Sync + 'static {
     fn is_expensive(&self) -> bool {
         false
     }
+
+    /// Asked of an expensive kernel once its inputs are ready: whether this
+    /// call has enough work to repay handing it to another thread (a
+    /// wake-up there costs tens of microseconds). Input `i` is `inputs[i]`,
+    /// or `lent[i]` for a constant bound at plan time.
+    fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
+        let _ = (inputs, lent);
+        true
+    }
 }
 
 /// The compute step of a kernel without per-node state: one monomorphised

@@ -297,3 +297,25 @@ fn runtime_shape_errors_name_the_node_the_op_and_the_shapes() {
     assert!(err.message.starts_with("node 'm' (MatMul): Matrix size-incompatible"), "{err}");
     assert!(err.message.contains("[2,3]") && err.message.contains("[4,5]"), "{err}");
 }
+
+#[test]
+fn a_small_matmul_stays_on_the_thread_that_made_it_ready() {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    b.matmul("y", &x, &x, DType::F32);
+    let s = session_with(b.finish(), 1, 2);
+    let options = RunOptions { trace: true, ..RunOptions::default() };
+    let thread_of = |side: usize| {
+        let x = Tensor::from_slice([side, side], &vec![1.0f32; side * side]).unwrap();
+        let (out, meta) = s.run(&options, vec![("x".into(), x)], &strings(&["y"]), &[]).unwrap();
+        assert_eq!(out[0].as_slice::<f32>().unwrap()[0], side as f32);
+        let of = |op: &str| meta.step_stats.iter().find(|n| n.op == op).map(|n| n.thread).unwrap();
+        (of("_Arg"), of("MatMul"))
+    };
+    // 8³ multiply-adds: less work than a wake-up of a pool thread.
+    let (arg, matmul) = thread_of(8);
+    assert_eq!(arg, matmul, "a tiny MatMul hopped to the pool");
+    // 128³: worth another thread.
+    let (arg, matmul) = thread_of(128);
+    assert_ne!(arg, matmul, "a large MatMul stayed inline");
+}
