@@ -35,6 +35,11 @@ fn session(cluster: &LocalCluster, graph: GraphSpec) -> Result<Box<dyn Session>>
     create_session(graph, &SessionOptions { target: cluster.target(0), ..SessionOptions::default() })
 }
 
+fn make_callable(s: &dyn Session, feeds: &[&str], fetches: &[&str]) -> Result<u64> {
+    let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    s.make_callable(&names(feeds), &names(fetches), &[])
+}
+
 fn time_callable(
     s: &dyn Session,
     feeds: &[&str],
@@ -42,8 +47,7 @@ fn time_callable(
     values: &[Tensor],
     iters: usize,
 ) -> Result<LatencyRecorder> {
-    let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let handle = s.make_callable(&names(feeds), &names(fetches), &[])?;
+    let handle = make_callable(s, feeds, fetches)?;
     let options = RunOptions::default();
     for _ in 0..(iters / 10).max(5) {
         s.run_callable(handle, values.to_vec(), &options)?;
@@ -152,11 +156,10 @@ fn step_remote_against(other: &std::path::Path, iters: usize) -> Result<Vec<Figu
 /// `iters` steps of `graph` (feed `x`, fetch `y`) on each cluster, in
 /// alternating blocks.
 fn interleaved_steps(clusters: [&LocalCluster; 2], graph: &GraphSpec, iters: usize) -> Result<[LatencyRecorder; 2]> {
-    let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let mut sessions = Vec::with_capacity(2);
     for c in clusters {
         let s = session(c, graph.clone())?;
-        let handle = s.make_callable(&names(&["x"]), &names(&["y"]), &[])?;
+        let handle = make_callable(s.as_ref(), &["x"], &["y"])?;
         sessions.push((s, handle));
     }
     let options = RunOptions::default();
