@@ -378,20 +378,22 @@ fn a_dead_task_fails_the_step_naming_it_instead_of_hanging() {
     assert_eq!(out[0].scalar_value::<f32>().unwrap(), 3.0);
 }
 
-#[test]
-fn a_server_in_this_process_is_reached_without_a_socket_or_with_one() {
+/// `tasks` servers of one cluster running in this process, on loopback.
+fn in_process_servers(tasks: usize) -> Vec<ringflow::server::Server> {
     use ringflow::cluster::{ClusterSpec, TaskId};
     use ringflow::server::{Server, ServerOptions};
-    let ports: Vec<u16> = (0..2)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect();
+    let listeners: Vec<_> = (0..tasks).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().unwrap().port()).collect();
+    drop(listeners);
     let spec = ClusterSpec::workers(ports.iter().map(|p| format!("127.0.0.1:{p}")).collect());
-    let servers: Vec<Server> = (0..2)
+    (0..tasks as u32)
         .map(|i| Server::start(ServerOptions::new(spec.clone(), TaskId { job: "worker".into(), index: i })).unwrap())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_server_in_this_process_is_reached_without_a_socket_or_with_one() {
+    let servers = in_process_servers(2);
     let target = format!("ringflow://{}", servers[0].address());
     for local_shortcut in [true, false] {
         let options = SessionOptions { target: target.clone(), local_shortcut, ..SessionOptions::default() };
@@ -401,6 +403,32 @@ fn a_server_in_this_process_is_reached_without_a_socket_or_with_one() {
         s.close().unwrap();
     }
     assert_eq!(servers[0].master().unwrap().num_sessions(), 0);
+    for s in servers {
+        s.shutdown();
+    }
+}
+
+#[test]
+fn tensors_for_the_master_task_come_back_over_the_connection_it_opened() {
+    let servers = in_process_servers(2);
+    // In process, so the client reaches task 0's master without a socket.
+    let options = SessionOptions { target: format!("ringflow://{}", servers[0].address()), ..SessionOptions::default() };
+    let s = create_session(two_stage_graph(), &options).unwrap();
+    let traced = RunOptions { trace: true, ..RunOptions::default() };
+    for step in 0..50 {
+        let a = Tensor::scalar(step as f32);
+        let (out, meta) =
+            s.run(&traced, vec![("a".into(), a), ("b".into(), Tensor::scalar(3.0f32))], &strings(&["d"]), &[]).unwrap();
+        assert_eq!(out[0].scalar_value::<f32>().unwrap(), (step as f32 + 1.0) * 3.0);
+        // c crossed from task 1 to task 0 as a tensor.
+        let crossed = meta.step_stats.iter().any(|n| n.op == "_Recv" && n.device.contains("task:0"));
+        assert!(crossed, "{:?}", meta.step_stats);
+    }
+    // Task 1 pushed c back over task 0's connection to it: it never
+    // opened one of its own to task 0.
+    assert_eq!(servers[0].connections(), 0, "task 1 connected to task 0");
+    assert_eq!(servers[1].connections(), 1);
+    s.close().unwrap();
     for s in servers {
         s.shutdown();
     }

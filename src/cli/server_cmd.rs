@@ -60,17 +60,28 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.listen = args.listen.clone();
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
+    // Whatever asks us to stop says why on this channel: a signal, or the
+    // launcher's end of our stdin closing (however the launcher died).
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<String>();
+    let signal_tx = stop_tx.clone();
+    std::thread::spawn(move || {
+        let reason = match signals.wait() {
+            Ok(signal) => format!("{signal:?}"),
+            Err(e) => format!("waiting for a signal failed ({e})"),
+        };
+        let _ = signal_tx.send(reason);
+    });
     if args.exit_on_stdin_eof {
-        // The launcher holds our stdin; when it dies, stop (however it died).
-        std::thread::spawn(|| {
+        std::thread::spawn(move || {
             let mut sink = Vec::new();
             let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            tracing::info!("standard input closed: the launcher is gone; exiting");
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGTERM);
+            let _ = stop_tx.send("standard input closed: the launcher is gone".into());
         });
+    } else {
+        drop(stop_tx);
     }
-    let signal = signals.wait().map_err(|e| Status::internal(format!("waiting for a signal: {e}")))?;
-    tracing::info!("{signal:?}: shutting down {}", server.task_name());
+    let reason = stop_rx.recv().unwrap_or_else(|_| "every stop source is gone".into());
+    tracing::info!("{reason}: shutting down {}", server.task_name());
     server.shutdown();
     Ok(())
 }

@@ -463,6 +463,7 @@ impl MasterSession {
                 partial: None,
                 deadline,
                 collect_stats: options.trace,
+                return_route: None,
             },
             || {
                 let timeout = options.timeout.or(self.config.operation_timeout).unwrap_or_default();
@@ -555,6 +556,7 @@ impl MasterSession {
                 partial: Some(PartialRunFlags { first: true, last: false }),
                 deadline,
                 collect_stats: false,
+                return_route: None,
             },
             || Status::deadline_exceeded("starting a partial run exceeded the session's deadline"),
         )?;
@@ -659,6 +661,7 @@ impl MasterSession {
                 partial: Some(PartialRunFlags { first: false, last }),
                 deadline,
                 collect_stats: false,
+                return_route: None,
             },
             || Status::deadline_exceeded(format!("partial run '{handle}' exceeded its deadline")),
         );

@@ -153,10 +153,12 @@ fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<bo
 
 /// A raw TCP echo peer and the connection to it: the baseline's two ends.
 struct RawEcho {
-    _peer: Peer,
     stream: TcpStream,
     msg: Vec<u8>,
     back: Vec<u8>,
+    /// Last, so it drops after `stream`: the peer exits when the
+    /// connection closes, and dropping a `Peer` waits for its exit.
+    _peer: Peer,
 }
 
 impl RawEcho {
@@ -165,7 +167,7 @@ impl RawEcho {
         let stream = TcpStream::connect(&peer.addr)?;
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
-        Ok(RawEcho { _peer: peer, stream, msg: vec![0x5au8; message_bytes], back: vec![0u8; message_bytes] })
+        Ok(RawEcho { stream, msg: vec![0x5au8; message_bytes], back: vec![0u8; message_bytes], _peer: peer })
     }
 
     fn round_trip(&mut self) -> Result<Duration> {
@@ -180,16 +182,17 @@ impl RawEcho {
 
 /// A ringflow RPC echo peer and a client of it.
 struct RpcEcho {
-    _peer: Peer,
     client: Client,
     meta: Vec<u8>,
+    /// Last, so the connection closes before the peer is waited for.
+    _peer: Peer,
 }
 
 impl RpcEcho {
     fn start(kind: TransportKind, opts: &BenchOptions) -> Result<RpcEcho> {
         let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
         let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
-        Ok(RpcEcho { _peer: peer, client, meta: vec![0x5au8; opts.message_bytes] })
+        Ok(RpcEcho { client, meta: vec![0x5au8; opts.message_bytes], _peer: peer })
     }
 
     fn round_trip(&self) -> Result<Duration> {

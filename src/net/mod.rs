@@ -58,4 +58,6 @@ pub mod rpc;
 pub use frame::{FrameError, FrameKind, FrameLimits, ReceivedFrame};
 pub use io::TransportKind;
 pub use message::{Method, TensorRef};
-pub use rpc::{ChannelCache, Client, PendingCall, Reply, Request, Response, Server, Service, TransportOptions};
+pub use rpc::{
+    BackChannel, ChannelCache, Client, PendingCall, Reply, Request, Response, Server, Service, TransportOptions,
+};

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 /// How long the children may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long stopped children may take to shut down before they are killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 pub struct LocalCluster {
     /// Each child's stdin stays open while we live: a child exits when it
     /// reads end-of-file, which the kernel delivers however we die.
@@ -159,11 +162,22 @@ impl LocalCluster {
         self.stop();
     }
 
+    /// Closes every child's stdin (each then shuts down cleanly, so
+    /// profilers running it can write their data), waits up to
+    /// [`STOP_GRACE`] for them all, and kills whoever is still there.
     fn stop(&mut self) {
         for child in &mut self.children {
-            let _ = child.kill();
+            drop(child.stdin.take());
         }
+        let deadline = Instant::now() + STOP_GRACE;
         for child in &mut self.children {
+            while Instant::now() < deadline {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = child.kill();
             let _ = child.wait();
         }
         self.children.clear();

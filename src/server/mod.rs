@@ -142,9 +142,12 @@ impl Server {
             }
         };
         let bind = options.listen.clone().unwrap_or_else(|| address.clone());
+        let dispatch: Arc<dyn Service> = Arc::new(Dispatch { master: master.clone(), worker: worker.clone() });
+        // Peers answer our RunGraphs' tensors over the connection we opened.
+        channels.serve_pushes_with(Arc::downgrade(&dispatch));
         let transport = crate::net::Server::bind(
             &bind,
-            Arc::new(Dispatch { master: master.clone(), worker: worker.clone() }),
+            dispatch,
             TransportOptions { name: task_name.clone(), ..options.transport },
         )
         .map_err(|e| e.context(format_args!("starting {task_name} on {bind}")))?;
@@ -169,6 +172,11 @@ impl Server {
 
     pub fn worker(&self) -> Option<&Arc<Worker>> {
         self.worker.as_ref()
+    }
+
+    /// Connections other processes (or this one's clients) have open to us.
+    pub fn connections(&self) -> usize {
+        self.transport.as_ref().map_or(0, |t| t.connections())
     }
 
     /// Stops serving: the port is closed and its threads joined.

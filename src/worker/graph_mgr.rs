@@ -208,7 +208,11 @@ impl GraphMgr {
             return done(Err(Status::invalid_argument(format!("feed #{missing} was not provided"))));
         }
         let rendezvous: Arc<dyn Rendezvous> = if graph.crosses_tasks {
-            self.rendezvous.find_or_create(request.step_id)
+            let rendezvous = self.rendezvous.find_or_create(request.step_id);
+            if let Some(route) = request.return_route {
+                rendezvous.set_return_route(route);
+            }
+            rendezvous
         } else {
             Arc::new(LocalRendezvous::new())
         };

@@ -42,6 +42,9 @@ pub struct RunGraphRequest {
     pub partial: Option<PartialRunFlags>,
     pub deadline: Option<Instant>,
     pub collect_stats: bool,
+    /// How this step's tensors for the requesting task go back to it (set
+    /// by the wire service for whole steps; `None`: the session's peers).
+    pub return_route: Option<super::ReturnRoute>,
 }
 
 #[derive(Default)]

@@ -18,7 +18,7 @@ pub use interface::{
     ClusterInfo, DeviceAttributes, DriveCall, PartialRunFlags, RunGraphDone, RunGraphRequest, RunGraphResponse,
     WorkerInterface,
 };
-pub use rendezvous_mgr::{RemoteSend, RemoteTransport, RendezvousMgr, WorkerRendezvous};
+pub use rendezvous_mgr::{RemoteSend, RemoteTransport, RendezvousMgr, ReturnRoute, WorkerRendezvous};
 
 use crate::error::{Result, Status};
 use crate::executor::{Device, PoolOptions, new_incarnation};

@@ -9,12 +9,12 @@
 use super::interface::{
     ClusterInfo, DeviceAttributes, DriveCall, RunGraphDone, RunGraphRequest, RunGraphResponse, WorkerInterface,
 };
-use super::rendezvous_mgr::{RemoteSend, RemoteTransport};
+use super::rendezvous_mgr::{RemoteSend, RemoteTransport, ReturnRoute};
 use crate::error::{Code, Result, Status};
 use crate::executor::{NodeStats, RendezvousKey};
 use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
-use crate::net::{ChannelCache, Client, Response};
+use crate::net::{BackChannel, ChannelCache, Client, Response};
 use crate::tensor::Tensor;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
@@ -352,26 +352,68 @@ impl SessionPeers {
     }
 }
 
+fn tensor_push(session_handle: &str, step_id: u64, key: &RendezvousKey, tensor: &Tensor) -> msg::TensorPush {
+    msg::TensorPush {
+        session_handle: session_handle.to_string(),
+        step_id,
+        rendezvous_key: key.as_str().to_string(),
+        tensor: msg::TensorRef::describe(tensor, 0),
+    }
+}
+
+fn abort_step(session_handle: &str, step_id: u64, status: &Status) -> msg::AbortStep {
+    msg::AbortStep {
+        session_handle: session_handle.to_string(),
+        step_id,
+        code: status.code as u8,
+        message: status.message.clone(),
+    }
+}
+
 impl RemoteSend for SessionPeers {
     fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
-        let push = msg::TensorPush {
-            session_handle: self.session_handle.clone(),
-            step_id,
-            rendezvous_key: key.as_str().to_string(),
-            tensor: msg::TensorRef::describe(&tensor, 0),
-        };
+        let push = tensor_push(&self.session_handle, step_id, key, &tensor);
         let client = self.client(dst_task)?;
         client.push_msg(&push, std::slice::from_ref(&tensor)).map_err(|e| name_task(dst_task, client.peer(), e))
     }
 
     fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status) {
-        let abort = msg::AbortStep {
-            session_handle: self.session_handle.clone(),
-            step_id,
-            code: status.code as u8,
-            message: status.message.clone(),
-        };
+        let abort = abort_step(&self.session_handle, step_id, status);
         if let Err(e) = self.client(dst_task).and_then(|c| c.push_msg(&abort, &[])) {
+            tracing::warn!("could not tell {dst_task} that step {step_id} failed: {e}");
+        }
+    }
+}
+
+/// Pushes back over the connection a RunGraph came on, to the task that
+/// sent it (see [`ReturnRoute`]).
+pub struct ConnectionBack {
+    session_handle: String,
+    channel: BackChannel,
+}
+
+impl ConnectionBack {
+    /// The return route of a whole step whose RunGraph came over `channel`
+    /// from the task that named itself `channel.peer_name()` in its hello.
+    pub fn route(session_handle: &str, channel: BackChannel) -> ReturnRoute {
+        ReturnRoute {
+            task: channel.peer_name().clone(),
+            send: Arc::new(ConnectionBack { session_handle: session_handle.to_string(), channel }),
+        }
+    }
+}
+
+impl RemoteSend for ConnectionBack {
+    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
+        let push = tensor_push(&self.session_handle, step_id, key, &tensor);
+        self.channel
+            .push_msg(&push, std::slice::from_ref(&tensor))
+            .map_err(|e| name_task(dst_task, self.channel.peer(), e))
+    }
+
+    fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status) {
+        let abort = abort_step(&self.session_handle, step_id, status);
+        if let Err(e) = self.channel.push_msg(&abort, &[]) {
             tracing::warn!("could not tell {dst_task} that step {step_id} failed: {e}");
         }
     }

@@ -15,7 +15,7 @@ use crate::ops::Value;
 use crate::tensor::Tensor;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Reaches the other tasks of one session: tensors pushed to the task
@@ -34,6 +34,18 @@ pub trait RemoteTransport: Send + Sync {
     fn for_session(&self, session_handle: &str, cluster: &super::ClusterInfo) -> Arc<dyn RemoteSend>;
 }
 
+/// The way back to the task whose RunGraph started this step here: the
+/// connection that request came on. Tensors for that task go back over it
+/// instead of over a connection of our own to it, so its waiting thread
+/// (which reads that connection for our answer anyway) receives them, and
+/// no thread of its own has to be awake for ours.
+#[derive(Clone)]
+pub struct ReturnRoute {
+    /// `/job:J/replica:R/task:T` of the requester.
+    pub task: Arc<str>,
+    pub send: Arc<dyn RemoteSend>,
+}
+
 /// A step's rendezvous on a worker: local table, plus forwarding of sends
 /// addressed to other tasks.
 pub struct WorkerRendezvous {
@@ -41,10 +53,18 @@ pub struct WorkerRendezvous {
     step_id: u64,
     task_name: Arc<str>,
     remote: Option<Arc<dyn RemoteSend>>,
+    /// Set by the RunGraph of a whole step before it runs (never for
+    /// partial runs: their later calls may find no one reading).
+    return_route: OnceLock<ReturnRoute>,
     created: Instant,
 }
 
 impl WorkerRendezvous {
+    /// Sends to `route.task` go over `route` for the rest of this step.
+    pub fn set_return_route(&self, route: ReturnRoute) {
+        let _ = self.return_route.set(route);
+    }
+
     /// A tensor a peer pushed for this step.
     pub fn deliver(&self, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
         self.local.send(key, Value::Tensor(tensor))
@@ -68,7 +88,10 @@ impl Rendezvous for WorkerRendezvous {
             .as_ref()
             .ok_or_else(|| Status::internal(format!("no transport to send '{}' to {dst_task}", key.as_str())))?;
         let tensor = value.into_tensor()?;
-        remote.send_remote(dst_task, self.step_id, key, tensor)
+        match self.return_route.get() {
+            Some(route) if &*route.task == dst_task => route.send.send_remote(dst_task, self.step_id, key, tensor),
+            _ => remote.send_remote(dst_task, self.step_id, key, tensor),
+        }
     }
 
     fn recv_async(&self, key: &RendezvousKey, done: crate::executor::rendezvous::RecvCallback) {
@@ -110,6 +133,7 @@ impl RendezvousMgr {
                     step_id,
                     task_name: self.task_name.clone(),
                     remote: self.remote.clone(),
+                    return_route: OnceLock::new(),
                     created: Instant::now(),
                 })
             })

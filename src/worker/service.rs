@@ -8,7 +8,7 @@
 
 use super::Worker;
 use super::interface::{PartialRunFlags, RunGraphRequest, WorkerInterface};
-use super::remote::{cluster_from_wire, devices_to_wire, stats_to_wire};
+use super::remote::{ConnectionBack, cluster_from_wire, devices_to_wire, stats_to_wire};
 use crate::error::{Code, Result, Status};
 use crate::executor::RendezvousKey;
 use crate::net::message::{self as msg, Method, PayloadList};
@@ -158,6 +158,13 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
             partial,
             deadline: (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms)),
             collect_stats: m.collect_stats,
+            // The requester reads this connection until our answer comes,
+            // and our pushes precede the answer on it; a partial run's
+            // later calls could find nobody reading.
+            return_route: match partial {
+                None => request.back_channel().map(|c| ConnectionBack::route(&m.session_handle, c)),
+                Some(_) => None,
+            },
         })
     })();
     let run = match parsed {

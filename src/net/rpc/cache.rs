@@ -4,20 +4,30 @@
 //! Owns: the address → client map. Connecting happens outside the map's
 //! lock, so a slow peer does not hold up calls to the others.
 
-use super::{Client, TransportOptions};
+use super::{Client, Service, TransportOptions};
 use crate::error::Result;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 pub struct ChannelCache {
     options: TransportOptions,
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// Serves what peers push back on our connections (weak: the service
+    /// usually owns this cache).
+    inbound: OnceLock<Weak<dyn Service>>,
 }
 
 impl ChannelCache {
     pub fn new(options: TransportOptions) -> ChannelCache {
-        ChannelCache { options, clients: Mutex::new(HashMap::new()) }
+        ChannelCache { options, clients: Mutex::new(HashMap::new()), inbound: OnceLock::new() }
+    }
+
+    /// From now on, connections this cache opens hand the frames their
+    /// server pushes back to `service` (see [`Client::connect_serving`]).
+    /// Set once, before the first connection; later calls are ignored.
+    pub fn serve_pushes_with(&self, service: Weak<dyn Service>) {
+        let _ = self.inbound.set(service);
     }
 
     /// The live client for `addr`, connecting (or reconnecting, if the last
@@ -29,7 +39,7 @@ impl ChannelCache {
             }
             tracing::info!("connection to {addr} died; reconnecting");
         }
-        let fresh = Arc::new(Client::connect(addr, self.options.clone())?);
+        let fresh = Arc::new(Client::connect_serving(addr, self.options.clone(), self.inbound.get().cloned())?);
         let mut clients = self.clients.lock();
         match clients.get(addr) {
             // Another thread reconnected meanwhile: share its client.

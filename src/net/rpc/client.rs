@@ -21,6 +21,7 @@
 
 use super::TransportOptions;
 use super::conn::{Conn, NetError};
+use super::server::{Reply, Request, Service};
 use crate::error::{Code, Result, Status};
 use crate::net::frame::{FrameKind, ReceivedFrame};
 use crate::net::io;
@@ -35,8 +36,8 @@ use rkyv::api::high::HighValidator;
 use rkyv::bytecheck::CheckBytes;
 use rkyv::{Portable, rancor};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -91,6 +92,11 @@ impl CallSlot {
 
 struct Inner {
     conn: Conn,
+    /// `conn.peer`, shared by the requests pushes arrive as.
+    peer: Arc<str>,
+    /// Serves the one-way frames the server pushes back on this connection
+    /// (see `server::BackChannel`); without one, a push is a protocol error.
+    inbound: Option<Weak<dyn Service>>,
     /// The leader lock: whoever holds it reads the socket.
     reader: Mutex<FrameReader>,
     pending: Mutex<HashMap<u64, Arc<CallSlot>>>,
@@ -115,6 +121,17 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// Connects, exchanges hellos, and returns the client.
     pub fn connect(addr: &str, options: TransportOptions) -> Result<Client> {
+        Client::connect_serving(addr, options, None)
+    }
+
+    /// Like [`connect`](Self::connect), and the one-way frames the server
+    /// pushes back on this connection go to `inbound` (on the thread that
+    /// reads them: a caller waiting for a response on this connection).
+    pub fn connect_serving(
+        addr: &str,
+        options: TransportOptions,
+        inbound: Option<Weak<dyn Service>>,
+    ) -> Result<Client> {
         let driver = io::select_driver(options.transport)
             .map_err(|e| Status::unavailable(format!("transport to {addr}: {e}")))?;
         let timeout = options.connect_timeout();
@@ -151,7 +168,9 @@ impl Client {
         );
         Ok(Client {
             inner: Arc::new(Inner {
+                peer: Arc::from(conn.peer.as_str()),
                 conn,
+                inbound,
                 reader: Mutex::new(reader),
                 pending: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -374,6 +393,7 @@ impl Inner {
                 Ok(err) => Err(Status::new(Code::from_u8(err.code), err.message.as_str())),
                 Err(status) => return Err(format!("bad error frame: {status}")),
             },
+            FrameKind::Push => return self.serve_push(frame),
             kind => return Err(format!("unexpected {kind:?} frame from a server")),
         };
         match self.pending.lock().remove(&header.request_id) {
@@ -383,6 +403,27 @@ impl Inner {
                 header.request_id,
                 self.conn.peer
             ),
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Hands a pushed frame to the inbound service, inline: whatever it
+    /// starts (a step waiting for this tensor) runs on this thread.
+    fn serve_push(&self, frame: ReceivedFrame) -> std::result::Result<(), String> {
+        let Some(service) = self.inbound.as_ref().and_then(Weak::upgrade) else {
+            return Err("unexpected Push frame: this client serves no pushes".into());
+        };
+        let method = Method::from_u16(frame.header.method)
+            .ok_or_else(|| format!("push of unknown method {}", frame.header.method))?;
+        message::validate_request(method, frame.meta_bytes())
+            .map_err(|status| format!("{method} push: {}", status.message))?;
+        let request = Request::pushed(method, self.peer.clone(), frame);
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, Reply::one_way())));
+        if outcome.is_err() {
+            tracing::error!("handler for {method} pushed by {} panicked", self.peer);
         }
         Ok(())
     }

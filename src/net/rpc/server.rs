@@ -17,7 +17,7 @@ use super::conn::{Conn, NetError};
 use crate::error::{Result, Status};
 use crate::net::frame::{FrameKind, OutgoingFrame, ReceivedFrame};
 use crate::net::io::{self, Driver};
-use crate::net::message::{self, Method};
+use crate::net::message::{self, Method, OneWay};
 use crate::net::reader::FrameReader;
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
@@ -45,18 +45,39 @@ pub trait Service: Send + Sync + 'static {
 pub struct Request {
     method: Method,
     peer: Arc<str>,
+    /// The name the peer gave in its hello (a server's task name).
+    peer_name: Arc<str>,
     frame: ReceivedFrame,
     one_way: bool,
+    /// The connection it came on, when pushes can go back over it (a
+    /// request a server accepted; not a push a client received).
+    conn: Option<Arc<Conn>>,
     /// Zero-copy views into the receive buffer, in frame order.
     pub payloads: Vec<Tensor>,
 }
 
 impl Request {
+    /// A push that arrived on a client's connection, for the client's
+    /// inbound [`Service`].
+    pub(crate) fn pushed(method: Method, peer: Arc<str>, mut frame: ReceivedFrame) -> Request {
+        let payloads = frame.take_payloads();
+        Request { method, peer: peer.clone(), peer_name: peer, frame, one_way: true, conn: None, payloads }
+    }
     pub fn method(&self) -> Method {
         self.method
     }
     pub fn peer(&self) -> &str {
         &self.peer
+    }
+    /// Who the peer said it is in its hello: a server's task name
+    /// (`/job:J/replica:R/task:T`), or whatever name a client chose.
+    pub fn peer_name(&self) -> &Arc<str> {
+        &self.peer_name
+    }
+    /// Pushes to the peer over the connection this request came on (see
+    /// [`BackChannel`]); `None` for a push a client received.
+    pub fn back_channel(&self) -> Option<BackChannel> {
+        self.conn.as_ref().map(|conn| BackChannel { conn: conn.clone(), peer_name: self.peer_name.clone() })
     }
     pub fn request_id(&self) -> u64 {
         self.frame.header.request_id
@@ -80,6 +101,40 @@ impl Request {
     }
 }
 
+/// One-way frames from a server to the client at the other end of an
+/// accepted connection. The client reads them only while it waits for a
+/// response on that connection, so a push sent before the reply to a
+/// request is always read (frames arrive in order), and one sent with no
+/// request outstanding may wait until the client's next call. Sends never
+/// wait on the peer (the reply path's outbox), so any thread may push.
+#[derive(Clone)]
+pub struct BackChannel {
+    conn: Arc<Conn>,
+    peer_name: Arc<str>,
+}
+
+impl BackChannel {
+    /// The name the client gave in its hello.
+    pub fn peer_name(&self) -> &Arc<str> {
+        &self.peer_name
+    }
+
+    pub fn peer(&self) -> &str {
+        &self.conn.peer
+    }
+
+    /// Encodes and pushes a one-way message (see [`OneWay`]).
+    pub fn push_msg<M>(&self, msg: &M, payloads: &[Tensor]) -> Result<()>
+    where
+        M: OneWay + message::Encode,
+    {
+        let meta = message::encode(msg)?;
+        let frame = OutgoingFrame::new(FrameKind::Push, M::METHOD as u16, 0, &meta, payloads, &self.conn.limits)
+            .map_err(|source| NetError::Frame { peer: self.conn.peer.clone(), source }.to_status())?;
+        self.conn.send_reply(frame).map_err(|e| e.to_status())
+    }
+}
+
 /// The answer to one request, sendable from any thread. Dropping it
 /// unanswered sends an `Internal` error, so a caller never waits forever
 /// on a forgotten request.
@@ -95,7 +150,7 @@ struct ReplyTarget {
 }
 
 impl Reply {
-    fn one_way() -> Reply {
+    pub(crate) fn one_way() -> Reply {
         Reply { target: None }
     }
 
@@ -312,9 +367,10 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
     };
     let deadline = Instant::now() + options.connect_timeout();
     let hello = conn.expect_hello(&mut reader, deadline).and_then(|hello| conn.send_hello(options).map(|()| hello));
-    match hello {
+    let peer_name: Arc<str> = match hello {
         Ok(hello) => {
-            tracing::debug!("connection from {} ({}, incarnation {:#x})", conn.peer, hello.name, hello.incarnation)
+            tracing::debug!("connection from {} ({}, incarnation {:#x})", conn.peer, hello.name, hello.incarnation);
+            Arc::from(hello.name.as_str())
         }
         Err(e) => {
             if !shared.stopping.load(Ordering::Acquire) {
@@ -322,7 +378,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
             }
             return;
         }
-    }
+    };
     let peer: Arc<str> = Arc::from(conn.peer.as_str());
     let in_flight = Arc::new(AtomicUsize::new(0));
     loop {
@@ -340,7 +396,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
                 return;
             }
         };
-        if let Err(reason) = dispatch(conn, shared, &peer, &in_flight, frame) {
+        if let Err(reason) = dispatch(conn, shared, (&peer, &peer_name), &in_flight, frame) {
             tracing::warn!("closing connection from {}: {reason}", conn.peer);
             return;
         }
@@ -352,7 +408,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
 fn dispatch(
     conn: &Arc<Conn>,
     shared: &Shared,
-    peer: &Arc<str>,
+    (peer, peer_name): (&Arc<str>, &Arc<str>),
     in_flight: &Arc<AtomicUsize>,
     mut frame: ReceivedFrame,
 ) -> std::result::Result<(), String> {
@@ -400,7 +456,15 @@ fn dispatch(
         reply
     };
     let payloads = frame.take_payloads();
-    let request = Request { method, peer: peer.clone(), frame, one_way, payloads };
+    let request = Request {
+        method,
+        peer: peer.clone(),
+        peer_name: peer_name.clone(),
+        frame,
+        one_way,
+        conn: Some(conn.clone()),
+        payloads,
+    };
     let service = &shared.service;
     // A panicking handler drops its Reply while unwinding (which answers
     // Internal); the connection keeps serving.

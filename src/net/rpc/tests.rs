@@ -43,6 +43,8 @@ struct TestService {
     pushes: Mutex<Vec<(Method, Vec<Tensor>)>>,
     copies_seen: Mutex<usize>,
     held: Mutex<Vec<Reply>>,
+    /// Hello names of the peers that asked for a push back.
+    pushed_back_to: Mutex<Vec<String>>,
 }
 
 impl Service for TestService {
@@ -55,6 +57,22 @@ impl Service for TestService {
         match request.method() {
             Method::Ping if request.meta_bytes() == b"hold" => self.held.lock().push(reply),
             Method::Ping if request.meta_bytes() == b"drop" => drop(reply),
+            Method::Ping if request.meta_bytes() == b"push-back" => {
+                // The request's tensors go back as pushes, ahead of the reply.
+                let channel = request.back_channel().expect("a server's request has a back channel");
+                self.pushed_back_to.lock().push(channel.peer_name().to_string());
+                for (step_id, t) in request.payloads.iter().enumerate() {
+                    let mut list = PayloadList::new();
+                    let push = message::TensorPush {
+                        session_handle: String::new(),
+                        step_id: step_id as u64,
+                        rendezvous_key: "back".into(),
+                        tensor: list.add(t),
+                    };
+                    channel.push_msg(&push, list.tensors()).unwrap();
+                }
+                reply.ok(b"pushed", &[]);
+            }
             Method::Ping if request.meta_bytes().starts_with(b"slow") => {
                 let meta = request.meta_bytes().to_vec();
                 let delay_us = u64::from(meta[4]) * 300;
@@ -205,6 +223,46 @@ fn pushes_arrive_one_way() {
         assert_eq!(pushes.len(), 1);
         assert_eq!(pushes[0].0, Method::TensorPush);
         assert!(pushes[0].1[0].bit_eq(&t));
+    }
+}
+
+#[test]
+fn a_server_pushes_back_over_the_connection_a_request_came_on() {
+    for (server_kind, client_kind) in kinds().into_iter().flat_map(|a| kinds().into_iter().map(move |b| (a, b))) {
+        let (server, service) = start(server_kind);
+        let inbound = Arc::new(TestService::default());
+        let weak: std::sync::Weak<dyn Service> = Arc::downgrade(&(inbound.clone() as Arc<dyn Service>));
+        let named = TransportOptions { name: "/job:worker/replica:0/task:0".into(), ..options(client_kind) };
+        let client = Client::connect_serving(&server.local_addr().to_string(), named, Some(weak)).unwrap();
+        let small = Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap();
+        let large = every_dtype_tensors().pop().unwrap();
+        let resp = client.call(Method::Ping, b"push-back", &[small.clone(), large.clone()], soon()).unwrap();
+        assert_eq!(resp.meta_bytes(), b"pushed");
+        // Both pushes were read and served before the reply completed the call.
+        let pushes = inbound.pushes.lock();
+        assert_eq!(pushes.len(), 2, "{server_kind:?} -> {client_kind:?}");
+        assert!(pushes.iter().all(|(m, _)| *m == Method::TensorPush));
+        assert!(pushes[0].1[0].bit_eq(&small) && pushes[1].1[0].bit_eq(&large));
+        assert_eq!(*service.pushed_back_to.lock(), vec!["/job:worker/replica:0/task:0".to_string()]);
+        // The connection keeps working both ways.
+        client.call(Method::Ping, b"x", &[], soon()).unwrap();
+        assert_eq!(server.connections(), 1);
+    }
+}
+
+#[test]
+fn a_push_to_a_client_that_serves_none_closes_only_that_connection() {
+    for kind in kinds() {
+        let (server, _service) = start(kind);
+        let addr = server.local_addr().to_string();
+        let deaf = Client::connect(&addr, options(kind)).unwrap();
+        let t = Tensor::scalar(1.0f32);
+        let err = deaf.call(Method::Ping, b"push-back", &[t], soon()).unwrap_err();
+        assert_eq!(err.code, Code::Unavailable, "{err}");
+        assert!(err.message.contains("unexpected Push frame"), "{err}");
+        assert!(deaf.is_dead());
+        let other = Client::connect(&addr, options(kind)).unwrap();
+        other.call(Method::Ping, b"x", &[], soon()).unwrap();
     }
 }
 
