@@ -13,6 +13,7 @@
 
 pub mod array;
 pub mod broadcast;
+mod fast_math;
 #[cfg(test)]
 mod golden_tests;
 pub mod math;
