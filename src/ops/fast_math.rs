@@ -7,7 +7,7 @@
 
 const LOG2E: f64 = std::f64::consts::LOG2_E;
 /// ln 2 split in two so `k * LN2_HI` is exact for the k used here.
-const LN2_HI: f64 = 0.693_147_180_369_123_816_49;
+const LN2_HI: f64 = 0.693_147_180_369_123_8;
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 /// 1.5 · 2^52: adding it rounds an f64 of magnitude < 2^51 to an integer,
 /// which then sits in the low bits of the sum's representation.
