@@ -412,7 +412,8 @@ fn a_server_in_this_process_is_reached_without_a_socket_or_with_one() {
 fn tensors_for_the_master_task_come_back_over_the_connection_it_opened() {
     let servers = in_process_servers(2);
     // In process, so the client reaches task 0's master without a socket.
-    let options = SessionOptions { target: format!("ringflow://{}", servers[0].address()), ..SessionOptions::default() };
+    let options =
+        SessionOptions { target: format!("ringflow://{}", servers[0].address()), ..SessionOptions::default() };
     let s = create_session(two_stage_graph(), &options).unwrap();
     let traced = RunOptions { trace: true, ..RunOptions::default() };
     for step in 0..50 {
