@@ -131,7 +131,8 @@ pub enum Command {
         /// Largest cluster for the scale scenario (2, 4, 8, 16 up to this; default 8).
         #[arg(long)]
         max_tasks: Option<usize>,
-        /// Pin pool threads to cores (fanout).
+        /// Pin threads to cores: fanout's pool threads; pingpong's client
+        /// and peer processes to two different cores (raw and ringflow alike).
         #[arg(long)]
         pin_threads: bool,
         /// step-remote: compare with servers run from this binary (another
@@ -155,6 +156,9 @@ pub enum Command {
         msg_bytes: usize,
         #[arg(long, default_value_t = 100)]
         spin_us: u64,
+        /// Run the whole peer process on this CPU.
+        #[arg(long)]
+        cpu: Option<usize>,
     },
 }
 
@@ -304,6 +308,7 @@ fn dispatch(command: Command) -> Result<bool> {
             if let Some(spin) = spin_us {
                 net.spin_us = spin;
             }
+            net.pin = pin_threads;
             let remote = bench_remote::RemoteBenchOptions {
                 iterations: iterations.unwrap_or(0),
                 bulk_bytes: if size.is_some() { net.bulk_bytes } else { 0 },
@@ -338,8 +343,8 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(true)
         }
-        Command::NetPeer { mode, transport, msg_bytes, spin_us } => {
-            net_bench::run_peer(&PeerArgs { mode, transport: parse_transport(&transport)?, msg_bytes, spin_us })
+        Command::NetPeer { mode, transport, msg_bytes, spin_us, cpu } => {
+            net_bench::run_peer(&PeerArgs { mode, transport: parse_transport(&transport)?, msg_bytes, spin_us, cpu })
                 .map(|()| true)
         }
         Command::Demo { steps } => demo::demo(steps).map(|()| true),

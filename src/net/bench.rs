@@ -40,6 +40,8 @@ pub struct BenchOptions {
     /// Zero-copy send threshold for the sending side (see
     /// `TransportOptions::zerocopy_send_min_bytes`).
     pub zerocopy_send_min_bytes: u64,
+    /// pingpong: the client on one core, its peers on another.
+    pub pin: bool,
 }
 
 impl Default for BenchOptions {
@@ -53,6 +55,7 @@ impl Default for BenchOptions {
             transports: vec![TransportKind::Uring, TransportKind::Socket],
             spin_us: 100,
             zerocopy_send_min_bytes: TransportOptions::default().zerocopy_send_min_bytes,
+            pin: false,
         }
     }
 }
@@ -151,6 +154,69 @@ fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<bo
     Ok(true)
 }
 
+/// Where a pinned pingpong runs: the client (this thread) on one CPU, its
+/// peers on another, so the two ends never share a core. Unpinned, the
+/// kernel may put a woken peer on its waker's CPU while the other core
+/// idles, and two threads handing one core back and forth are not moved
+/// apart for milliseconds (seen as runs at 2-3x the usual round trip).
+#[derive(Debug, Clone, Copy)]
+struct Pinning {
+    client: usize,
+    peer: usize,
+}
+
+impl Pinning {
+    /// The first two CPUs this thread may use; `None` (with a log line)
+    /// when there is only one.
+    fn choose() -> Result<Option<Pinning>> {
+        let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map_err(|e| Status::internal(format!("reading this thread's CPUs: {e}")))?;
+        let mut cpus = (0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false));
+        match (cpus.next(), cpus.next()) {
+            (Some(client), Some(peer)) => Ok(Some(Pinning { client, peer })),
+            _ => {
+                tracing::warn!("--pin-threads: only one CPU available; pingpong runs unpinned");
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn cpu_set(cpus: &[usize]) -> Result<nix::sched::CpuSet> {
+    let mut set = nix::sched::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu).map_err(|e| Status::invalid_argument(format!("CPU {cpu}: {e}")))?;
+    }
+    Ok(set)
+}
+
+fn set_thread_cpus(set: &nix::sched::CpuSet) -> nix::Result<()> {
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set)
+}
+
+/// This thread held on one CPU until dropped, then given its old CPUs back.
+struct ThreadOnCpu {
+    before: nix::sched::CpuSet,
+}
+
+impl ThreadOnCpu {
+    fn enter(cpu: usize) -> Result<ThreadOnCpu> {
+        let before = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map_err(|e| Status::internal(format!("reading this thread's CPUs: {e}")))?;
+        set_thread_cpus(&cpu_set(&[cpu])?)
+            .map_err(|e| Status::internal(format!("moving the client to CPU {cpu}: {e}")))?;
+        Ok(ThreadOnCpu { before })
+    }
+}
+
+impl Drop for ThreadOnCpu {
+    fn drop(&mut self) {
+        if let Err(e) = set_thread_cpus(&self.before) {
+            tracing::warn!("could not give the bench thread its CPUs back: {e}");
+        }
+    }
+}
+
 /// A raw TCP echo peer and the connection to it: the baseline's two ends.
 struct RawEcho {
     stream: TcpStream,
@@ -162,8 +228,10 @@ struct RawEcho {
 }
 
 impl RawEcho {
-    fn start(message_bytes: usize) -> Result<RawEcho> {
-        let peer = Peer::spawn("raw-echo", &[format!("--msg-bytes={message_bytes}")])?;
+    fn start(message_bytes: usize, pin: Option<Pinning>) -> Result<RawEcho> {
+        let mut args = vec![format!("--msg-bytes={message_bytes}")];
+        args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
+        let peer = Peer::spawn("raw-echo", &args)?;
         let stream = TcpStream::connect(&peer.addr)?;
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
@@ -189,8 +257,10 @@ struct RpcEcho {
 }
 
 impl RpcEcho {
-    fn start(kind: TransportKind, opts: &BenchOptions) -> Result<RpcEcho> {
-        let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
+    fn start(kind: TransportKind, opts: &BenchOptions, pin: Option<Pinning>) -> Result<RpcEcho> {
+        let mut args = peer_rpc_args(kind, opts.spin_us);
+        args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
+        let peer = Peer::spawn("rpc", &args)?;
         let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
         Ok(RpcEcho { client, meta: vec![0x5au8; opts.message_bytes], _peer: peer })
     }
@@ -241,7 +311,7 @@ fn spin_then_poll_read_exact(stream: &mut TcpStream, buf: &mut [u8], spin: Durat
 
 /// Raw spinning TCP round trips of `opts.message_bytes` against a peer process.
 pub fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
-    let mut raw = RawEcho::start(opts.message_bytes)?;
+    let mut raw = RawEcho::start(opts.message_bytes, None)?;
     let mut recorder = LatencyRecorder::default();
     for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
         let elapsed = raw.round_trip()?;
@@ -277,9 +347,15 @@ fn peer_rpc_args(kind: TransportKind, spin_us: u64) -> Vec<String> {
 const PINGPONG_BLOCK: usize = 500;
 
 /// Raw and ringflow round trips for `kind`, interleaved by blocks.
-fn interleaved_pingpong(kind: TransportKind, opts: &BenchOptions) -> Result<(LatencyRecorder, LatencyRecorder)> {
-    let mut raw = RawEcho::start(opts.message_bytes)?;
-    let rpc = RpcEcho::start(kind, opts)?;
+fn interleaved_pingpong(
+    kind: TransportKind,
+    opts: &BenchOptions,
+    pin: Option<Pinning>,
+) -> Result<(LatencyRecorder, LatencyRecorder)> {
+    // Held for the whole measurement: this thread is the client of both.
+    let _on_client_cpu = pin.map(|p| ThreadOnCpu::enter(p.client)).transpose()?;
+    let mut raw = RawEcho::start(opts.message_bytes, pin)?;
+    let rpc = RpcEcho::start(kind, opts, pin)?;
     for _ in 0..opts.pingpong_warmup {
         raw.round_trip()?;
         rpc.round_trip()?;
@@ -304,11 +380,16 @@ fn interleaved_pingpong(kind: TransportKind, opts: &BenchOptions) -> Result<(Lat
 pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let mut figures = Vec::new();
     let kinds = available(&opts.transports, &mut figures);
+    let pin = if opts.pin { Pinning::choose()? } else { None };
+    let placement = match pin {
+        Some(p) => format!("; client on CPU {}, peers on CPU {}", p.client, p.peer),
+        None => String::new(),
+    };
     for kind in kinds {
-        let (raw, rpc) = interleaved_pingpong(kind, opts)?;
+        let (raw, rpc) = interleaved_pingpong(kind, opts, pin)?;
         let name = transport_name(kind);
         let note = format!(
-            "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK}",
+            "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK}{placement}",
             opts.message_bytes
         );
         for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
@@ -452,6 +533,8 @@ pub struct PeerArgs {
     pub transport: TransportKind,
     pub msg_bytes: usize,
     pub spin_us: u64,
+    /// The CPU the whole peer runs on (set before it starts any thread).
+    pub cpu: Option<usize>,
 }
 
 fn proc_status_kib(field: &str) -> u64 {
@@ -513,6 +596,11 @@ impl Service for BenchService {
 
 /// Runs the bench peer: prints `READY <addr>` and serves until stdin closes.
 pub fn run_peer(args: &PeerArgs) -> Result<()> {
+    if let Some(cpu) = args.cpu {
+        // Threads started later inherit the calling thread's mask.
+        set_thread_cpus(&cpu_set(&[cpu])?)
+            .map_err(|e| Status::invalid_argument(format!("bench peer on CPU {cpu}: {e}")))?;
+    }
     let stdin_closed = || {
         let mut sink = Vec::new();
         let _ = std::io::stdin().read_to_end(&mut sink);
