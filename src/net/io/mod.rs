@@ -206,16 +206,22 @@ fn socket_send_some(fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Resul
     let mut iovs = to_iovecs(slices);
     let mut first = 0;
     advance_iovecs(&mut iovs, &mut first, skip);
-    if first == iovs.len() {
+    sendmsg_now(fd, &mut iovs[first..])
+}
+
+/// One `sendmsg` of (at most [`MAX_IOVECS`] of) `iovs` that does not wait:
+/// the bytes the socket took, 0 when it took none.
+pub(crate) fn sendmsg_now(fd: RawFd, iovs: &mut [libc::iovec]) -> io::Result<usize> {
+    if iovs.is_empty() {
         return Ok(0);
     }
-    let count = (iovs.len() - first).min(MAX_IOVECS);
     // SAFETY: zeroed msghdr is a valid "no address, no control" header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iovs[first..].as_mut_ptr();
-    msg.msg_iovlen = count as _;
+    msg.msg_iov = iovs.as_mut_ptr();
+    msg.msg_iovlen = iovs.len().min(MAX_IOVECS) as _;
     loop {
-        // SAFETY: the iovecs point into `slices`, alive for this call.
+        // SAFETY: the iovecs point into memory the caller keeps alive for
+        // this call.
         let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
         if n >= 0 {
             return Ok(n as usize);
