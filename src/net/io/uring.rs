@@ -382,10 +382,10 @@ pub unsafe fn recv(fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::R
 
 /// Whether sends the socket can take at once go through the ring as well
 /// (`RINGFLOW_URING_SEND=ring`). By default they are plain `sendmsg`
-/// calls: for a 64-byte round trip with both ends on their own cores,
-/// a send through the ring (submit, inline issue, completion reaped) cost
-/// the round trip ~6% more than the syscall (pingpong 1.21x against
-/// 1.14x the raw round trip, `--pin-threads`). The ring takes over when
+/// calls: a send through the ring (submit, inline issue, completion
+/// reaped) cost a 64-byte round trip more than the syscall (pingpong with
+/// both ends pinned, five alternating pairs: 1.17-1.21x the raw round trip
+/// through the ring, 1.15-1.17x with `sendmsg`). The ring takes over when
 /// the socket is full, and for zero-copy sends.
 fn sends_through_ring() -> bool {
     static MODE: OnceLock<bool> = OnceLock::new();
