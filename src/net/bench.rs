@@ -659,3 +659,33 @@ pub fn run_peer(args: &PeerArgs) -> Result<()> {
         other => Err(Status::invalid_argument(format!("unknown peer mode {other}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpus_of_this_thread() -> Vec<usize> {
+        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_pinned_client_runs_on_its_cpu_and_gets_its_cpus_back() {
+        // On a thread of its own: the test harness's threads keep their masks.
+        std::thread::spawn(|| {
+            let before = cpus_of_this_thread();
+            let Some(pin) = Pinning::choose().unwrap() else { return };
+            assert_ne!(pin.client, pin.peer);
+            assert!(before.contains(&pin.client) && before.contains(&pin.peer));
+            {
+                let _held = ThreadOnCpu::enter(pin.peer).unwrap();
+                assert_eq!(cpus_of_this_thread(), vec![pin.peer]);
+                // SAFETY: sched_getcpu takes no arguments and only reads.
+                assert_eq!(unsafe { libc::sched_getcpu() }, pin.peer as i32);
+            }
+            assert_eq!(cpus_of_this_thread(), before);
+        })
+        .join()
+        .unwrap();
+    }
+}
