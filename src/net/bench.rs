@@ -169,8 +169,7 @@ impl Pinning {
     /// The first two CPUs this thread may use; `None` (with a log line)
     /// when there is only one.
     fn choose() -> Result<Option<Pinning>> {
-        let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-            .map_err(|e| Status::internal(format!("reading this thread's CPUs: {e}")))?;
+        let allowed = this_thread_cpus()?;
         let mut cpus = (0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false));
         match (cpus.next(), cpus.next()) {
             (Some(client), Some(peer)) => Ok(Some(Pinning { client, peer })),
@@ -190,6 +189,11 @@ fn cpu_set(cpus: &[usize]) -> Result<nix::sched::CpuSet> {
     Ok(set)
 }
 
+fn this_thread_cpus() -> Result<nix::sched::CpuSet> {
+    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_err(|e| Status::internal(format!("reading this thread's CPUs: {e}")))
+}
+
 fn set_thread_cpus(set: &nix::sched::CpuSet) -> nix::Result<()> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set)
 }
@@ -201,8 +205,7 @@ struct ThreadOnCpu {
 
 impl ThreadOnCpu {
     fn enter(cpu: usize) -> Result<ThreadOnCpu> {
-        let before = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
-            .map_err(|e| Status::internal(format!("reading this thread's CPUs: {e}")))?;
+        let before = this_thread_cpus()?;
         set_thread_cpus(&cpu_set(&[cpu])?)
             .map_err(|e| Status::internal(format!("moving the client to CPU {cpu}: {e}")))?;
         Ok(ThreadOnCpu { before })
@@ -665,7 +668,7 @@ mod tests {
     use super::*;
 
     fn cpus_of_this_thread() -> Vec<usize> {
-        let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        let set = this_thread_cpus().unwrap();
         (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap()).collect()
     }
 
