@@ -84,14 +84,39 @@ impl fmt::Display for Code {
 }
 
 /// An error with a code and a message naming what failed (node, op, tensor,
-/// task, file). Cheap to clone: the first error of a step is handed to every
-/// waiter.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct Status {
+/// task, file). One pointer wide, so a `Result<()>` is too and the `Ok`
+/// path of every kernel and RPC moves no more than its value; reads of
+/// `code` and `message` go through [`StatusBody`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Status(Box<StatusBody>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusBody {
     pub code: Code,
     pub message: String,
 }
+
+impl std::ops::Deref for Status {
+    type Target = StatusBody;
+
+    fn deref(&self) -> &StatusBody {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Status").field("code", &self.code).field("message", &self.message).finish()
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for Status {}
 
 pub type Result<T, E = Status> = std::result::Result<T, E>;
 
@@ -100,7 +125,7 @@ macro_rules! status_constructors {
         impl Status {
             $(
                 pub fn $fn_name(message: impl Into<String>) -> Status {
-                    Status { code: Code::$code, message: message.into() }
+                    Status::new(Code::$code, message)
                 }
             )*
         }
@@ -128,13 +153,18 @@ status_constructors! {
 
 impl Status {
     pub fn new(code: Code, message: impl Into<String>) -> Status {
-        Status { code, message: message.into() }
+        Status(Box::new(StatusBody { code, message: message.into() }))
+    }
+
+    pub fn into_message(self) -> String {
+        self.0.message
     }
 
     /// Prefixes the message with where the error happened, keeping the code:
     /// `node 'mul' (Mul): Incompatible shapes ...`.
-    pub fn context(self, prefix: impl fmt::Display) -> Status {
-        Status { code: self.code, message: format!("{prefix}: {}", self.message) }
+    pub fn context(mut self, prefix: impl fmt::Display) -> Status {
+        self.0.message = format!("{prefix}: {}", self.message);
+        self
     }
 }
 

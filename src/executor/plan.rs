@@ -5,24 +5,30 @@
 //!
 //! Owns: [`Plan`] and its construction from a partition graph. Kernels are
 //! built here, once. Must not hold per-step state.
+//!
+//! Layout: what the run loop reads for every node lives in [`HotNode`]s
+//! (32 bytes, two per cache line) and one flat edge array in topological
+//! order; names, ops and non-kernel kinds stay in the cold [`PlanNode`]s,
+//! read only for errors, stats and the rarer node kinds.
 
 use super::rendezvous::RendezvousKey;
 use crate::error::{Result, Status};
 use crate::graph::partition::rendezvous_key;
 use crate::graph::spec::{AttrValue, GraphSpec, NodeSpec};
 use crate::graph::validate::{Graph, NodeId, Resolved, resolve_nodes};
-use crate::ops::{Builtin, Implementation, KernelInit, OpContext, OpKernel, ResourceMgr, Value, ValueType};
+use crate::ops::{Builtin, ComputeFn, Implementation, KernelInit, OpContext, OpKernel, ResourceMgr, Value, ValueType};
 use std::collections::HashMap;
 
 pub(crate) enum NodeKind {
-    Kernel { kernel: Box<dyn OpKernel>, expensive: bool },
+    Kernel { kernel: Box<dyn OpKernel> },
     Arg(usize),
     Retval(usize),
     Send(RendezvousKey),
     Recv(RendezvousKey),
 }
 
-/// Output `port` of a node feeds input slot `slot` of node `dst`.
+/// Output `port` of a node feeds input slot `slot` of node `dst`; a
+/// control edge has port [`CONTROL_PORT`] and no slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct OutEdge {
     pub port: u32,
@@ -30,21 +36,50 @@ pub(crate) struct OutEdge {
     pub slot: u32,
 }
 
+/// The port of a control edge: sorts after every data port, so a node's
+/// data edges come first and the last edge of each port is found by
+/// looking at the next one.
+pub(crate) const CONTROL_PORT: u32 = u32::MAX;
+
+/// What the run loop needs of a node, packed: a chain of scalar ops reads
+/// one of these per node and the edges that follow it in `Plan::edges`.
+#[derive(Clone, Copy)]
+pub(crate) struct HotNode {
+    /// The kernel's function when it is a plain [`ComputeFn`] (no state):
+    /// called directly, without the kernel's box and vtable.
+    pub compute: Option<ComputeFn>,
+    pub input_base: u32,
+    pub num_inputs: u32,
+    pub num_outputs: u32,
+    /// This node's out edges are `Plan::edges[first_edge..][..num_edges]`,
+    /// data edges sorted by port, then control edges.
+    pub first_edge: u32,
+    pub num_edges: u32,
+    pub flags: u8,
+}
+
+impl HotNode {
+    /// Runs a kernel (else an `_Arg`, `_Retval`, `_Send` or `_Recv`).
+    pub const KERNEL: u8 = 1;
+    /// Some input is a bound constant (lent to the kernel, see `Plan`).
+    pub const CONST_INPUTS: u8 = 2;
+    /// Some input is read through a ref (`Plan::slot_deref`).
+    pub const DEREF_INPUTS: u8 = 4;
+    /// Worth a thread hop whatever its inputs (a kernel that says so, or
+    /// one fed a large constant).
+    pub const EXPENSIVE: u8 = 8;
+
+    #[inline]
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// The rest of a node: read for errors, stats and non-kernel kinds.
 pub(crate) struct PlanNode {
     pub name: String,
     pub op: String,
     pub kind: NodeKind,
-    pub input_base: u32,
-    pub num_inputs: u32,
-    pub num_outputs: u32,
-    /// Sorted by port, so the last edge of each port can take the value.
-    pub out_edges: Vec<OutEdge>,
-    pub control_out: Vec<u32>,
-    pub initial_pending: u32,
-    /// Some input is a bound constant (lent to the kernel, see `Plan`).
-    pub has_const_inputs: bool,
-    /// Some input is read through a ref (`Plan::slot_deref`).
-    pub has_deref_inputs: bool,
 }
 
 impl PlanNode {
@@ -56,6 +91,9 @@ impl PlanNode {
 
 pub(crate) struct Plan {
     pub nodes: Vec<PlanNode>,
+    /// `hot[i]` is node `nodes[i]`'s part that every step reads.
+    pub hot: Vec<HotNode>,
+    pub edges: Vec<OutEdge>,
     pub roots: Vec<u32>,
     /// Per input slot: read through a ref before the consumer sees it.
     pub slot_deref: Vec<bool>,
@@ -64,10 +102,6 @@ pub(crate) struct Plan {
     /// pending count is decremented.
     pub slot_const: Vec<Option<Value>>,
     pub initial_pending: Vec<u32>,
-    /// Per node: worth a thread hop whatever its inputs (a kernel that says
-    /// so, or one fed a large constant). Kept apart from `nodes` so handing
-    /// out ready nodes reads one byte each.
-    pub expensive: Vec<bool>,
 }
 
 fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
@@ -91,15 +125,22 @@ fn index_attr(spec: &NodeSpec) -> Result<usize> {
 }
 
 /// The value of a `Const` node with no inputs, computed once.
-fn constant_value(node: &PlanNode) -> Result<Option<Value>> {
-    let NodeKind::Kernel { kernel, .. } = &node.kind else { return Ok(None) };
-    if node.op != "Const" || node.num_inputs != 0 || node.initial_pending != 0 || node.num_outputs != 1 {
+fn constant_value(node: &PlanNode, hot: &HotNode, pending: u32) -> Result<Option<Value>> {
+    let NodeKind::Kernel { kernel } = &node.kind else { return Ok(None) };
+    if node.op != "Const" || hot.num_inputs != 0 || pending != 0 || hot.num_outputs != 1 {
         return Ok(None);
     }
     let mut outputs = [None];
     let resources = ResourceMgr::default();
     kernel.compute(&mut OpContext::new(&mut [], &mut outputs, &resources)).map_err(|e| e.context(node.describe()))?;
     Ok(outputs[0].take())
+}
+
+/// A count that must fit the run loop's `u32` fields.
+fn count_u32(n: usize, what: &str, spec: &NodeSpec) -> Result<u32> {
+    u32::try_from(n).ok().filter(|&n| n < 1 << 31).ok_or_else(|| {
+        Status::invalid_argument(format!("node '{}' ({}): {n} {what} is more than a plan holds", spec.name, spec.op))
+    })
 }
 
 impl Plan {
@@ -110,88 +151,101 @@ impl Plan {
         let resolved: HashMap<NodeId, Resolved> = resolve_nodes(&graph, &ids)?;
 
         let order = graph.topological_order();
+        assert!(order.len() < (1 << 31), "node ids must leave the top bit for flags");
         let mut position = vec![0u32; graph.len()];
         for (pos, &id) in order.iter().enumerate() {
             position[id] = pos as u32;
         }
 
         let mut nodes = Vec::with_capacity(order.len());
+        let mut hot = Vec::with_capacity(order.len());
+        let mut initial_pending = Vec::with_capacity(order.len());
         let mut slot_deref = Vec::new();
         for &id in &order {
             let gnode = graph.node(id);
             let spec = &gnode.spec;
             let r = &resolved[&id];
+            let mut flags = 0;
+            let mut compute = None;
             let kind = match r.def.implementation {
                 Implementation::Kernel(build) => {
                     let kernel = build(&KernelInit { node: spec, signature: &r.signature })
                         .map_err(|e| e.context(format_args!("node '{}' ({})", spec.name, spec.op)))?;
-                    let expensive = kernel.is_expensive();
-                    NodeKind::Kernel { kernel, expensive }
+                    flags |= HotNode::KERNEL;
+                    if kernel.is_expensive() {
+                        flags |= HotNode::EXPENSIVE;
+                    }
+                    compute = kernel.as_compute_fn();
+                    NodeKind::Kernel { kernel }
                 }
                 Implementation::Builtin(Builtin::Arg) => NodeKind::Arg(index_attr(spec)?),
                 Implementation::Builtin(Builtin::Retval) => NodeKind::Retval(index_attr(spec)?),
                 Implementation::Builtin(Builtin::Send) => NodeKind::Send(key_of(spec)?),
                 Implementation::Builtin(Builtin::Recv) => NodeKind::Recv(key_of(spec)?),
             };
-            let input_base = slot_deref.len() as u32;
+            let input_base = count_u32(slot_deref.len(), "input slots before it", spec)?;
             for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
                 let produced = resolved[&producer].signature.outputs[port as usize];
                 let wanted = r.signature.inputs[slot];
                 slot_deref.push(matches!((produced, wanted), (ValueType::Ref(_), ValueType::Tensor(_))));
             }
-            let has_deref_inputs = slot_deref[input_base as usize..].contains(&true);
-            nodes.push(PlanNode {
-                name: spec.name.clone(),
-                op: spec.op.clone(),
-                kind,
+            if slot_deref[input_base as usize..].contains(&true) {
+                flags |= HotNode::DEREF_INPUTS;
+            }
+            hot.push(HotNode {
+                compute,
                 input_base,
-                num_inputs: gnode.inputs.len() as u32,
-                num_outputs: r.signature.outputs.len() as u32,
-                out_edges: Vec::new(),
-                control_out: Vec::new(),
-                initial_pending: (gnode.inputs.len() + gnode.control_inputs.len()) as u32,
-                has_const_inputs: false,
-                has_deref_inputs,
+                num_inputs: count_u32(gnode.inputs.len(), "inputs", spec)?,
+                num_outputs: count_u32(r.signature.outputs.len(), "outputs", spec)?,
+                first_edge: 0,
+                num_edges: 0,
+                flags,
             });
+            initial_pending.push(count_u32(gnode.inputs.len() + gnode.control_inputs.len(), "inputs", spec)?);
+            nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind });
         }
+        let mut out_edges: Vec<Vec<OutEdge>> = vec![Vec::new(); order.len()];
         for &id in &order {
             let gnode = graph.node(id);
             let dst = position[id];
+            let base = hot[dst as usize].input_base;
             for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
-                let base = nodes[dst as usize].input_base;
-                nodes[position[producer] as usize].out_edges.push(OutEdge { port, dst, slot: base + slot as u32 });
+                out_edges[position[producer] as usize].push(OutEdge { port, dst, slot: base + slot as u32 });
             }
             for &c in &gnode.control_inputs {
-                nodes[position[c] as usize].control_out.push(dst);
+                out_edges[position[c] as usize].push(OutEdge { port: CONTROL_PORT, dst, slot: u32::MAX });
             }
-        }
-        for node in &mut nodes {
-            node.out_edges.sort_by_key(|e| e.port);
         }
         let mut slot_const: Vec<Option<Value>> = vec![None; slot_deref.len()];
         let mut skipped = vec![false; nodes.len()];
         for id in 0..nodes.len() {
-            let Some(value) = constant_value(&nodes[id])? else { continue };
-            let edges = std::mem::take(&mut nodes[id].out_edges);
+            let Some(value) = constant_value(&nodes[id], &hot[id], initial_pending[id])? else { continue };
             let large = matches!(&value, Value::Tensor(t) if t.byte_len() > super::run::EXPENSIVE_INPUT_BYTES);
-            for edge in edges {
+            let (data, control): (Vec<OutEdge>, Vec<OutEdge>) =
+                std::mem::take(&mut out_edges[id]).into_iter().partition(|e| e.port != CONTROL_PORT);
+            for edge in data {
                 slot_const[edge.slot as usize] = Some(value.clone());
-                let dst = &mut nodes[edge.dst as usize];
-                dst.initial_pending -= 1;
-                dst.has_const_inputs = true;
-                if let NodeKind::Kernel { expensive, .. } = &mut dst.kind {
-                    *expensive |= large;
+                initial_pending[edge.dst as usize] -= 1;
+                let dst = &mut hot[edge.dst as usize];
+                dst.flags |= HotNode::CONST_INPUTS;
+                if large && dst.has(HotNode::KERNEL) {
+                    dst.flags |= HotNode::EXPENSIVE;
                 }
             }
-            skipped[id] = nodes[id].control_out.is_empty();
+            skipped[id] = control.is_empty();
+            out_edges[id] = control;
         }
-        let roots = (0..nodes.len() as u32)
-            .filter(|&i| nodes[i as usize].initial_pending == 0 && !skipped[i as usize])
-            .collect();
-        assert!(nodes.len() < (1 << 31), "node ids must leave the top bit for flags");
-        let initial_pending = nodes.iter().map(|n| n.initial_pending).collect();
-        let expensive = nodes.iter().map(|n| matches!(n.kind, NodeKind::Kernel { expensive: true, .. })).collect();
-        Ok(Plan { nodes, roots, slot_deref, slot_const, initial_pending, expensive })
+        let mut edges = Vec::new();
+        for (node, mut out) in hot.iter_mut().zip(out_edges) {
+            out.sort_by_key(|e| e.port);
+            node.first_edge = u32::try_from(edges.len())
+                .map_err(|_| Status::invalid_argument("a partition with more than 2^32 edges"))?;
+            node.num_edges = out.len() as u32;
+            edges.extend(out);
+        }
+        let roots =
+            (0..nodes.len() as u32).filter(|&i| initial_pending[i as usize] == 0 && !skipped[i as usize]).collect();
+        Ok(Plan { nodes, hot, edges, roots, slot_deref, slot_const, initial_pending })
     }
 
     pub fn num_slots(&self) -> usize {

@@ -14,7 +14,7 @@
 
 use super::barrier::StepDone;
 use super::device::Device;
-use super::plan::{NodeKind, Plan, PlanNode};
+use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan, PlanNode};
 use super::pool::ThreadPool;
 use super::step::{Args, NodeStats, StepContext, arg_key};
 use crate::error::{Result, Status};
@@ -224,20 +224,19 @@ impl Execution {
     /// Whether ready node `id` (its pending word `flags`) runs on the pool
     /// rather than on this thread: large inputs, or an expensive kernel
     /// with enough work this time.
-    #[inline]
+    #[inline(always)]
     fn goes_to_pool(&self, id: u32, flags: u32) -> bool {
-        if flags & BIG_INPUT != 0 {
-            return true;
-        }
+        flags & BIG_INPUT != 0 || (self.plan().hot[id as usize].has(HotNode::EXPENSIVE) && self.worth_a_thread(id))
+    }
+
+    /// Whether an expensive kernel says its inputs this time repay a hop.
+    #[inline(never)]
+    fn worth_a_thread(&self, id: u32) -> bool {
         let plan = self.plan();
-        if !plan.expensive[id as usize] {
-            return false;
-        }
-        let node = &plan.nodes[id as usize];
-        let NodeKind::Kernel { kernel, .. } = &node.kind else { return true };
-        let (base, n) = (node.input_base as usize, node.num_inputs as usize);
-        let lent: &[Option<Value>] = if node.has_const_inputs { &plan.slot_const[base..base + n] } else { &[] };
-        kernel.worth_a_thread(self.frame().ready_slots(base, n), lent)
+        let hot = &plan.hot[id as usize];
+        let NodeKind::Kernel { kernel } = &plan.nodes[id as usize].kind else { return true };
+        let (base, n) = (hot.input_base as usize, hot.num_inputs as usize);
+        kernel.worth_a_thread(self.frame().ready_slots(base, n), self.lent_inputs(hot))
     }
 
     /// Spawns expensive ready nodes on the device pool. A pool thread that
@@ -264,8 +263,12 @@ impl Execution {
 
     /// Runs nodes from `stack` until it is empty.
     fn drain(self: &Arc<Self>, stack: &mut SmallVec<[u32; 16]>) {
-        while let Some(id) = stack.pop() {
-            self.run_node(id, stack);
+        while let Some(mut id) = stack.pop() {
+            // A node that made exactly one cheap successor ready hands it
+            // back to run next, as the stack would, without going through it.
+            while let Some(next) = self.run_node(id, stack) {
+                id = next;
+            }
         }
     }
 
@@ -288,15 +291,111 @@ impl Execution {
         }
     }
 
-    fn run_node(self: &Arc<Self>, id: u32, stack: &mut SmallVec<[u32; 16]>) {
-        let node = &self.plan().nodes[id as usize];
+    /// Runs node `id`; returns the successor to run next when it made
+    /// exactly one cheap node ready and nothing else (see `hand_on`).
+    #[inline]
+    fn run_node(self: &Arc<Self>, id: u32, stack: &mut SmallVec<[u32; 16]>) -> Option<u32> {
+        let hot = &self.plan().hot[id as usize];
         if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
             self.node_done();
-            return;
+            return None;
         }
         let start_us = self.step.collects_stats().then(|| self.step.stats_clock_us());
+        if !hot.has(HotNode::KERNEL) {
+            self.run_builtin(id, start_us, stack);
+            return None;
+        }
+        if hot.num_outputs > 2 {
+            self.run_wide_kernel(id, hot, start_us, stack);
+            return None;
+        }
+        let mut buffer = [None, None];
+        let outputs = &mut buffer[..hot.num_outputs as usize];
+        let result = self.compute(id, hot, outputs);
+        if let Some(start_us) = start_us {
+            self.record(&self.plan().nodes[id as usize], start_us);
+        }
+        match result {
+            Ok(()) if hot.num_edges == 1 && hot.num_outputs == 1 => self.hand_on(id, hot, outputs, stack),
+            Ok(()) => {
+                self.complete(id, Ok(Outputs::from_slice(outputs)), stack);
+                None
+            }
+            Err(e) => {
+                self.complete(id, Err(e), stack);
+                None
+            }
+        }
+    }
+
+    /// A kernel with more than two outputs: its outputs on the heap.
+    #[inline(never)]
+    fn run_wide_kernel(
+        self: &Arc<Self>,
+        id: u32,
+        hot: &HotNode,
+        start_us: Option<u64>,
+        stack: &mut SmallVec<[u32; 16]>,
+    ) {
+        let mut outputs = Outputs::new(hot.num_outputs as usize);
+        let result = self.compute(id, hot, outputs.as_mut_slice());
+        if let Some(start_us) = start_us {
+            self.record(&self.plan().nodes[id as usize], start_us);
+        }
+        self.complete(id, result.map(|()| outputs), stack);
+    }
+
+    /// `complete` for a node with one output and one out edge, the
+    /// commonest shape (every link of a chain): the value goes straight
+    /// into its consumer's slot, and a consumer made ready inherits this
+    /// node's count in `outstanding`.
+    #[inline]
+    fn hand_on(
+        self: &Arc<Self>,
+        id: u32,
+        hot: &HotNode,
+        outputs: &mut [Option<Value>],
+        stack: &mut SmallVec<[u32; 16]>,
+    ) -> Option<u32> {
+        let edge = self.plan().edges[hot.first_edge as usize];
+        if edge.port == CONTROL_PORT {
+            self.complete(id, Ok(Outputs::from_slice(outputs)), stack);
+            return None;
+        }
+        let Some(value) = outputs[0].take() else {
+            self.complete(id, Ok(Outputs::new(1)), stack);
+            return None;
+        };
+        let frame = self.frame();
+        let big = matches!(&value, Value::Tensor(t) if t.byte_len() > EXPENSIVE_INPUT_BYTES);
+        // SAFETY: this node is the only producer of `edge.slot`, and the
+        // consumer cannot run before the decrement below.
+        let slot = unsafe { &mut *frame.slots[edge.slot as usize].0.get() };
+        debug_assert!(slot.is_none(), "slot {} written twice", edge.slot);
+        *slot = Some(value);
+        let pending = &frame.pending[edge.dst as usize];
+        if big {
+            pending.fetch_or(BIG_INPUT, Ordering::Release);
+        }
+        match last_producer(pending) {
+            None => {
+                self.node_done();
+                None
+            }
+            Some(flags) if self.goes_to_pool(edge.dst, flags) => {
+                self.hand_to_pool(&[edge.dst], stack, false);
+                None
+            }
+            Some(_) => Some(edge.dst),
+        }
+    }
+
+    /// Runs an `_Arg`, `_Retval`, `_Send` or `_Recv`.
+    #[inline(never)]
+    fn run_builtin(self: &Arc<Self>, id: u32, start_us: Option<u64>, stack: &mut SmallVec<[u32; 16]>) {
+        let node = &self.plan().nodes[id as usize];
         let outputs: Result<Outputs> = match &node.kind {
-            NodeKind::Kernel { kernel, .. } => self.compute(node, kernel.as_ref()),
+            NodeKind::Kernel { .. } => Err(Status::internal(format!("{}: a kernel without its flag", node.describe()))),
             NodeKind::Arg(index) => match &self.step.frame.args {
                 Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
                     Some(v) => Ok(Outputs::one(v.clone())),
@@ -308,11 +407,11 @@ impl Execution {
                 }
             },
             NodeKind::Retval(index) => self
-                .input_tensor(node, 0)
+                .input_tensor(id, 0)
                 .and_then(|t| self.step.frame.retvals.set(*index, Value::Tensor(t)))
                 .map(|()| Outputs::new(0)),
             NodeKind::Send(key) => self
-                .input_tensor(node, 0)
+                .input_tensor(id, 0)
                 .and_then(|t| self.step.rendezvous.send(key, Value::Tensor(t)))
                 .map(|()| Outputs::new(0)),
             NodeKind::Recv(key) => {
@@ -337,24 +436,38 @@ impl Execution {
         });
     }
 
-    /// Input `i` of `node` as a tensor (reading through a ref).
-    fn input_tensor(&self, node: &PlanNode, i: u32) -> Result<crate::tensor::Tensor> {
-        let slot = node.input_base + i;
+    /// Input `i` of node `id` as a tensor (reading through a ref).
+    fn input_tensor(&self, id: u32, i: u32) -> Result<crate::tensor::Tensor> {
+        let node = &self.plan().nodes[id as usize];
+        let slot = self.plan().hot[id as usize].input_base + i;
         match self.take_slot(slot) {
             Some(v) => v.into_tensor().map_err(|e| e.context(node.describe())),
             None => Err(Status::internal(format!("{}: input {i} missing", node.describe()))),
         }
     }
 
-    fn compute(&self, node: &PlanNode, kernel: &dyn crate::ops::OpKernel) -> Result<Outputs> {
-        let plan = self.plan();
-        let (base, n) = (node.input_base as usize, node.num_inputs as usize);
+    /// The bound constants among a node's inputs, by input index (empty
+    /// when it has none).
+    #[inline]
+    fn lent_inputs(&self, hot: &HotNode) -> &[Option<Value>] {
+        if !hot.has(HotNode::CONST_INPUTS) {
+            return &[];
+        }
+        let base = hot.input_base as usize;
+        &self.plan().slot_const[base..base + hot.num_inputs as usize]
+    }
+
+    #[inline]
+    fn compute(&self, id: u32, hot: &HotNode, outputs: &mut [Option<Value>]) -> Result<()> {
         // The node's own input slots are its kernel's inputs: no copy into
         // an argument array. Bound constants are lent from the plan; their
         // slots stay empty.
-        let inputs = self.frame().node_slots(base, n);
-        let lent: &[Option<Value>] = if node.has_const_inputs { &plan.slot_const[base..base + n] } else { &[] };
-        let result = self.read_refs(node, inputs).and_then(|()| self.call_kernel(node, kernel, inputs, lent));
+        let inputs = self.frame().node_slots(hot.input_base as usize, hot.num_inputs as usize);
+        let result = if hot.has(HotNode::DEREF_INPUTS) {
+            self.read_refs(id, hot, inputs).and_then(|()| self.call_kernel(id, hot, inputs, outputs))
+        } else {
+            self.call_kernel(id, hot, inputs, outputs)
+        };
         // What the kernel did not take dies with its execution, as it would
         // in an argument array.
         inputs.iter_mut().for_each(|i| drop(i.take()));
@@ -362,45 +475,60 @@ impl Execution {
     }
 
     /// Replaces each input read through a ref by the variable's value.
-    fn read_refs(&self, node: &PlanNode, inputs: &mut [Option<Value>]) -> Result<()> {
-        if !node.has_deref_inputs {
-            return Ok(());
-        }
-        let base = node.input_base as usize;
+    #[inline(never)]
+    fn read_refs(&self, id: u32, hot: &HotNode, inputs: &mut [Option<Value>]) -> Result<()> {
+        let base = hot.input_base as usize;
         for (input, &deref) in inputs.iter_mut().zip(&self.plan().slot_deref[base..]) {
             if let (true, Some(Value::Ref(var))) = (deref, &*input) {
-                *input = Some(Value::Tensor(var.read().map_err(|e| e.context(node.describe()))?));
+                let value = var.read().map_err(|e| e.context(self.plan().nodes[id as usize].describe()))?;
+                *input = Some(Value::Tensor(value));
             }
         }
         Ok(())
     }
 
+    #[cold]
+    fn kernel_error(&self, id: u32, e: Status) -> Status {
+        e.context(self.plan().nodes[id as usize].describe())
+    }
+
+    #[inline]
     fn call_kernel(
         &self,
-        node: &PlanNode,
-        kernel: &dyn crate::ops::OpKernel,
+        id: u32,
+        hot: &HotNode,
         inputs: &mut [Option<Value>],
-        lent: &[Option<Value>],
-    ) -> Result<Outputs> {
-        let mut outputs = Outputs::new(node.num_outputs as usize);
+        outputs: &mut [Option<Value>],
+    ) -> Result<()> {
         let resources: &ResourceMgr = &self.executor.resources;
+        let lent = self.lent_inputs(hot);
         let result = catch_unwind(AssertUnwindSafe(|| {
             let pool: &ThreadPool = &self.executor.device.pool;
-            kernel
-                .compute(&mut OpContext::with_lent(inputs, lent, outputs.as_mut_slice(), resources).with_intra_op(pool))
+            let mut ctx = OpContext::with_lent(inputs, lent, outputs, resources).with_intra_op(pool);
+            match hot.compute {
+                Some(compute) => compute(&mut ctx),
+                None => match &self.plan().nodes[id as usize].kind {
+                    NodeKind::Kernel { kernel } => kernel.compute(&mut ctx),
+                    _ => Err(Status::internal("a node flagged as a kernel holds none")),
+                },
+            }
         }));
         match result {
-            Ok(Ok(())) => Ok(outputs),
-            Ok(Err(e)) => Err(e.context(node.describe())),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Err(Status::internal(format!("{}: kernel panicked: {what}", node.describe())))
-            }
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.kernel_error(id, e)),
+            Err(panic) => Err(self.kernel_panic(id, panic)),
         }
+    }
+
+    #[cold]
+    fn kernel_panic(&self, id: u32, panic: Box<dyn std::any::Any + Send>) -> Status {
+        let node = &self.plan().nodes[id as usize];
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Status::internal(format!("{}: kernel panicked: {what}", node.describe()))
     }
 
     /// Registers `id` (a Recv or a partial-run Arg) with the rendezvous; the
@@ -475,9 +603,10 @@ impl Execution {
         expensive: &mut Ready,
     ) -> usize {
         let plan = self.plan();
-        let node = &plan.nodes[id as usize];
+        let hot = &plan.hot[id as usize];
         let outputs = outputs.as_mut_slice();
         if let Some(missing) = outputs.iter().position(Option::is_none) {
+            let node = &plan.nodes[id as usize];
             self.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
             return 0;
         }
@@ -491,8 +620,14 @@ impl Execution {
                 made_cheap += 1;
             }
         };
-        let edges = &node.out_edges;
+        let edges = &plan.edges[hot.first_edge as usize..][..hot.num_edges as usize];
         for (i, edge) in edges.iter().enumerate() {
+            if edge.port == CONTROL_PORT {
+                if let Some(flags) = last_producer(&frame.pending[edge.dst as usize]) {
+                    ready(edge.dst, flags);
+                }
+                continue;
+            }
             let last_of_port = edges.get(i + 1).is_none_or(|next| next.port != edge.port);
             let value =
                 if last_of_port { outputs[edge.port as usize].take() } else { outputs[edge.port as usize].clone() };
@@ -512,11 +647,6 @@ impl Execution {
                 ready(edge.dst, flags);
             }
         }
-        for &c in &node.control_out {
-            if let Some(flags) = last_producer(&frame.pending[c as usize]) {
-                ready(c, flags);
-            }
-        }
         made_cheap
     }
 }
@@ -530,6 +660,15 @@ enum Outputs {
 impl Outputs {
     fn new(n: usize) -> Outputs {
         if n <= 2 { Outputs::Inline([None, None], n as u8) } else { Outputs::Heap((0..n).map(|_| None).collect()) }
+    }
+
+    /// Moves the values out of `values`.
+    fn from_slice(values: &mut [Option<Value>]) -> Outputs {
+        let mut outputs = Outputs::new(values.len());
+        for (to, from) in outputs.as_mut_slice().iter_mut().zip(values) {
+            *to = from.take();
+        }
+        outputs
     }
 
     fn one(value: Value) -> Outputs {

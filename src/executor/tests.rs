@@ -142,3 +142,103 @@ fn a_cancelled_step_ends_and_its_frame_is_reused_clean() {
     let out = run_step(&executors, vec![Tensor::scalar(5.0f32)], 1).unwrap();
     assert_eq!(out[0].clone().unwrap().into_tensor().unwrap().scalar_value::<f32>().unwrap(), 12.0);
 }
+
+fn retval(b: &mut GraphBuilder, name: &str, input: &str, index: i64) {
+    b.add(
+        name,
+        "_Retval",
+        &[input],
+        vec![
+            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
+            ("index", crate::graph::AttrValue::Int(index)),
+        ],
+    );
+}
+
+/// `_TestCount` with `n` outputs (leaving `skip` unset when given).
+fn count_node(b: &mut GraphBuilder, name: &str, n: i64, skip: Option<i64>) {
+    let mut attrs = vec![("n", crate::graph::AttrValue::Int(n))];
+    if let Some(skip) = skip {
+        attrs.push(("skip", crate::graph::AttrValue::Int(skip)));
+    }
+    b.add(name, "_TestCount", &[], attrs);
+}
+
+fn executor_of(b: GraphBuilder) -> Vec<Arc<Executor>> {
+    vec![Executor::new(&b.finish(), device(0), Arc::new(ResourceMgr::default())).unwrap()]
+}
+
+fn scalars(out: Vec<Option<Value>>) -> Vec<f32> {
+    out.into_iter().map(|v| v.unwrap().into_tensor().unwrap().scalar_value::<f32>().unwrap()).collect()
+}
+
+#[test]
+fn a_kernel_with_three_outputs_feeds_each_consumer_step_after_step() {
+    // Outputs 1, 2, 3: port 0 feeds two adds, port 1 one, port 2 a retval.
+    let mut b = GraphBuilder::new();
+    count_node(&mut b, "c", 3, None);
+    let s = b.binary("s", "AddV2", "c:0", "c:1", DType::F32);
+    let t = b.binary("t", "Mul", "c:0", "c:0", DType::F32);
+    retval(&mut b, "r0", &s, 0);
+    retval(&mut b, "r1", &t, 1);
+    retval(&mut b, "r2", "c:2", 2);
+    let executors = executor_of(b);
+    for _ in 0..50 {
+        assert_eq!(scalars(run_step(&executors, vec![], 3).unwrap()), [3.0, 1.0, 3.0]);
+    }
+}
+
+#[test]
+fn an_output_a_kernel_left_unset_fails_the_step_and_names_the_node() {
+    // One output and one consumer (the direct hand-on path), and three
+    // outputs (the general path).
+    for (n, skip) in [(1, 0), (3, 1)] {
+        let mut b = GraphBuilder::new();
+        count_node(&mut b, "c", n, Some(skip));
+        let y = b.unary("y", "Identity", &format!("c:{skip}"), DType::F32);
+        retval(&mut b, "r", &y, 0);
+        let executors = executor_of(b);
+        let err = run_step(&executors, vec![], 1).unwrap_err();
+        assert_eq!(err.code, Code::Internal, "{err}");
+        assert!(err.message.contains(&format!("node 'c' (_TestCount): output {skip} was not set")), "{err}");
+    }
+}
+
+#[test]
+fn a_node_whose_only_edge_is_a_control_edge_runs_its_successor() {
+    // `a` has one output and one out edge, a control edge to `d`.
+    let mut b = GraphBuilder::new();
+    count_node(&mut b, "a", 1, None);
+    count_node(&mut b, "d", 2, None);
+    b.control("d", "a");
+    let y = b.binary("y", "AddV2", "d:0", "d:1", DType::F32);
+    retval(&mut b, "r", &y, 0);
+    let executors = executor_of(b);
+    for _ in 0..20 {
+        assert_eq!(scalars(run_step(&executors, vec![], 1).unwrap()), [3.0]);
+    }
+}
+
+#[test]
+fn a_long_chain_adds_up_step_after_step() {
+    let mut b = GraphBuilder::new();
+    let mut prev = b.add(
+        "x",
+        "_Arg",
+        &[],
+        vec![
+            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
+            ("index", crate::graph::AttrValue::Int(0)),
+        ],
+    );
+    let one = b.constant("one", &Tensor::scalar(1.0f32));
+    for i in 0..300 {
+        prev = b.binary(&format!("add_{i}"), "AddV2", &prev, &one, DType::F32);
+    }
+    retval(&mut b, "r", &prev, 0);
+    let executors = executor_of(b);
+    for step in 0..20 {
+        let out = run_step(&executors, vec![Tensor::scalar(step as f32)], 1).unwrap();
+        assert_eq!(scalars(out), [step as f32 + 300.0]);
+    }
+}

@@ -104,7 +104,7 @@ fn prune_cuts_fed_producers_and_unneeded_nodes() {
 fn prune_errors_name_the_culprit() {
     let graph = Graph::build(GraphSpec { nodes: vec![f32_const("c", 1.0), NodeSpec::new("n", "NoOp")] }).unwrap();
     let e = |feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]| {
-        prune(&graph, feeds, fetches, targets).unwrap_err().message
+        prune(&graph, feeds, fetches, targets).unwrap_err().into_message()
     };
     assert_eq!(e(&[], &[Endpoint::new("nope", 0)], &[]), "fetch 'nope' is not a node in the graph");
     assert_eq!(e(&[Endpoint::new("nope", 0)], &[Endpoint::new("c", 0)], &[]), "feed 'nope' is not a node in the graph");

@@ -466,7 +466,7 @@ impl ReceivedFrame {
             // never-again-written body (checked above); `keepalive` owns the
             // buffer, so the bytes outlive the tensor.
             let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keepalive.clone()) }
-                .map_err(|status| FrameError::BadPayload { index, reason: status.message })?;
+                .map_err(|status| FrameError::BadPayload { index, reason: status.into_message() })?;
             payloads.push(tensor);
             payload_at += padded as usize;
         }

@@ -296,8 +296,9 @@ pub fn binary_in_place<T: Element>(mut a: Tensor, mut b: Tensor, f: impl Fn(T, T
 /// `f(a, b)` where only `a` is given (`b` is lent): written over `a` when
 /// it is uniquely owned and has the output's shape.
 pub fn binary_into_lhs<T: Element>(mut a: Tensor, b: &Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
-    if b.num_elements() == 1 && b.rank() <= a.rank() {
-        let y = b.as_slice::<T>()?[0];
+    if let [y] = *b.as_slice::<T>()?
+        && b.rank() <= a.rank()
+    {
         return unary_in_place(a, |x| f(x, y));
     }
     if a.dims() == b.dims() {
@@ -314,8 +315,9 @@ pub fn binary_into_lhs<T: Element>(mut a: Tensor, b: &Tensor, f: impl Fn(T, T) -
 /// `f(a, b)` where only `b` is given (`a` is lent): written over `b` when
 /// it is uniquely owned and has the output's shape.
 pub fn binary_into_rhs<T: Element>(a: &Tensor, mut b: Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
-    if a.num_elements() == 1 && a.rank() <= b.rank() {
-        let x = a.as_slice::<T>()?[0];
+    if let [x] = *a.as_slice::<T>()?
+        && a.rank() <= b.rank()
+    {
         return unary_in_place(b, |y| f(x, y));
     }
     if a.dims() == b.dims() {

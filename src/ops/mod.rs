@@ -153,6 +153,12 @@ pub trait OpKernel: Send + Sync + 'static {
         let _ = (inputs, lent);
         true
     }
+
+    /// The whole kernel as one plain function, when it keeps no state: the
+    /// executor then calls it directly instead of through the kernel.
+    fn as_compute_fn(&self) -> Option<ComputeFn> {
+        None
+    }
 }
 
 /// The compute step of a kernel without per-node state: one monomorphised
@@ -175,6 +181,10 @@ impl FnKernel {
 impl OpKernel for FnKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         (self.compute)(ctx)
+    }
+
+    fn as_compute_fn(&self) -> Option<ComputeFn> {
+        Some(self.compute)
     }
 
     fn is_expensive(&self) -> bool {
@@ -311,10 +321,7 @@ impl<'a> OpContext<'a> {
         if let Some(Some(v)) = self.lent.get(index) {
             return Ok(v);
         }
-        self.inputs
-            .get(index)
-            .and_then(|v| v.as_ref())
-            .ok_or_else(|| Status::internal(format!("input {index} is missing")))
+        self.inputs.get(index).and_then(|v| v.as_ref()).ok_or_else(|| missing_input(index))
     }
 
     /// Input `index` as a tensor.
@@ -322,7 +329,7 @@ impl<'a> OpContext<'a> {
     pub fn input(&self, index: usize) -> Result<&Tensor> {
         match self.input_value(index)? {
             Value::Tensor(t) => Ok(t),
-            other => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),
+            other => Err(not_a_tensor(index, other)),
         }
     }
 
@@ -333,13 +340,13 @@ impl<'a> OpContext<'a> {
         if let Some(Some(v)) = self.lent.get(index) {
             return match v {
                 Value::Tensor(t) => Ok(t.clone()),
-                other => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),
+                other => Err(not_a_tensor(index, other)),
             };
         }
         match self.inputs.get_mut(index).and_then(Option::take) {
             Some(Value::Tensor(t)) => Ok(t),
-            Some(other) => Err(Status::internal(format!("input {index} is {other:?}, not a tensor"))),
-            None => Err(Status::internal(format!("input {index} is missing"))),
+            Some(other) => Err(not_a_tensor(index, &other)),
+            None => Err(missing_input(index)),
         }
     }
 
@@ -373,6 +380,20 @@ impl<'a> OpContext<'a> {
     pub fn resources(&self) -> &ResourceMgr {
         self.resources
     }
+}
+
+// Out of line: the input accessors sit on every kernel's path and should
+// inline to a few loads.
+#[cold]
+#[inline(never)]
+fn missing_input(index: usize) -> Status {
+    Status::internal(format!("input {index} is missing"))
+}
+
+#[cold]
+#[inline(never)]
+fn not_a_tensor(index: usize, value: &Value) -> Status {
+    Status::internal(format!("input {index} is {value:?}, not a tensor"))
 }
 
 /// Runs `kernel` once on `inputs` with a fresh resource container and

@@ -1,7 +1,8 @@
 //! Kernels that exist only in unit tests, to make the executor's behaviour
-//! observable: a kernel that fails, one that sleeps, and one that only
+//! observable: a kernel that fails, one that sleeps, one that only
 //! returns once N of its kind run at the same time (proof of parallelism
-//! without timing).
+//! without timing), and one with any number of outputs that can leave one
+//! unset.
 //!
 //! Owns: these test-only ops (registered under `cfg(test)`).
 
@@ -19,6 +20,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("_TestFail", source_signature, build_fail),
     OpDef::kernel("_TestSleep", source_signature, build_sleep),
     OpDef::kernel("_TestMeet", source_signature, build_meet),
+    OpDef::kernel("_TestCount", count_signature, build_count),
 ];
 
 /// All three produce one float scalar and take one optional control input.
@@ -106,5 +108,34 @@ impl OpKernel for Meet {
 
     fn is_expensive(&self) -> bool {
         true
+    }
+}
+
+/// `_TestCount(n, skip)`: outputs `n` float scalars 1, 2, … n, except
+/// output `skip` (when given), which it leaves unset.
+struct Count {
+    outputs: usize,
+    skip: Option<usize>,
+}
+
+fn count_outputs(node: &NodeSpec) -> Result<usize> {
+    Ok(node.attr_int("n")? as usize)
+}
+
+fn count_signature(node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![], vec![ValueType::Tensor(DType::F32); count_outputs(node)?]))
+}
+
+fn build_count(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let skip = init.node.attr_int_or("skip", -1)?;
+    Ok(Box::new(Count { outputs: count_outputs(init.node)?, skip: usize::try_from(skip).ok() }))
+}
+
+impl OpKernel for Count {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        for i in (0..self.outputs).filter(|&i| Some(i) != self.skip) {
+            ctx.set_output(i, Tensor::scalar((i + 1) as f32));
+        }
+        Ok(())
     }
 }

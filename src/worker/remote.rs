@@ -292,7 +292,7 @@ impl WorkerInterface for RemoteWorker {
             session_handle: session_handle.to_string(),
             step_id,
             code: status.code as u8,
-            message: status.message,
+            message: status.into_message(),
         };
         if let Err(e) = self.client().and_then(|c| c.push_msg(&abort, &[])) {
             tracing::warn!("could not abort step {step_id} on {}: {e}", self.task);

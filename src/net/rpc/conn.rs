@@ -231,7 +231,7 @@ impl Conn {
 
     pub(crate) fn send_error(self: &Arc<Self>, request_id: u64, method: u16, status: &Status) -> Result<(), NetError> {
         let meta = message::encode(&ErrorMeta { code: status.code as u8, message: status.message.clone() })
-            .map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.message })?;
+            .map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.into_message() })?;
         let frame = OutgoingFrame::new(FrameKind::Error, method, request_id, &meta, &[], &self.limits)
             .map_err(|source| NetError::Frame { peer: self.peer.clone(), source })?;
         self.send_reply(frame)
@@ -283,8 +283,8 @@ impl Conn {
             name: options.name.clone(),
             auth: Vec::new(),
         };
-        let meta =
-            message::encode(&hello).map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.message })?;
+        let meta = message::encode(&hello)
+            .map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.into_message() })?;
         self.send(FrameKind::Hello, 0, 0, &meta, &[])
     }
 
@@ -299,7 +299,7 @@ impl Conn {
         if frame.header.kind != FrameKind::Hello {
             return Err(handshake(format!("first frame is {:?}, not a hello", frame.header.kind)));
         }
-        let hello = message::decode::<Hello>(frame.meta_bytes()).map_err(|s| handshake(s.message))?;
+        let hello = message::decode::<Hello>(frame.meta_bytes()).map_err(|s| handshake(s.into_message()))?;
         if hello.protocol_version != crate::net::frame::PROTOCOL_VERSION {
             return Err(handshake(format!(
                 "peer speaks protocol {}, we speak {}",
