@@ -223,6 +223,7 @@ impl Plan {
 }
 
 /// `f` over every element, in place when `x` is uniquely owned.
+#[inline]
 pub fn unary_in_place<T: Element>(mut x: Tensor, f: impl Fn(T) -> T) -> Result<Tensor> {
     if let Some(s) = x.try_slice_mut::<T>() {
         s.iter_mut().for_each(|v| *v = f(*v));
@@ -295,6 +296,7 @@ pub fn binary_in_place<T: Element>(mut a: Tensor, mut b: Tensor, f: impl Fn(T, T
 
 /// `f(a, b)` where only `a` is given (`b` is lent): written over `a` when
 /// it is uniquely owned and has the output's shape.
+#[inline]
 pub fn binary_into_lhs<T: Element>(mut a: Tensor, b: &Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
     if let [y] = *b.as_slice::<T>()?
         && b.rank() <= a.rank()
@@ -314,6 +316,7 @@ pub fn binary_into_lhs<T: Element>(mut a: Tensor, b: &Tensor, f: impl Fn(T, T) -
 
 /// `f(a, b)` where only `b` is given (`a` is lent): written over `b` when
 /// it is uniquely owned and has the output's shape.
+#[inline]
 pub fn binary_into_rhs<T: Element>(a: &Tensor, mut b: Tensor, f: impl Fn(T, T) -> T) -> Result<Tensor> {
     if let [x] = *a.as_slice::<T>()?
         && a.rank() <= b.rank()

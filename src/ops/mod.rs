@@ -307,7 +307,7 @@ impl<'a> OpContext<'a> {
 
     /// Whether input `index` is lent: `take_input` would have to copy its
     /// handle, and its bytes can never be reused in place.
-    #[inline]
+    #[inline(always)]
     pub fn input_is_lent(&self, index: usize) -> bool {
         matches!(self.lent.get(index), Some(Some(_)))
     }
@@ -316,7 +316,7 @@ impl<'a> OpContext<'a> {
         self.inputs.len()
     }
 
-    #[inline]
+    #[inline(always)]
     fn input_value(&self, index: usize) -> Result<&Value> {
         if let Some(Some(v)) = self.lent.get(index) {
             return Ok(v);
@@ -325,7 +325,7 @@ impl<'a> OpContext<'a> {
     }
 
     /// Input `index` as a tensor.
-    #[inline]
+    #[inline(always)]
     pub fn input(&self, index: usize) -> Result<&Tensor> {
         match self.input_value(index)? {
             Value::Tensor(t) => Ok(t),
@@ -335,7 +335,7 @@ impl<'a> OpContext<'a> {
 
     /// Takes input `index`, so a kernel may reuse its bytes when nobody else
     /// holds them.
-    #[inline]
+    #[inline(always)]
     pub fn take_input(&mut self, index: usize) -> Result<Tensor> {
         if let Some(Some(v)) = self.lent.get(index) {
             return match v {
@@ -366,12 +366,12 @@ impl<'a> OpContext<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn set_output(&mut self, index: usize, tensor: Tensor) {
         self.set_output_value(index, Value::Tensor(tensor));
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn set_output_value(&mut self, index: usize, value: Value) {
         assert!(index < self.outputs.len(), "output {index} of {} declared", self.outputs.len());
         self.outputs[index] = Some(value);
