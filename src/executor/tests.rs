@@ -36,34 +36,31 @@ fn run_step(executors: &[Arc<Executor>], feeds: Vec<Tensor>, retvals: usize) -> 
     Ok(step.frame.retvals.take_all())
 }
 
+/// A float `_Arg` or `_Retval` with its `index`.
+fn index_node(b: &mut GraphBuilder, name: &str, op: &str, inputs: &[&str], index: i64) -> String {
+    b.add(
+        name,
+        op,
+        inputs,
+        vec![
+            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
+            ("index", crate::graph::AttrValue::Int(index)),
+        ],
+    )
+}
+
 /// `y = (x + 1) * 2`, with the add on CPU:0 and the multiply on CPU:1,
 /// partitioned by device and built into two executors.
 fn two_device_executors() -> Vec<Arc<Executor>> {
     let mut b = GraphBuilder::new();
     b.set_device("/job:localhost/replica:0/task:0/device:CPU:0");
-    let x = b.add(
-        "x",
-        "_Arg",
-        &[],
-        vec![
-            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
-            ("index", crate::graph::AttrValue::Int(0)),
-        ],
-    );
+    let x = index_node(&mut b, "x", "_Arg", &[], 0);
     let one = b.constant("one", &Tensor::scalar(1.0f32));
     let s = b.binary("s", "AddV2", &x, &one, DType::F32);
     b.set_device("/job:localhost/replica:0/task:0/device:CPU:1");
     let two = b.constant("two", &Tensor::scalar(2.0f32));
     let y = b.binary("y", "Mul", &s, &two, DType::F32);
-    b.add(
-        "out",
-        "_Retval",
-        &[&y],
-        vec![
-            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
-            ("index", crate::graph::AttrValue::Int(0)),
-        ],
-    );
+    retval(&mut b, "out", &y, 0);
     let devices = [device(0), device(1)];
     let parts: BTreeMap<String, _> = partition(
         &b.finish(),
@@ -144,15 +141,7 @@ fn a_cancelled_step_ends_and_its_frame_is_reused_clean() {
 }
 
 fn retval(b: &mut GraphBuilder, name: &str, input: &str, index: i64) {
-    b.add(
-        name,
-        "_Retval",
-        &[input],
-        vec![
-            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
-            ("index", crate::graph::AttrValue::Int(index)),
-        ],
-    );
+    index_node(b, name, "_Retval", &[input], index);
 }
 
 /// `_TestCount` with `n` outputs (leaving `skip` unset when given).
@@ -222,15 +211,7 @@ fn a_node_whose_only_edge_is_a_control_edge_runs_its_successor() {
 #[test]
 fn a_long_chain_adds_up_step_after_step() {
     let mut b = GraphBuilder::new();
-    let mut prev = b.add(
-        "x",
-        "_Arg",
-        &[],
-        vec![
-            ("T", crate::graph::AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
-            ("index", crate::graph::AttrValue::Int(0)),
-        ],
-    );
+    let mut prev = index_node(&mut b, "x", "_Arg", &[], 0);
     let one = b.constant("one", &Tensor::scalar(1.0f32));
     for i in 0..300 {
         prev = b.binary(&format!("add_{i}"), "AddV2", &prev, &one, DType::F32);
