@@ -23,6 +23,12 @@ pub struct Figure {
     /// Free-form context (baseline's nature, sizes, transport).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// Share of this machine's CPU time the hypervisor gave to others while
+    /// the scenario ran (`steal` in /proc/stat), in percent: a figure taken
+    /// while the host stole much is not comparable with one taken while it
+    /// stole little. Absent where the kernel does not report it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_steal_pct: Option<f64>,
 }
 
 impl Figure {
@@ -36,6 +42,7 @@ impl Figure {
             baseline: None,
             ratio: None,
             note: String::new(),
+            host_steal_pct: None,
         }
     }
 
@@ -65,12 +72,12 @@ pub fn print_figures(figures: &[Figure], json: bool) {
         return;
     }
     println!(
-        "{:<18} {:<10} {:>12} {:<5} {:>7} {:>12} {:>8}  note",
-        "scenario", "metric", "value", "unit", "threads", "baseline", "ratio"
+        "{:<18} {:<10} {:>12} {:<5} {:>7} {:>12} {:>8} {:>6}  note",
+        "scenario", "metric", "value", "unit", "threads", "baseline", "ratio", "steal%"
     );
     for f in figures {
         println!(
-            "{:<18} {:<10} {:>12.3} {:<5} {:>7} {:>12} {:>8}  {}",
+            "{:<18} {:<10} {:>12.3} {:<5} {:>7} {:>12} {:>8} {:>6}  {}",
             f.scenario,
             f.metric,
             f.value,
@@ -78,8 +85,45 @@ pub fn print_figures(figures: &[Figure], json: bool) {
             f.threads,
             f.baseline.map(|b| format!("{b:.3}")).unwrap_or_default(),
             f.ratio.map(|r| format!("{r:.3}")).unwrap_or_default(),
+            f.host_steal_pct.map(|s| format!("{s:.1}")).unwrap_or_default(),
             f.note
         );
+    }
+}
+
+/// Above this share of stolen CPU time, `ringflow bench` warns that its
+/// figures describe the host's load more than the code.
+pub const STEAL_WARN_PCT: f64 = 5.0;
+
+/// The machine's CPU time counters from the first line of /proc/stat, in
+/// clock ticks: everything, and what the hypervisor stole.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTimes {
+    pub total: u64,
+    pub steal: u64,
+}
+
+impl CpuTimes {
+    /// Now, or `None` where /proc/stat is missing or has no steal column.
+    pub fn now() -> Option<CpuTimes> {
+        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// Parses the aggregate `cpu` line: user nice system idle iowait irq
+    /// softirq steal [guest guest_nice]; guest time is already inside user
+    /// and nice, so the total is the first eight.
+    pub fn parse(proc_stat: &str) -> Option<CpuTimes> {
+        let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
+        let fields: Vec<u64> =
+            line.split_whitespace().skip(1).take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+        (fields.len() == 8).then(|| CpuTimes { total: fields.iter().sum(), steal: fields[7] })
+    }
+
+    /// Percent of the CPU time between `self` and `later` that was stolen.
+    pub fn steal_pct_until(&self, later: &CpuTimes) -> Option<f64> {
+        let total = later.total.checked_sub(self.total)?;
+        let steal = later.steal.checked_sub(self.steal)?;
+        (total > 0).then(|| 100.0 * steal as f64 / total as f64)
     }
 }
 
@@ -134,5 +178,18 @@ mod tests {
             r.record(Duration::from_micros(us));
         }
         assert!((r.percentile_us(50.0) - 50.0).abs() < 0.5);
+    }
+
+    #[test]
+    fn steal_is_the_eighth_column_of_the_cpu_line() {
+        let before = "cpu  100 0 50 800 10 0 5 35 7 0\ncpu0 50 0 25 400 5 0 2 18 0 0\n";
+        let after = "cpu  160 0 60 900 10 0 5 65 9 0\ncpu0 80 0 30 450 5 0 2 33 0 0\n";
+        let (a, b) = (CpuTimes::parse(before).expect("parses"), CpuTimes::parse(after).expect("parses"));
+        assert_eq!(a, CpuTimes { total: 1000, steal: 35 });
+        assert_eq!(b.steal_pct_until(&a), None, "time does not run backwards");
+        let pct = a.steal_pct_until(&b).expect("time passed");
+        assert!((pct - 100.0 * 30.0 / 200.0).abs() < 1e-9, "{pct}");
+        assert_eq!(CpuTimes::parse("cpu  1 2 3 4\n"), None, "a kernel without a steal column");
+        assert_eq!(CpuTimes::parse("intr 5\n"), None);
     }
 }

@@ -25,3 +25,36 @@ fn pinned_pingpong_reports_its_figure_against_a_raw_baseline_with_the_ends_on_tw
         assert!(p50["note"].as_str().unwrap().contains("client on CPU"), "{p50}");
     }
 }
+
+#[test]
+fn fanout_reports_its_speedup_against_what_plain_threads_get_from_the_machine_in_the_same_run() {
+    let lines = bench(&["fanout", "--threads", "2", "--iterations", "20", "--json"]);
+    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let metric =
+        |m: &str| figures.iter().find(|f| f["metric"] == m).unwrap_or_else(|| panic!("a {m} figure: {lines:?}"));
+    let (speedup, raw) = (metric("speedup"), metric("raw_speedup"));
+    let raw_value = raw["value"].as_f64().unwrap();
+    assert!(raw_value > 0.0 && raw_value.is_finite(), "{raw}");
+    assert_eq!(speedup["baseline"].as_f64(), Some(raw_value), "the speedup is compared with the raw one: {speedup}");
+    let ratio = speedup["ratio"].as_f64().unwrap();
+    assert!((ratio - speedup["value"].as_f64().unwrap() / raw_value).abs() < 1e-9, "{speedup}");
+    if std::fs::read_to_string("/proc/stat").is_ok_and(|s| s.starts_with("cpu ")) {
+        for f in &figures {
+            let steal = f["host_steal_pct"].as_f64().unwrap_or_else(|| panic!("host steal reported: {f}"));
+            assert!((0.0..=100.0).contains(&steal), "{f}");
+        }
+    }
+}
+
+#[test]
+fn step_remote_reports_the_bare_relay_of_its_messages_beside_the_raw_round_trip() {
+    let lines = bench(&["step-remote", "--iterations", "50", "--json"]);
+    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let metric =
+        |m: &str| figures.iter().find(|f| f["metric"] == m).unwrap_or_else(|| panic!("a {m} figure: {lines:?}"));
+    let (step, relay, over) = (metric("p50"), metric("p50-raw-relay"), metric("p50-over-relay"));
+    assert_eq!(relay["baseline"], step["baseline"], "both against the same raw round trip");
+    let (step_us, relay_us) = (step["value"].as_f64().unwrap(), relay["value"].as_f64().unwrap());
+    assert!(relay_us > 0.0 && step_us > 0.0, "{relay} {step}");
+    assert!((over["value"].as_f64().unwrap() - step_us / relay_us).abs() < 1e-9, "{over}");
+}

@@ -1,18 +1,24 @@
 //! In-process benchmarks: the trivial step through a callable, the cost per
 //! node of a long chain, and the speedup of independent MatMul branches
 //! with the pool's threads. Each reports a baseline measured in the same
-//! run: a direct call of the same kernel, with no runtime around it.
+//! run, with no runtime around it: a direct call of the same kernel, and for
+//! the fan-out also the same products on plain threads (what the machine's
+//! cores give at that thread count).
 //!
 //! Owns: these scenarios and the demo. Must not assert speed: it measures
 //! and reports.
 
 use crate::bench::{Figure, LatencyRecorder};
 use crate::error::{Result, Status};
-use crate::graph::builder::{chain_graph, fanout_graph, trivial_add_graph};
+use crate::graph::builder::{chain_graph, fanout_graph, fanout_weights, trivial_add_graph};
 use crate::graph::{AttrValue, DataType, NodeSpec};
+use crate::ops::matmul::Gemm;
 use crate::ops::{KernelInit, OpContext, ResourceMgr, Value, lookup};
 use crate::session::{RunOptions, Session, SessionOptions, create_session};
 use crate::tensor::{DType, Tensor};
+use parking_lot::Mutex;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub struct BenchOptions {
@@ -122,6 +128,7 @@ pub fn chain(opts: &BenchOptions) -> Result<Vec<Figure>> {
 }
 
 const FANOUT_BRANCHES: usize = 8;
+const FANOUT_SIZE: usize = 256;
 
 /// The median time one MatMul kernel took inside traced fan-out steps:
 /// with more threads it falls while idle threads take row blocks of it
@@ -149,42 +156,128 @@ fn matmul_kernel_us(session: &(Box<dyn Session>, u64), x: &Tensor, steps: usize)
 /// A fan-out session with `threads` pool threads and its callable.
 fn fanout_session(threads: usize, pin: bool) -> Result<(Box<dyn Session>, u64)> {
     let options = SessionOptions { threads_per_device: threads, pin_threads: pin, ..SessionOptions::default() };
-    let session = create_session(fanout_graph(FANOUT_BRANCHES, 256), &options)?;
+    let session = create_session(fanout_graph(FANOUT_BRANCHES, FANOUT_SIZE), &options)?;
     let handle = callable(session.as_ref(), &["x:0"], &["total:0"])?;
     Ok((session, handle))
 }
 
-/// Step times of two sessions measured alternately, so both see the same
-/// machine (this one is shared and noisy).
-fn interleaved(
-    a: &(Box<dyn Session>, u64),
-    b: &(Box<dyn Session>, u64),
-    x: &Tensor,
-    iters: usize,
-) -> Result<(f64, f64)> {
-    let options = RunOptions::default();
-    let step = |s: &(Box<dyn Session>, u64)| -> Result<Duration> {
+/// The fan-out graph's arithmetic with no runtime around it: the same
+/// products by direct gemm calls on a crew of plain threads, each claiming
+/// products one at a time from a counter (so a slower vCPU simply takes
+/// fewer), handed the step by the calling thread and summed there after,
+/// as a session's caller hands a step to its pool. What this machine gives
+/// for this work at a thread count, measured in the same run as the graph:
+/// on a shared host one vCPU is at times much slower than another, and no
+/// runtime can beat that.
+struct RawFanout {
+    x: Vec<f32>,
+    weights: Vec<Vec<f32>>,
+    products: Vec<Mutex<Vec<f32>>>,
+    total: Mutex<Vec<f32>>,
+    next: AtomicUsize,
+    size: usize,
+}
+
+/// Threads that run [`RawFanout::step`]'s products: started once, woken
+/// per step by a barrier, as a pool's parked threads are.
+struct RawCrew {
+    go: Barrier,
+    done: Barrier,
+    stop: AtomicBool,
+}
+
+impl RawFanout {
+    fn new(branches: usize, size: usize, x: &Tensor) -> Result<RawFanout> {
+        Ok(RawFanout {
+            x: x.as_slice::<f32>()?.to_vec(),
+            weights: (0..branches).map(|i| fanout_weights(i, size)).collect(),
+            products: (0..branches).map(|_| Mutex::new(vec![0.0; size * size])).collect(),
+            total: Mutex::new(vec![0.0; size * size]),
+            next: AtomicUsize::new(0),
+            size,
+        })
+    }
+
+    fn multiply_until_none_left(&self) {
+        let n = self.size;
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(out) = self.products.get(i) else { return };
+            <f32 as Gemm>::gemm(n, n, n, &self.x, n, 1, &self.weights[i], n, 1, &mut out.lock());
+        }
+    }
+
+    /// One step: the crew multiplies, this thread sums.
+    fn step(&self, crew: &RawCrew) -> Duration {
         let start = Instant::now();
-        let (out, _) = s.0.run_callable(s.1, vec![x.clone()], &options)?;
-        std::hint::black_box(out);
-        Ok(start.elapsed())
-    };
+        self.next.store(0, Ordering::Relaxed);
+        crew.go.wait();
+        crew.done.wait();
+        let mut total = self.total.lock();
+        total.copy_from_slice(&self.products[0].lock());
+        for product in &self.products[1..] {
+            total.iter_mut().zip(product.lock().iter()).for_each(|(t, p)| *t += p);
+        }
+        std::hint::black_box(&*total);
+        start.elapsed()
+    }
+
+    /// Runs `measure` while a crew of `threads` threads stands by for its
+    /// steps; they are released and joined when it returns.
+    fn with_crew<R>(&self, threads: usize, measure: impl FnOnce(&RawCrew) -> R) -> R {
+        let crew =
+            RawCrew { go: Barrier::new(threads + 1), done: Barrier::new(threads + 1), stop: AtomicBool::new(false) };
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    loop {
+                        crew.go.wait();
+                        if crew.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        self.multiply_until_none_left();
+                        crew.done.wait();
+                    }
+                });
+            }
+            let result = measure(&crew);
+            crew.stop.store(true, Ordering::Relaxed);
+            crew.go.wait();
+            result
+        })
+    }
+}
+
+/// p50 step times of several step functions measured round-robin, so all
+/// see the same machine (this one is shared and noisy).
+fn interleaved(steps: &mut [&mut dyn FnMut() -> Result<Duration>], iters: usize) -> Result<Vec<f64>> {
     for _ in 0..(iters / 10).max(2) {
-        step(a)?;
-        step(b)?;
+        for step in steps.iter_mut() {
+            step()?;
+        }
     }
-    let (mut ra, mut rb) = (LatencyRecorder::default(), LatencyRecorder::default());
+    let mut recorders: Vec<LatencyRecorder> = steps.iter().map(|_| LatencyRecorder::default()).collect();
     for _ in 0..iters {
-        ra.record(step(a)?);
-        rb.record(step(b)?);
+        for (step, recorder) in steps.iter_mut().zip(&mut recorders) {
+            recorder.record(step()?);
+        }
     }
-    Ok((ra.percentile_us(50.0), rb.percentile_us(50.0)))
+    Ok(recorders.iter().map(|r| r.percentile_us(50.0)).collect())
+}
+
+/// One timed step through a session's callable.
+fn callable_step(session: &(Box<dyn Session>, u64), x: &Tensor) -> Result<Duration> {
+    let start = Instant::now();
+    let (out, _) = session.0.run_callable(session.1, vec![x.clone()], &RunOptions::default())?;
+    std::hint::black_box(out);
+    Ok(start.elapsed())
 }
 
 pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let iters = iters_or(opts, 200);
-    let x =
-        Tensor::build::<f32>([256, 256], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 13) as f32 / 13.0))?;
+    let x = Tensor::build::<f32>([FANOUT_SIZE, FANOUT_SIZE], |v| {
+        v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 13) as f32 / 13.0)
+    })?;
     let counts: Vec<usize> = if opts.threads > 0 {
         vec![opts.threads]
     } else {
@@ -196,10 +289,26 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
         c
     };
     let one = fanout_session(1, opts.pin)?;
+    let raw = RawFanout::new(FANOUT_BRANCHES, FANOUT_SIZE, &x)?;
     let mut figures = Vec::new();
     for threads in counts {
         let many = fanout_session(threads, opts.pin)?;
-        let (t1, tn) = interleaved(&one, &many, &x, iters)?;
+        let p50s = raw.with_crew(1, |crew1| {
+            raw.with_crew(threads, |crew_n| {
+                interleaved(
+                    &mut [
+                        &mut || callable_step(&one, &x),
+                        &mut || callable_step(&many, &x),
+                        &mut || Ok(raw.step(crew1)),
+                        &mut || Ok(raw.step(crew_n)),
+                    ],
+                    iters,
+                )
+            })
+        })?;
+        let [t1, tn, raw1, raw_n] = p50s[..] else {
+            return Err(Status::internal("four interleaved step functions gave another number of medians"));
+        };
         let traced_steps = (iters / 10).max(5);
         let (kernel1, kernel_n) =
             (matmul_kernel_us(&one, &x, traced_steps)?, matmul_kernel_us(&many, &x, traced_steps)?);
@@ -213,11 +322,46 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
             "8 x MatMul 256x256 + AddN; baseline: the same graph with 1 pool thread, steps interleaved{}",
             if opts.pin { "; threads pinned" } else { "" }
         )));
+        figures.push(Figure::new("fanout", "raw_speedup", raw1 / raw_n, "x", threads).with_note(format!(
+            "the same {FANOUT_BRANCHES} products by direct gemm calls on plain threads claiming them from a \
+             counter, summed by the caller, 1 thread / this many (p50 {raw1:.0} / {raw_n:.0} us): what this machine gives"
+        )));
         figures.push(
-            Figure::new("fanout", "speedup", t1 / tn, "x", threads)
-                .with_note("p50 step time with 1 pool thread / with this many (interleaved runs)"),
+            Figure::new("fanout", "speedup", t1 / tn, "x", threads).with_baseline(raw1 / raw_n).with_note(
+                "p50 step time with 1 pool thread / with this many (interleaved runs); baseline: raw_speedup",
+            ),
         );
     }
     one.0.close()?;
     Ok(figures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionExt;
+
+    #[test]
+    fn the_raw_fan_out_computes_what_the_graph_computes() {
+        let x =
+            Tensor::build::<f32>([32, 32], |v| v.iter_mut().enumerate().for_each(|(i, e)| *e = (i % 5) as f32 - 2.0))
+                .expect("x");
+        let session =
+            create_session(fanout_graph(3, 32), &SessionOptions { threads_per_device: 2, ..Default::default() })
+                .expect("session");
+        let graph_total = session.run_simple(&[("x:0", x.clone())], &["total:0"], &[]).expect("a step").remove(0);
+        let raw = RawFanout::new(3, 32, &x).expect("raw");
+        for threads in [1, 2, 3] {
+            raw.with_crew(threads, |crew| raw.step(crew));
+            let raw_total = raw.total.lock();
+            let expected = graph_total.as_slice::<f32>().expect("f32");
+            assert_eq!(raw_total.len(), expected.len());
+            for (i, (r, g)) in raw_total.iter().zip(expected).enumerate() {
+                assert!(
+                    (r - g).abs() <= 1e-4 * g.abs().max(1.0),
+                    "element {i} with {threads} threads: raw {r}, graph {g}"
+                );
+            }
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! Benchmarks across processes on a local cluster: the trivial remote step,
 //! a 64 MiB tensor crossing tasks, and fan-out/fan-in over 2, 4 and 8 tasks.
 //! Each reports a raw baseline measured in the same run: a spinning TCP
-//! ping-pong between two processes, or raw TCP bulk bandwidth.
+//! ping-pong between two processes, or raw TCP bulk bandwidth; the remote
+//! step also the bare relay of its messages through three processes.
 //!
 //! Owns: these scenarios. Must not assert speed.
 
@@ -110,6 +111,10 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     }
     c.shutdown();
     let raw = raw_round_trip()?;
+    let relay = net_bench::raw_relay(&net_bench::BenchOptions {
+        pingpong_iterations: 20_000,
+        ..net_bench::BenchOptions::default()
+    })?;
     let fed = "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; baseline: raw spinning TCP round trip, 64 B, two processes, same run";
     let sent =
         "as p50/p99, but task 0 computes x * 2 and sends it to task 1 (_Send/_Recv across processes); same baseline";
@@ -122,6 +127,21 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
                     .with_note(note),
             );
         }
+    }
+    figures.push(
+        Figure::new("step-remote", "p50-over-relay", timed[0].percentile_us(50.0) / relay.percentile_us(50.0), "x", 1)
+            .with_note("p50 / p50-raw-relay: what the runtime adds to the bare path of a step's messages"),
+    );
+    for p in [50.0, 99.0] {
+        figures.push(
+            Figure::new("step-remote", &format!("p{p:.0}-raw-relay"), relay.percentile_us(p), "us", 1)
+                .with_baseline(raw.percentile_us(p))
+                .with_note(
+                    "no runtime: 64 B from this process through a relay process to an echo process and back \
+                     (a step's path), every end spinning then yielding as ringflow's waits do: what 3 processes \
+                     cost on this machine; same baseline",
+                ),
+        );
     }
     Ok(figures)
 }

@@ -12,7 +12,7 @@ pub mod run;
 pub mod server_cmd;
 pub mod verify;
 
-use crate::bench::{Figure, print_figures};
+use crate::bench::{CpuTimes, Figure, STEAL_WARN_PCT, print_figures};
 use crate::error::{Result, Status};
 use crate::net::bench::{self as net_bench, PeerArgs};
 use crate::net::io::TransportKind;
@@ -159,6 +159,12 @@ pub enum Command {
         /// Run the whole peer process on this CPU.
         #[arg(long)]
         cpu: Option<usize>,
+        /// `raw-relay`: the echo peer to pass each message on to.
+        #[arg(long)]
+        next: Option<String>,
+        /// Raw modes: yield the core while spinning, as ringflow's waits do.
+        #[arg(long)]
+        yielding: bool,
     },
 }
 
@@ -317,6 +323,7 @@ fn dispatch(command: Command) -> Result<bool> {
             };
             let mut figures: Vec<Figure> = Vec::new();
             for scenario in &scenarios {
+                let cpu_before = CpuTimes::now();
                 let mut found = match scenario.as_str() {
                     "step-inproc" => bench_inproc::step_inproc(&inproc)?,
                     "chain" => bench_inproc::chain(&inproc)?,
@@ -332,6 +339,16 @@ fn dispatch(command: Command) -> Result<bool> {
                         )));
                     }
                 };
+                let steal = cpu_before.zip(CpuTimes::now()).and_then(|(before, after)| before.steal_pct_until(&after));
+                if let Some(pct) = steal {
+                    found.iter_mut().for_each(|f| f.host_steal_pct = Some(pct));
+                    if pct > STEAL_WARN_PCT {
+                        eprintln!(
+                            "warning: the hypervisor stole {pct:.0}% of this machine's CPU time while '{scenario}' ran; \
+                             its figures say more about the host's load than about ringflow"
+                        );
+                    }
+                }
                 if !json {
                     // Print as we go: some scenarios take a while.
                     print_figures(&found, false);
@@ -343,9 +360,17 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             Ok(true)
         }
-        Command::NetPeer { mode, transport, msg_bytes, spin_us, cpu } => {
-            net_bench::run_peer(&PeerArgs { mode, transport: parse_transport(&transport)?, msg_bytes, spin_us, cpu })
-                .map(|()| true)
+        Command::NetPeer { mode, transport, msg_bytes, spin_us, cpu, next, yielding } => {
+            net_bench::run_peer(&PeerArgs {
+                mode,
+                transport: parse_transport(&transport)?,
+                msg_bytes,
+                spin_us,
+                cpu,
+                next,
+                yielding,
+            })
+            .map(|()| true)
         }
         Command::Demo { steps } => demo::demo(steps).map(|()| true),
         Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen, exit_on_stdin_eof } => {

@@ -112,17 +112,18 @@ pub fn chain_graph(length: usize) -> GraphSpec {
 
 /// `total = AddN(x @ w_i for i in 0..branches)` with `size`×`size` floats:
 /// independent MatMul branches joined at the end.
+/// Branch `branch`'s `size`×`size` weights in [`fanout_graph`], row-major
+/// (the raw baseline of `ringflow bench fanout` multiplies the same).
+pub fn fanout_weights(branch: usize, size: usize) -> Vec<f32> {
+    (0..size * size).map(|k| ((k * 7 + branch * 13) % 17) as f32 / 17.0 - 0.5).collect()
+}
+
 pub fn fanout_graph(branches: usize, size: usize) -> GraphSpec {
     let mut b = GraphBuilder::new();
     let x = b.placeholder("x", DType::F32);
     let mut outs = Vec::with_capacity(branches);
     for i in 0..branches {
-        let w = Tensor::build::<f32>([size, size], |v| {
-            for (k, e) in v.iter_mut().enumerate() {
-                *e = ((k * 7 + i * 13) % 17) as f32 / 17.0 - 0.5;
-            }
-        })
-        .expect("a small weight matrix");
+        let w = Tensor::from_slice::<f32>([size, size], &fanout_weights(i, size)).expect("a small weight matrix");
         let w = b.constant(&format!("w_{i}"), &w);
         outs.push(b.matmul(&format!("branch_{i}"), &x, &w, DType::F32));
     }

@@ -12,6 +12,8 @@
 //!   empty response. Raw baseline: `write_all` of the same bytes, read by a
 //!   4 MiB `read` loop, a one-byte ack. The receiver's RSS is sampled in the
 //!   peer: idle (after connecting) and peak (VmHWM, reset before the run).
+//! - [`raw_relay`], for the remote step's bench: 64-byte round trips through
+//!   a relay process to an echo process, every end spinning then yielding.
 
 use crate::bench::{Figure, LatencyRecorder};
 use crate::error::{Result, Status};
@@ -140,13 +142,34 @@ impl Drop for Peer {
     }
 }
 
-fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<bool> {
+/// How a raw end waits for bytes between polls of its socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SpinStyle {
+    /// Never gives its core away: the classic ping-pong end.
+    Pure,
+    /// Pure at first, then yields each round as ringflow's own waits do
+    /// ([`crate::net::io::spin_pause`]), so three processes on two cores
+    /// take turns instead of waiting out time slices.
+    Yielding,
+}
+
+impl SpinStyle {
+    fn pause(self, spin_start: Instant) {
+        match self {
+            SpinStyle::Pure => std::hint::spin_loop(),
+            SpinStyle::Yielding => crate::net::io::spin_pause(spin_start),
+        }
+    }
+}
+
+fn spin_read_exact(stream: &mut TcpStream, buf: &mut [u8], style: SpinStyle) -> std::io::Result<bool> {
+    let spin_start = Instant::now();
     let mut got = 0;
     while got < buf.len() {
         match stream.read(&mut buf[got..]) {
             Ok(0) => return Ok(false),
             Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => style.pause(spin_start),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -225,9 +248,12 @@ struct RawEcho {
     stream: TcpStream,
     msg: Vec<u8>,
     back: Vec<u8>,
+    style: SpinStyle,
     /// Last, so it drops after `stream`: the peer exits when the
     /// connection closes, and dropping a `Peer` waits for its exit.
     _peer: Peer,
+    /// Peers behind `_peer` (a relay's echo), which exit once it has.
+    _behind: Vec<Peer>,
 }
 
 impl RawEcho {
@@ -235,19 +261,46 @@ impl RawEcho {
         let mut args = vec![format!("--msg-bytes={message_bytes}")];
         args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
         let peer = Peer::spawn("raw-echo", &args)?;
+        RawEcho::connect(peer, message_bytes, SpinStyle::Pure, Vec::new())
+    }
+
+    /// Round trips through a relay process that passes each message on to
+    /// an echo process and the echo back: three processes, two hops each
+    /// way, as a remote step's client, master and worker, every end waiting
+    /// as ringflow's do ([`SpinStyle::Yielding`]; with pure spinning, three
+    /// processes on two cores wait out each other's time slices).
+    fn start_relay(message_bytes: usize) -> Result<RawEcho> {
+        let bytes = format!("--msg-bytes={message_bytes}");
+        let echo = Peer::spawn("raw-echo", &[bytes.clone(), "--yielding".into()])?;
+        let relay = Peer::spawn("raw-relay", &[bytes, "--yielding".into(), format!("--next={}", echo.addr)])?;
+        RawEcho::connect(relay, message_bytes, SpinStyle::Yielding, vec![echo])
+    }
+
+    fn connect(peer: Peer, message_bytes: usize, style: SpinStyle, behind: Vec<Peer>) -> Result<RawEcho> {
         let stream = TcpStream::connect(&peer.addr)?;
         stream.set_nodelay(true)?;
         stream.set_nonblocking(true)?;
-        Ok(RawEcho { stream, msg: vec![0x5au8; message_bytes], back: vec![0u8; message_bytes], _peer: peer })
+        Ok(RawEcho {
+            stream,
+            msg: vec![0x5au8; message_bytes],
+            back: vec![0u8; message_bytes],
+            style,
+            _peer: peer,
+            _behind: behind,
+        })
     }
 
     fn round_trip(&mut self) -> Result<Duration> {
         let start = Instant::now();
         write_all_nonblocking(&mut self.stream, &self.msg)?;
-        if !spin_read_exact(&mut self.stream, &mut self.back)? {
+        if !spin_read_exact(&mut self.stream, &mut self.back, self.style)? {
             return Err(Status::unavailable("raw echo peer closed"));
         }
-        Ok(start.elapsed())
+        let elapsed = start.elapsed();
+        if self.back != self.msg {
+            return Err(Status::internal("the raw echo came back with other bytes than were sent"));
+        }
+        Ok(elapsed)
     }
 }
 
@@ -283,7 +336,12 @@ impl RpcEcho {
 /// `poll` until the socket is readable: the echo peer stays idle while the
 /// ringflow connection takes its turn (a peer spinning forever would steal
 /// a core from it), and spins as raw as ever within a block.
-fn spin_then_poll_read_exact(stream: &mut TcpStream, buf: &mut [u8], spin: Duration) -> std::io::Result<bool> {
+fn spin_then_poll_read_exact(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    spin: Duration,
+    style: SpinStyle,
+) -> std::io::Result<bool> {
     use std::os::fd::AsFd;
     let mut got = 0;
     let mut idle_since = Instant::now();
@@ -296,7 +354,7 @@ fn spin_then_poll_read_exact(stream: &mut TcpStream, buf: &mut [u8], spin: Durat
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if idle_since.elapsed() < spin {
-                    std::hint::spin_loop();
+                    style.pause(idle_since);
                     continue;
                 }
                 let mut fds = [nix::poll::PollFd::new(stream.as_fd(), nix::poll::PollFlags::POLLIN)];
@@ -314,15 +372,27 @@ fn spin_then_poll_read_exact(stream: &mut TcpStream, buf: &mut [u8], spin: Durat
 
 /// Raw spinning TCP round trips of `opts.message_bytes` against a peer process.
 pub fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
-    let mut raw = RawEcho::start(opts.message_bytes, None)?;
-    let mut recorder = LatencyRecorder::default();
-    for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
-        let elapsed = raw.round_trip()?;
-        if i >= opts.pingpong_warmup {
-            recorder.record(elapsed);
+    RawEcho::start(opts.message_bytes, None)?.timed_round_trips(opts)
+}
+
+/// Raw round trips of `opts.message_bytes` through a relay process to an
+/// echo process and back ([`RawEcho::start_relay`]).
+pub fn raw_relay(opts: &BenchOptions) -> Result<LatencyRecorder> {
+    RawEcho::start_relay(opts.message_bytes)?.timed_round_trips(opts)
+}
+
+impl RawEcho {
+    /// `opts.pingpong_iterations` timed round trips after the warm-up ones.
+    fn timed_round_trips(&mut self, opts: &BenchOptions) -> Result<LatencyRecorder> {
+        let mut recorder = LatencyRecorder::default();
+        for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
+            let elapsed = self.round_trip()?;
+            if i >= opts.pingpong_warmup {
+                recorder.record(elapsed);
+            }
         }
+        Ok(recorder)
     }
-    Ok(recorder)
 }
 
 fn write_all_nonblocking(stream: &mut TcpStream, mut bytes: &[u8]) -> Result<()> {
@@ -531,13 +601,17 @@ pub fn bench_bulk(opts: &BenchOptions) -> Result<Vec<Figure>> {
 /// How the peer was asked to run.
 #[derive(Debug, Clone)]
 pub struct PeerArgs {
-    /// `raw-echo`, `raw-sink` or `rpc`.
+    /// `raw-echo`, `raw-sink`, `raw-relay` or `rpc`.
     pub mode: String,
     pub transport: TransportKind,
     pub msg_bytes: usize,
     pub spin_us: u64,
     /// The CPU the whole peer runs on (set before it starts any thread).
     pub cpu: Option<usize>,
+    /// `raw-relay`: the raw echo peer each message is passed on to.
+    pub next: Option<String>,
+    /// Raw modes: yield while spinning ([`SpinStyle::Yielding`]).
+    pub yielding: bool,
 }
 
 fn proc_status_kib(field: &str) -> u64 {
@@ -599,6 +673,7 @@ impl Service for BenchService {
 
 /// Runs the bench peer: prints `READY <addr>` and serves until stdin closes.
 pub fn run_peer(args: &PeerArgs) -> Result<()> {
+    let style = if args.yielding { SpinStyle::Yielding } else { SpinStyle::Pure };
     if let Some(cpu) = args.cpu {
         // Threads started later inherit the calling thread's mask.
         set_thread_cpus(&cpu_set(&[cpu])?)
@@ -619,7 +694,7 @@ pub fn run_peer(args: &PeerArgs) -> Result<()> {
                 stream.set_nonblocking(true)?;
                 let mut buf = vec![0u8; args.msg_bytes];
                 let spin = Duration::from_micros(args.spin_us);
-                while spin_then_poll_read_exact(&mut stream, &mut buf, spin)? {
+                while spin_then_poll_read_exact(&mut stream, &mut buf, spin, style)? {
                     write_all_nonblocking(&mut stream, &buf)?;
                 }
             } else {
@@ -646,6 +721,28 @@ pub fn run_peer(args: &PeerArgs) -> Result<()> {
                     }
                     stream.write_all(&[1])?;
                 }
+            }
+            Ok(())
+        }
+        "raw-relay" => {
+            let next = args.next.as_deref().ok_or_else(|| Status::invalid_argument("raw-relay needs --next"))?;
+            let mut downstream = TcpStream::connect(next)?;
+            downstream.set_nodelay(true)?;
+            downstream.set_nonblocking(true)?;
+            let listener = TcpListener::bind("127.0.0.1:0")?;
+            println!("READY {}", listener.local_addr()?);
+            std::io::stdout().flush()?;
+            let (mut upstream, _) = listener.accept()?;
+            upstream.set_nodelay(true)?;
+            upstream.set_nonblocking(true)?;
+            let mut buf = vec![0u8; args.msg_bytes];
+            let spin = Duration::from_micros(args.spin_us);
+            while spin_then_poll_read_exact(&mut upstream, &mut buf, spin, style)? {
+                write_all_nonblocking(&mut downstream, &buf)?;
+                if !spin_then_poll_read_exact(&mut downstream, &mut buf, spin, style)? {
+                    return Err(Status::unavailable(format!("the relay's echo peer at {next} closed")));
+                }
+                write_all_nonblocking(&mut upstream, &buf)?;
             }
             Ok(())
         }
