@@ -472,3 +472,32 @@ fn a_fed_value_goes_straight_to_the_task_that_reads_it() {
     assert!(recvs.len() == 1 && recvs[0].contains("task:1"), "{:?}", meta.step_stats);
     s.close().unwrap();
 }
+
+#[test]
+fn run_with_trace_prints_every_node_of_the_step_on_every_task() {
+    // x * 2 on task 0, sent to task 1 for + 1.
+    let graph = ringflow::cli::bench_remote::sent_remote_graph();
+    let dir = tempfile::tempdir().unwrap();
+    let graph_file = dir.path().join("sent.pb");
+    std::fs::write(&graph_file, ringflow::graph::graph_to_pb_bytes(&graph)).unwrap();
+    let x_file = dir.path().join("x.npy");
+    ringflow::tensor::npy::write_npy(&Tensor::scalar(3.0f32), &x_file).unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["run", "--graph"])
+        .arg(&graph_file)
+        .arg("--feed")
+        .arg(format!("x:0={}", x_file.display()))
+        .args(["--fetch", "y:0", "--trace", "--target", &target()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("y:0 (float32 [])") && stdout.contains('7'), "3 * 2 + 1: {stdout}");
+    let trace = stdout.split_once("step trace:").map(|(_, t)| t).unwrap_or_else(|| panic!("a trace: {stdout}"));
+    let row = |node: &str| {
+        trace.lines().find(|l| l.split_whitespace().last() == Some(node)).unwrap_or_else(|| panic!("{node} in {trace}"))
+    };
+    assert!(row("doubled").contains("/job:worker/replica:0/task:0/") && row("doubled").contains(" Mul "), "{trace}");
+    assert!(row("y").contains("/job:worker/replica:0/task:1/") && row("y").contains(" AddV2 "), "{trace}");
+    assert!(trace.lines().any(|l| l.contains(" _Send ")) && trace.lines().any(|l| l.contains(" _Recv ")), "{trace}");
+}

@@ -49,6 +49,10 @@ pub enum Command {
         /// Session target ("" = in process).
         #[arg(long, default_value = "")]
         target: String,
+        /// Also print the step's per-node timings (start, duration, thread,
+        /// device, op, node) after the outputs.
+        #[arg(long)]
+        trace: bool,
     },
     /// Check golden case directories (graph.pb + case.json) against their
     /// expected outputs; exits 0 only if all pass.
@@ -210,19 +214,23 @@ pub fn main() -> i32 {
 
 fn dispatch(command: Command) -> Result<bool> {
     match command {
-        Command::Run { graph, feeds, fetches, targets, out, target } => {
-            let outputs = run::run(&run::RunArgs { graph, feeds, fetches, targets, out: out.clone(), target })?;
+        Command::Run { graph, feeds, fetches, targets, out, target, trace } => {
+            let outcome = run::run(&run::RunArgs { graph, feeds, fetches, targets, out: out.clone(), target, trace })?;
+            let outputs = &outcome.outputs;
             match out {
                 Some(dir) => {
-                    for (name, _) in &outputs {
+                    for (name, _) in outputs {
                         println!("{name} -> {}", dir.join(run::output_file_name(name)).display());
                     }
                 }
                 None => {
-                    for (name, tensor) in &outputs {
+                    for (name, tensor) in outputs {
                         println!("{name} ({} {}):\n{tensor}", tensor.dtype(), tensor.shape());
                     }
                 }
+            }
+            if trace {
+                print!("{}", run::format_trace(&outcome.step_stats));
             }
             Ok(true)
         }

@@ -1,10 +1,12 @@
 //! `ringflow run`: one step of a GraphDef in process, feeds from .npy files,
-//! fetches printed or written as .npy.
+//! fetches printed or written as .npy, and with `--trace` the step's
+//! per-node timings (RunMetadata's step stats) as a table.
 //!
 //! Owns: parsing `NAME=FILE.npy` feed arguments and writing outputs. Must
 //! not know how sessions work beyond the `Session` trait.
 
 use crate::error::{Result, Status};
+use crate::executor::NodeStats;
 use crate::graph::load_graph;
 use crate::session::{RunOptions, SessionOptions, create_session};
 use crate::tensor::{Tensor, npy};
@@ -17,6 +19,15 @@ pub struct RunArgs {
     pub targets: Vec<String>,
     pub out: Option<PathBuf>,
     pub target: String,
+    /// Collect the step's per-node stats.
+    pub trace: bool,
+}
+
+/// What one `ringflow run` step gave back.
+pub struct RunOutcome {
+    pub outputs: Vec<(String, Tensor)>,
+    /// Every node the step ran, in any task (empty unless traced).
+    pub step_stats: Vec<NodeStats>,
 }
 
 /// `x:0=feeds/x.npy` → ("x:0", tensor).
@@ -37,7 +48,7 @@ pub fn output_file_name(fetch: &str) -> String {
     format!("{safe}.npy")
 }
 
-pub fn run(args: &RunArgs) -> Result<Vec<(String, Tensor)>> {
+pub fn run(args: &RunArgs) -> Result<RunOutcome> {
     if args.fetches.is_empty() && args.targets.is_empty() {
         return Err(Status::invalid_argument("name at least one --fetch or --op"));
     }
@@ -45,13 +56,45 @@ pub fn run(args: &RunArgs) -> Result<Vec<(String, Tensor)>> {
     let feeds = args.feeds.iter().map(|f| parse_feed(f)).collect::<Result<Vec<_>>>()?;
     let options = SessionOptions { target: args.target.clone(), ..SessionOptions::default() };
     let session = create_session(graph, &options)?;
-    let (outputs, _) = session.run(&RunOptions::default(), feeds, &args.fetches, &args.targets)?;
+    let options = RunOptions { trace: args.trace, ..RunOptions::default() };
+    let (outputs, metadata) = session.run(&options, feeds, &args.fetches, &args.targets)?;
     session.close()?;
     let named: Vec<(String, Tensor)> = args.fetches.iter().cloned().zip(outputs).collect();
     if let Some(dir) = &args.out {
         write_outputs(dir, &named)?;
     }
-    Ok(named)
+    Ok(RunOutcome { outputs: named, step_stats: metadata.step_stats })
+}
+
+/// The step's nodes by start time, one line each: start (µs after the
+/// first node started), duration, thread, device, op, node.
+pub fn format_trace(stats: &[NodeStats]) -> String {
+    let mut nodes: Vec<&NodeStats> = stats.iter().collect();
+    nodes.sort_by_key(|n| (n.start_us, n.end_us));
+    let first = nodes.first().map_or(0, |n| n.start_us);
+    let last = nodes.iter().map(|n| n.end_us).max().unwrap_or(first);
+    let mut table = format!(
+        "step trace: {} nodes over {} us (the first step of a fresh session: caches cold, buffers new)\n{:>9} {:>9} {:>7}  {:<46} {:<16} node\n",
+        nodes.len(),
+        last - first,
+        "start_us",
+        "dur_us",
+        "thread",
+        "device",
+        "op"
+    );
+    for n in nodes {
+        table.push_str(&format!(
+            "{:>9} {:>9} {:>7}  {:<46} {:<16} {}\n",
+            n.start_us - first,
+            n.end_us.saturating_sub(n.start_us),
+            n.thread,
+            n.device,
+            n.op,
+            n.node
+        ));
+    }
+    table
 }
 
 fn write_outputs(dir: &Path, outputs: &[(String, Tensor)]) -> Result<()> {
