@@ -223,13 +223,19 @@ impl RawFanout {
     }
 
     /// Runs `measure` while a crew of `threads` threads stands by for its
-    /// steps; they are released and joined when it returns.
-    fn with_crew<R>(&self, threads: usize, measure: impl FnOnce(&RawCrew) -> R) -> R {
+    /// steps; they are released and joined when it returns. With `pin`,
+    /// crew thread i runs on CPU i, as a pinned session's pool thread i does.
+    fn with_crew<R>(&self, threads: usize, pin: bool, measure: impl FnOnce(&RawCrew) -> R) -> R {
         let crew =
             RawCrew { go: Barrier::new(threads + 1), done: Barrier::new(threads + 1), stop: AtomicBool::new(false) };
+        let cpus = cores();
         std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
+            for i in 0..threads {
+                let crew = &crew;
+                scope.spawn(move || {
+                    if pin {
+                        crate::executor::pool::pin_to_cpu(i % cpus);
+                    }
                     loop {
                         crew.go.wait();
                         if crew.stop.load(Ordering::Relaxed) {
@@ -293,8 +299,8 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
     let mut figures = Vec::new();
     for threads in counts {
         let many = fanout_session(threads, opts.pin)?;
-        let p50s = raw.with_crew(1, |crew1| {
-            raw.with_crew(threads, |crew_n| {
+        let p50s = raw.with_crew(1, opts.pin, |crew1| {
+            raw.with_crew(threads, opts.pin, |crew_n| {
                 interleaved(
                     &mut [
                         &mut || callable_step(&one, &x),
@@ -324,7 +330,8 @@ pub fn fanout(opts: &BenchOptions) -> Result<Vec<Figure>> {
         )));
         figures.push(Figure::new("fanout", "raw_speedup", raw1 / raw_n, "x", threads).with_note(format!(
             "the same {FANOUT_BRANCHES} products by direct gemm calls on plain threads claiming them from a \
-             counter, summed by the caller, 1 thread / this many (p50 {raw1:.0} / {raw_n:.0} us): what this machine gives"
+             counter, summed by the caller, 1 thread / this many (p50 {raw1:.0} / {raw_n:.0} us){}: what this machine gives",
+            if opts.pin { "; crew threads pinned as the pool's" } else { "" }
         )));
         figures.push(
             Figure::new("fanout", "speedup", t1 / tn, "x", threads).with_baseline(raw1 / raw_n).with_note(
@@ -352,7 +359,7 @@ mod tests {
         let graph_total = session.run_simple(&[("x:0", x.clone())], &["total:0"], &[]).expect("a step").remove(0);
         let raw = RawFanout::new(3, 32, &x).expect("raw");
         for threads in [1, 2, 3] {
-            raw.with_crew(threads, |crew| raw.step(crew));
+            raw.with_crew(threads, threads == 2, |crew| raw.step(crew));
             let raw_total = raw.total.lock();
             let expected = graph_total.as_slice::<f32>().expect("f32");
             assert_eq!(raw_total.len(), expected.len());
