@@ -64,11 +64,13 @@ fn time_callable(
     Ok(rec)
 }
 
+/// How the raw baselines run: 64 B messages, 20,000 timed round trips.
+fn raw_options() -> net_bench::BenchOptions {
+    net_bench::BenchOptions { pingpong_iterations: 20_000, ..net_bench::BenchOptions::default() }
+}
+
 fn raw_round_trip() -> Result<LatencyRecorder> {
-    net_bench::raw_pingpong(&net_bench::BenchOptions {
-        pingpong_iterations: 20_000,
-        ..net_bench::BenchOptions::default()
-    })
+    net_bench::raw_pingpong(&raw_options())
 }
 
 /// `x` fed on task 0, `y = x + 1` on task 1, fetched by this process.
@@ -111,10 +113,7 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     }
     c.shutdown();
     let raw = raw_round_trip()?;
-    let relay = net_bench::raw_relay(&net_bench::BenchOptions {
-        pingpong_iterations: 20_000,
-        ..net_bench::BenchOptions::default()
-    })?;
+    let relay = net_bench::raw_relay(&raw_options())?;
     let fed = "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; baseline: raw spinning TCP round trip, 64 B, two processes, same run";
     let sent =
         "as p50/p99, but task 0 computes x * 2 and sends it to task 1 (_Send/_Recv across processes); same baseline";
