@@ -95,38 +95,6 @@ pub fn print_figures(figures: &[Figure], json: bool) {
 /// figures describe the host's load more than the code.
 pub const STEAL_WARN_PCT: f64 = 5.0;
 
-/// The machine's CPU time counters from the first line of /proc/stat, in
-/// clock ticks: everything, and what the hypervisor stole.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CpuTimes {
-    pub total: u64,
-    pub steal: u64,
-}
-
-impl CpuTimes {
-    /// Now, or `None` where /proc/stat is missing or has no steal column.
-    pub fn now() -> Option<CpuTimes> {
-        CpuTimes::parse(&std::fs::read_to_string("/proc/stat").ok()?)
-    }
-
-    /// Parses the aggregate `cpu` line: user nice system idle iowait irq
-    /// softirq steal [guest guest_nice]; guest time is already inside user
-    /// and nice, so the total is the first eight.
-    pub fn parse(proc_stat: &str) -> Option<CpuTimes> {
-        let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
-        let fields: Vec<u64> =
-            line.split_whitespace().skip(1).take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
-        (fields.len() == 8).then(|| CpuTimes { total: fields.iter().sum(), steal: fields[7] })
-    }
-
-    /// Percent of the CPU time between `self` and `later` that was stolen.
-    pub fn steal_pct_until(&self, later: &CpuTimes) -> Option<f64> {
-        let total = later.total.checked_sub(self.total)?;
-        let steal = later.steal.checked_sub(self.steal)?;
-        (total > 0).then(|| 100.0 * steal as f64 / total as f64)
-    }
-}
-
 /// Latency samples in nanoseconds, summarised as percentiles.
 pub struct LatencyRecorder {
     histogram: Histogram<u64>,
@@ -163,6 +131,85 @@ impl LatencyRecorder {
     }
 }
 
+/// How [`interleaved`] takes turns.
+#[derive(Debug, Clone, Copy)]
+pub struct Turns {
+    /// Timed runs per subject.
+    pub iterations: usize,
+    /// Runs per turn: a subject runs this many in a row before the next.
+    pub block: usize,
+    /// Untimed runs at the start of every turn, for at least this long
+    /// (and at least one): the last subject's peers spin on for a while
+    /// after their turn, and this subject's may have gone to sleep during
+    /// the others' turns; both are the interleaving's own cost, not the
+    /// subject's.
+    pub settle: Duration,
+}
+
+/// Something [`interleaved`] times: one run, and how long it took.
+pub trait Timed<E> {
+    fn run_once(&mut self) -> Result<Duration, E>;
+
+    /// This subject's turn is over: give back what it held for it (a
+    /// pinned CPU, say) before the next subject runs.
+    fn turn_over(&mut self) {}
+}
+
+impl<E, F: FnMut() -> Result<Duration, E>> Timed<E> for F {
+    fn run_once(&mut self) -> Result<Duration, E> {
+        self()
+    }
+}
+
+/// Times each subject `turns.iterations` times, the subjects taking turns
+/// in blocks, so a noisy machine's slow and fast phases fall on all of
+/// them alike and a ratio between them compares like with like. One whole
+/// untimed round of turns comes first.
+pub fn interleaved<E, const N: usize>(
+    mut subjects: [&mut dyn Timed<E>; N],
+    turns: Turns,
+) -> Result<[LatencyRecorder; N], E> {
+    assert!(turns.block > 0, "a turn runs at least once");
+    let mut recorders: [LatencyRecorder; N] = std::array::from_fn(|_| LatencyRecorder::default());
+    let mut timed = 0;
+    let mut warm = false;
+    while timed < turns.iterations {
+        let block = if warm { turns.block.min(turns.iterations - timed) } else { turns.block };
+        for (subject, recorder) in subjects.iter_mut().zip(&mut recorders) {
+            let turn = take_turn(&mut **subject, block, turns.settle, warm.then_some(recorder));
+            subject.turn_over();
+            turn?;
+        }
+        if warm {
+            timed += block;
+        }
+        warm = true;
+    }
+    Ok(recorders)
+}
+
+fn take_turn<E>(
+    subject: &mut dyn Timed<E>,
+    block: usize,
+    settle: Duration,
+    mut recorder: Option<&mut LatencyRecorder>,
+) -> Result<(), E> {
+    let settling = std::time::Instant::now();
+    loop {
+        subject.run_once()?;
+        if settling.elapsed() >= settle {
+            break;
+        }
+    }
+    for _ in 0..block {
+        let took = subject.run_once()?;
+        if let Some(recorder) = recorder.as_deref_mut() {
+            recorder.record(took);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,15 +228,27 @@ mod tests {
     }
 
     #[test]
-    fn steal_is_the_eighth_column_of_the_cpu_line() {
-        let before = "cpu  100 0 50 800 10 0 5 35 7 0\ncpu0 50 0 25 400 5 0 2 18 0 0\n";
-        let after = "cpu  160 0 60 900 10 0 5 65 9 0\ncpu0 80 0 30 450 5 0 2 33 0 0\n";
-        let (a, b) = (CpuTimes::parse(before).expect("parses"), CpuTimes::parse(after).expect("parses"));
-        assert_eq!(a, CpuTimes { total: 1000, steal: 35 });
-        assert_eq!(b.steal_pct_until(&a), None, "time does not run backwards");
-        let pct = a.steal_pct_until(&b).expect("time passed");
-        assert!((pct - 100.0 * 30.0 / 200.0).abs() < 1e-9, "{pct}");
-        assert_eq!(CpuTimes::parse("cpu  1 2 3 4\n"), None, "a kernel without a steal column");
-        assert_eq!(CpuTimes::parse("intr 5\n"), None);
+    fn interleaved_subjects_take_turns_and_each_is_timed_as_often_as_asked() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let mut a = || -> Result<Duration, ()> {
+            order.borrow_mut().push('a');
+            Ok(Duration::from_micros(10))
+        };
+        let mut b = || -> Result<Duration, ()> {
+            order.borrow_mut().push('b');
+            Ok(Duration::from_micros(30))
+        };
+        let turns = Turns { iterations: 5, block: 2, settle: Duration::ZERO };
+        let [ra, rb] = interleaved([&mut a, &mut b], turns).expect("no subject fails");
+        assert_eq!((ra.len(), rb.len()), (5, 5));
+        assert!((ra.percentile_us(50.0) - 10.0).abs() < 0.1 && (rb.percentile_us(50.0) - 30.0).abs() < 0.1);
+        // An untimed round, then turns of 2, 2 and the 1 left, each after one warm-up run.
+        let order: String = order.into_inner().into_iter().collect();
+        assert_eq!(order, "aaabbbaaabbbaaabbbaabb");
+
+        let mut failing = || -> Result<Duration, &'static str> { Err("peer died") };
+        let mut fine = || -> Result<Duration, &'static str> { Ok(Duration::from_micros(1)) };
+        let err = interleaved([&mut fine, &mut failing], turns).err();
+        assert_eq!(err, Some("peer died"), "the first failure ends the run");
     }
 }

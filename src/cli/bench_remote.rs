@@ -6,7 +6,7 @@
 //!
 //! Owns: these scenarios. Must not assert speed.
 
-use crate::bench::{Figure, LatencyRecorder};
+use crate::bench::{self, Figure, LatencyRecorder};
 use crate::error::{Result, Status};
 use crate::executor::NodeStats;
 use crate::graph::builder::GraphBuilder;
@@ -41,37 +41,44 @@ fn make_callable(s: &dyn Session, feeds: &[&str], fetches: &[&str]) -> Result<u6
     s.make_callable(&names(feeds), &names(fetches), &[])
 }
 
-fn time_callable(
-    s: &dyn Session,
-    feeds: &[&str],
-    fetches: &[&str],
-    values: &[Tensor],
-    iters: usize,
-) -> Result<LatencyRecorder> {
-    let handle = make_callable(s, feeds, fetches)?;
-    let options = RunOptions::default();
-    for _ in 0..(iters / 10).max(5) {
-        s.run_callable(handle, values.to_vec(), &options)?;
+/// A callable of `graph` (feed `x`, fetch `fetch`) on `cluster`, run step by step.
+struct TimedStep {
+    session: Box<dyn Session>,
+    handle: u64,
+    feeds: Vec<Tensor>,
+    options: RunOptions,
+}
+
+impl TimedStep {
+    fn new(cluster: &LocalCluster, graph: GraphSpec, fetch: &str) -> Result<TimedStep> {
+        let session = session(cluster, graph)?;
+        let handle = make_callable(session.as_ref(), &["x"], &[fetch])?;
+        Ok(TimedStep { session, handle, feeds: vec![Tensor::scalar(1.0f32)], options: RunOptions::default() })
     }
-    let mut rec = LatencyRecorder::default();
-    for _ in 0..iters {
+
+    fn step(&mut self) -> Result<Duration> {
         let start = Instant::now();
-        let (out, _) = s.run_callable(handle, values.to_vec(), &options)?;
-        rec.record(start.elapsed());
+        let (out, _) = self.session.run_callable(self.handle, self.feeds.clone(), &self.options)?;
+        let took = start.elapsed();
         std::hint::black_box(out);
+        Ok(took)
     }
-    s.release_callable(handle)?;
-    Ok(rec)
+
+    fn close(self) -> Result<()> {
+        self.session.release_callable(self.handle)?;
+        self.session.close()
+    }
 }
 
-/// How the raw baselines run: 64 B messages, 20,000 timed round trips.
-fn raw_options() -> net_bench::BenchOptions {
-    net_bench::BenchOptions { pingpong_iterations: 20_000, ..net_bench::BenchOptions::default() }
+/// Steps and baselines take turns in blocks of 250, each turn after 1 ms
+/// of untimed runs: longer than any peer spins on after its turn (100 µs)
+/// and than a sleeping peer takes to wake.
+fn step_turns(iterations: usize) -> bench::Turns {
+    bench::Turns { iterations, block: 250, settle: Duration::from_millis(1) }
 }
 
-fn raw_round_trip() -> Result<LatencyRecorder> {
-    net_bench::raw_pingpong(&raw_options())
-}
+/// The raw baselines' messages: 64 B, as a trivial step's frames are small.
+const RAW_MESSAGE_BYTES: usize = 64;
 
 /// `x` fed on task 0, `y = x + 1` on task 1, fetched by this process.
 pub fn trivial_remote_graph() -> GraphSpec {
@@ -105,64 +112,70 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
         return step_remote_against(other, iters);
     }
     let c = cluster(2)?;
-    let mut timed = Vec::new();
-    for graph in [trivial_remote_graph(), sent_remote_graph()] {
-        let s = session(&c, graph)?;
-        timed.push(time_callable(s.as_ref(), &["x"], &["y"], &[Tensor::scalar(1.0f32)], iters)?);
-        s.close()?;
-    }
+    let mut trivial = TimedStep::new(&c, trivial_remote_graph(), "y")?;
+    let mut sent = TimedStep::new(&c, sent_remote_graph(), "y")?;
+    let mut raw = net_bench::RawEcho::pingpong_apart(RAW_MESSAGE_BYTES)?;
+    let mut relay = net_bench::RawEcho::relay(RAW_MESSAGE_BYTES)?;
+    let [steps, steps_sent, raw, relay] =
+        bench::interleaved([&mut || trivial.step(), &mut || sent.step(), &mut raw, &mut relay], step_turns(iters))?;
+    trivial.close()?;
+    sent.close()?;
     c.shutdown();
-    let raw = raw_round_trip()?;
-    let relay = net_bench::raw_relay(&raw_options())?;
-    let fed = "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; baseline: raw spinning TCP round trip, 64 B, two processes, same run";
-    let sent =
+    let turns = "; steps and baselines take turns in blocks of 250, each after 1 ms untimed";
+    let fed = format!(
+        "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; \
+         baseline: raw spinning TCP round trip, 64 B, two processes pinned to two CPUs, same run{turns}"
+    );
+    let sent_note =
         "as p50/p99, but task 0 computes x * 2 and sends it to task 1 (_Send/_Recv across processes); same baseline";
     let mut figures = Vec::new();
-    for (steps, suffix, note) in [(&timed[0], "", fed), (&timed[1], "-sent", sent)] {
+    for (timed, suffix, note) in [(&steps, "", fed.as_str()), (&steps_sent, "-sent", sent_note)] {
         for p in [50.0, 99.0] {
             figures.push(
-                Figure::new("step-remote", &format!("p{p:.0}{suffix}"), steps.percentile_us(p), "us", 1)
+                Figure::new("step-remote", &format!("p{p:.0}{suffix}"), timed.percentile_us(p), "us", 1)
                     .with_baseline(raw.percentile_us(p))
                     .with_note(note),
             );
         }
     }
     figures.push(
-        Figure::new("step-remote", "p50-over-relay", timed[0].percentile_us(50.0) / relay.percentile_us(50.0), "x", 1)
+        Figure::new("step-remote", "p50-over-relay", steps.percentile_us(50.0) / relay.percentile_us(50.0), "x", 1)
             .with_note("p50 / p50-raw-relay: what the runtime adds to the bare path of a step's messages"),
     );
     for p in [50.0, 99.0] {
         figures.push(
             Figure::new("step-remote", &format!("p{p:.0}-raw-relay"), relay.percentile_us(p), "us", 1)
                 .with_baseline(raw.percentile_us(p))
-                .with_note(
+                .with_note(format!(
                     "no runtime: 64 B from this process through a relay process to an echo process and back \
                      (a step's path), every end spinning then yielding as ringflow's waits do: what 3 processes \
-                     cost on this machine; same baseline",
-                ),
+                     cost on this machine; same baseline{turns}"
+                )),
         );
     }
     Ok(figures)
 }
-
-/// Steps alternate between the clusters in blocks of this many.
-const AB_BLOCK: usize = 250;
 
 fn step_remote_against(other: &std::path::Path, iters: usize) -> Result<Vec<Figure>> {
     let ours = cluster(2)?;
     let theirs = LocalCluster::start(other, 2, &LocalClusterOptions::default())
         .map_err(|e| e.context(format_args!("starting servers from {}", other.display())))?;
     let note = format!(
-        "baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of {AB_BLOCK} steps",
+        "baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of 250 steps",
         other.display()
     );
     let mut figures = Vec::new();
     for (graph, suffix) in [(trivial_remote_graph(), ""), (sent_remote_graph(), "-sent")] {
-        let [mine, baseline] = interleaved_steps([&ours, &theirs], &graph, iters)?;
+        let mut mine = TimedStep::new(&ours, graph.clone(), "y")?;
+        let mut baseline = TimedStep::new(&theirs, graph, "y")?;
+        let [mine_rec, baseline_rec] =
+            bench::interleaved([&mut || mine.step(), &mut || baseline.step()], step_turns(iters))?;
+        mine.close()?;
+        baseline.close()?;
         for p in [50.0, 99.0] {
             figures.push(
-                Figure::new("step-remote", &format!("p{p:.0}{suffix}"), mine.percentile_us(p), "us", 1)
-                    .with_baseline(baseline.percentile_us(p))
+                Figure::new("step-remote", &format!("p{p:.0}{suffix}"), mine_rec.percentile_us(p), "us", 1)
+                    .with_baseline(baseline_rec.percentile_us(p))
                     .with_note(note.clone()),
             );
         }
@@ -170,43 +183,6 @@ fn step_remote_against(other: &std::path::Path, iters: usize) -> Result<Vec<Figu
     ours.shutdown();
     theirs.shutdown();
     Ok(figures)
-}
-
-/// `iters` steps of `graph` (feed `x`, fetch `y`) on each cluster, in
-/// alternating blocks.
-fn interleaved_steps(clusters: [&LocalCluster; 2], graph: &GraphSpec, iters: usize) -> Result<[LatencyRecorder; 2]> {
-    let mut sessions = Vec::with_capacity(2);
-    for c in clusters {
-        let s = session(c, graph.clone())?;
-        let handle = make_callable(s.as_ref(), &["x"], &["y"])?;
-        sessions.push((s, handle));
-    }
-    let options = RunOptions::default();
-    let feeds = [Tensor::scalar(1.0f32)];
-    let mut recorders = [LatencyRecorder::default(), LatencyRecorder::default()];
-    let mut measured = 0;
-    let mut warm = false;
-    while measured < iters {
-        for ((s, handle), rec) in sessions.iter().zip(&mut recorders) {
-            for _ in 0..AB_BLOCK {
-                let start = Instant::now();
-                let (out, _) = s.run_callable(*handle, feeds.to_vec(), &options)?;
-                if warm {
-                    rec.record(start.elapsed());
-                }
-                std::hint::black_box(out);
-            }
-        }
-        if warm {
-            measured += AB_BLOCK;
-        }
-        warm = true;
-    }
-    for (s, handle) in sessions {
-        s.release_callable(handle)?;
-        s.close()?;
-    }
-    Ok(recorders)
 }
 
 fn fill_and_sum(elements: usize, fill_task: u32, sum_task: u32) -> GraphSpec {
@@ -319,16 +295,17 @@ pub fn fan_graph(tasks: usize) -> GraphSpec {
 
 pub fn scale(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     let iters = if opts.iterations == 0 { 2_000 } else { opts.iterations };
-    let raw = raw_round_trip()?;
+    let mut raw = net_bench::RawEcho::pingpong_apart(RAW_MESSAGE_BYTES)?;
     let mut figures = Vec::new();
     for tasks in [2usize, 4, 8, 16].into_iter().filter(|&t| t <= opts.max_tasks.max(2)) {
         let c = cluster(tasks)?;
-        let s = session(&c, fan_graph(tasks))?;
-        let rec = time_callable(s.as_ref(), &["x"], &["total"], &[Tensor::scalar(1.0f32)], iters)?;
-        s.close()?;
+        let mut fan = TimedStep::new(&c, fan_graph(tasks), "total")?;
+        let [rec, raw] = bench::interleaved([&mut || fan.step(), &mut raw], step_turns(iters))?;
+        fan.close()?;
         c.shutdown();
         let note = format!(
-            "{tasks} tasks, x fanned out from task 0 and summed back; baseline: raw spinning TCP round trip, same run"
+            "{tasks} tasks, x fanned out from task 0 and summed back; baseline: raw spinning TCP round trip (two CPUs), \
+             same run, taking turns with the steps in blocks of 250"
         );
         figures.push(
             Figure::new(&format!("scale-{tasks}"), "p50", rec.percentile_us(50.0), "us", tasks)

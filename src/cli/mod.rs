@@ -12,8 +12,9 @@ pub mod run;
 pub mod server_cmd;
 pub mod verify;
 
-use crate::bench::{CpuTimes, Figure, STEAL_WARN_PCT, print_figures};
+use crate::bench::{Figure, STEAL_WARN_PCT, print_figures};
 use crate::error::{Result, Status};
+use crate::host::CpuTimes;
 use crate::net::bench::{self as net_bench, PeerArgs};
 use crate::net::io::TransportKind;
 use crate::session::{SessionOptions, create_session};

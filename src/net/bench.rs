@@ -12,7 +12,7 @@
 //!   empty response. Raw baseline: `write_all` of the same bytes, read by a
 //!   4 MiB `read` loop, a one-byte ack. The receiver's RSS is sampled in the
 //!   peer: idle (after connecting) and peak (VmHWM, reset before the run).
-//! - [`raw_relay`], for the remote step's bench: 64-byte round trips through
+//! - [`RawEcho::relay`], for the remote step's bench: 64-byte round trips through
 //!   a relay process to an echo process, every end spinning then yielding.
 
 use crate::bench::{Figure, LatencyRecorder};
@@ -197,7 +197,7 @@ impl Pinning {
         match (cpus.next(), cpus.next()) {
             (Some(client), Some(peer)) => Ok(Some(Pinning { client, peer })),
             _ => {
-                tracing::warn!("--pin-threads: only one CPU available; pingpong runs unpinned");
+                tracing::warn!("only one CPU available: the raw ping-pong runs unpinned");
                 Ok(None)
             }
         }
@@ -244,11 +244,16 @@ impl Drop for ThreadOnCpu {
 }
 
 /// A raw TCP echo peer and the connection to it: the baseline's two ends.
-struct RawEcho {
+pub struct RawEcho {
     stream: TcpStream,
     msg: Vec<u8>,
     back: Vec<u8>,
     style: SpinStyle,
+    /// Where the calling thread runs its round trips, when pinned apart
+    /// from the peer ([`RawEcho::pingpong_apart`]).
+    client_cpu: Option<usize>,
+    /// Held from a turn's first round trip to its end ([`Timed::turn_over`]).
+    on_client_cpu: Option<ThreadOnCpu>,
     /// Last, so it drops after `stream`: the peer exits when the
     /// connection closes, and dropping a `Peer` waits for its exit.
     _peer: Peer,
@@ -257,6 +262,29 @@ struct RawEcho {
 }
 
 impl RawEcho {
+    /// A raw spinning ping-pong of `message_bytes` messages whose two ends
+    /// never share a core: the peer process is pinned to one CPU, and the
+    /// calling thread is held on another for each turn of round trips
+    /// ([`crate::bench::interleaved`]) and given its CPUs back after it, so
+    /// other measurements' turns run as they would without it (holding and
+    /// releasing it for every round trip cost ~1 µs of the round trip).
+    /// Unpinned, a peer woken while the other core is busy may be put on
+    /// its waker's core, and two ends that never yield then wait out each
+    /// other's time slices for as long as the kernel leaves them together
+    /// (seen: whole 250-round-trip turns at 130 µs instead of 13 µs).
+    /// Unpinned where only one CPU is allowed.
+    pub fn pingpong_apart(message_bytes: usize) -> Result<RawEcho> {
+        let pin = Pinning::choose()?;
+        let mut echo = RawEcho::start(message_bytes, pin)?;
+        echo.client_cpu = pin.map(|p| p.client);
+        Ok(echo)
+    }
+
+    /// A relay and its echo peer ([`RawEcho::start_relay`]).
+    pub fn relay(message_bytes: usize) -> Result<RawEcho> {
+        RawEcho::start_relay(message_bytes)
+    }
+
     fn start(message_bytes: usize, pin: Option<Pinning>) -> Result<RawEcho> {
         let mut args = vec![format!("--msg-bytes={message_bytes}")];
         args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
@@ -285,12 +313,18 @@ impl RawEcho {
             msg: vec![0x5au8; message_bytes],
             back: vec![0u8; message_bytes],
             style,
+            client_cpu: None,
+            on_client_cpu: None,
             _peer: peer,
             _behind: behind,
         })
     }
 
-    fn round_trip(&mut self) -> Result<Duration> {
+    /// One message there and back, its bytes checked; how long it took.
+    pub fn round_trip(&mut self) -> Result<Duration> {
+        if let (Some(cpu), None) = (self.client_cpu, &self.on_client_cpu) {
+            self.on_client_cpu = Some(ThreadOnCpu::enter(cpu)?);
+        }
         let start = Instant::now();
         write_all_nonblocking(&mut self.stream, &self.msg)?;
         if !spin_read_exact(&mut self.stream, &mut self.back, self.style)? {
@@ -301,6 +335,16 @@ impl RawEcho {
             return Err(Status::internal("the raw echo came back with other bytes than were sent"));
         }
         Ok(elapsed)
+    }
+}
+
+impl crate::bench::Timed<Status> for RawEcho {
+    fn run_once(&mut self) -> Result<Duration> {
+        self.round_trip()
+    }
+
+    fn turn_over(&mut self) {
+        self.on_client_cpu = None;
     }
 }
 
@@ -368,31 +412,6 @@ fn spin_then_poll_read_exact(
         }
     }
     Ok(true)
-}
-
-/// Raw spinning TCP round trips of `opts.message_bytes` against a peer process.
-pub fn raw_pingpong(opts: &BenchOptions) -> Result<LatencyRecorder> {
-    RawEcho::start(opts.message_bytes, None)?.timed_round_trips(opts)
-}
-
-/// Raw round trips of `opts.message_bytes` through a relay process to an
-/// echo process and back ([`RawEcho::start_relay`]).
-pub fn raw_relay(opts: &BenchOptions) -> Result<LatencyRecorder> {
-    RawEcho::start_relay(opts.message_bytes)?.timed_round_trips(opts)
-}
-
-impl RawEcho {
-    /// `opts.pingpong_iterations` timed round trips after the warm-up ones.
-    fn timed_round_trips(&mut self, opts: &BenchOptions) -> Result<LatencyRecorder> {
-        let mut recorder = LatencyRecorder::default();
-        for i in 0..opts.pingpong_warmup + opts.pingpong_iterations {
-            let elapsed = self.round_trip()?;
-            if i >= opts.pingpong_warmup {
-                recorder.record(elapsed);
-            }
-        }
-        Ok(recorder)
-    }
 }
 
 fn write_all_nonblocking(stream: &mut TcpStream, mut bytes: &[u8]) -> Result<()> {

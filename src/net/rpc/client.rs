@@ -353,10 +353,11 @@ impl Inner {
         }
     }
 
-    /// Reads and delivers frames until `mine` completes or `deadline`.
-    fn lead(&self, reader: &mut FrameReader, mine: &CallSlot, deadline: Instant) {
+    /// Reads and delivers frames until `mine` completes or `deadline`,
+    /// spinning up to `spin` on an empty socket before each sleep.
+    fn lead(&self, reader: &mut FrameReader, mine: &CallSlot, spin: Duration, deadline: Instant) {
         while !mine.done.load(Ordering::Acquire) {
-            match self.conn.read_frame(reader, Some(deadline)) {
+            match self.conn.read_frame(reader, spin, Some(deadline)) {
                 Ok(Some(frame)) => {
                     if let Err(reason) = self.deliver(frame) {
                         tracing::warn!("closing connection to {}: {reason}", self.conn.peer);
@@ -448,7 +449,13 @@ impl PendingCall {
         let inner = &self.inner;
         let slot = &self.slot;
         *slot.waiter.lock() = Some(std::thread::current());
-        let spin = inner.options.spin();
+        // Decided once per wait, after the request is out: a re-read of
+        // /proc/stat then overlaps the peer's work.
+        let spin = if inner.options.spin_needs_spare_core && !crate::host::has_spare_core() {
+            Duration::ZERO
+        } else {
+            inner.options.spin()
+        };
         loop {
             if slot.done.load(Ordering::Acquire) {
                 return slot.result.lock().take().unwrap_or_else(|| Err(Status::internal("call completed twice")));
@@ -466,7 +473,7 @@ impl PendingCall {
                 )));
             }
             if let Some(mut reader) = inner.reader.try_lock() {
-                inner.lead(&mut reader, slot, deadline);
+                inner.lead(&mut reader, slot, spin, deadline);
                 drop(reader);
                 inner.wake_followers();
                 continue;

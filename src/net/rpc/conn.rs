@@ -240,9 +240,12 @@ impl Conn {
     /// The next frame: one already buffered, or received now. `Ok(None)`
     /// when the deadline passes; end of stream is [`NetError::Closed`]
     /// (with a frame cut short it is a truncation error).
+    /// Reads the next frame, spinning up to `spin` on an empty socket
+    /// before sleeping on it.
     pub(crate) fn read_frame(
         &self,
         reader: &mut FrameReader,
+        spin: Duration,
         deadline: Option<Instant>,
     ) -> Result<Option<ReceivedFrame>, NetError> {
         let frame_error = |source| NetError::Frame { peer: self.peer.clone(), source };
@@ -252,7 +255,7 @@ impl Conn {
             }
             let (ptr, len) = reader.recv_space().map_err(frame_error)?;
             let region = reader.region().cloned();
-            let wait = Wait { spin: self.spin, deadline, fill: reader.expects_exact(), region: region.as_ref() };
+            let wait = Wait { spin, deadline, fill: reader.expects_exact(), region: region.as_ref() };
             // SAFETY: `recv_space` hands out bytes nobody reads until they
             // are committed; the driver returns only once it is done with
             // them.
@@ -294,7 +297,7 @@ impl Conn {
     pub(crate) fn expect_hello(&self, reader: &mut FrameReader, deadline: Instant) -> Result<Hello, NetError> {
         let handshake = |reason: String| NetError::Handshake { peer: self.peer.clone(), reason };
         let frame = self
-            .read_frame(reader, Some(deadline))?
+            .read_frame(reader, self.spin, Some(deadline))?
             .ok_or_else(|| handshake("no hello before the connect timeout".into()))?;
         if frame.header.kind != FrameKind::Hello {
             return Err(handshake(format!("first frame is {:?}, not a hello", frame.header.kind)));

@@ -382,7 +382,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
     let peer: Arc<str> = Arc::from(conn.peer.as_str());
     let in_flight = Arc::new(AtomicUsize::new(0));
     loop {
-        let frame = match conn.read_frame(&mut reader, None) {
+        let frame = match conn.read_frame(&mut reader, conn.spin, None) {
             Ok(Some(frame)) => frame,
             Ok(None) => continue,
             Err(NetError::Closed { .. }) => {
