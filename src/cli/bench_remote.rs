@@ -70,11 +70,13 @@ impl TimedStep {
     }
 }
 
-/// Steps and baselines take turns in blocks of 250, each turn after 1 ms
-/// of untimed runs: longer than any peer spins on after its turn (100 µs)
-/// and than a sleeping peer takes to wake.
+/// Steps and baselines take turns in blocks of this many, each turn after
+/// 1 ms of untimed runs: longer than any peer spins on after its turn
+/// (100 µs) and than a sleeping peer takes to wake.
+const TURN_BLOCK: usize = 250;
+
 fn step_turns(iterations: usize) -> bench::Turns {
-    bench::Turns { iterations, block: 250, settle: Duration::from_millis(1) }
+    bench::Turns { iterations, block: TURN_BLOCK, settle: Duration::from_millis(1) }
 }
 
 /// The raw baselines' messages: 64 B, as a trivial step's frames are small.
@@ -121,7 +123,7 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     trivial.close()?;
     sent.close()?;
     c.shutdown();
-    let turns = "; steps and baselines take turns in blocks of 250, each after 1 ms untimed";
+    let turns = format!("; steps and baselines take turns in blocks of {TURN_BLOCK}, each after 1 ms untimed");
     let fed = format!(
         "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; \
          baseline: raw spinning TCP round trip, 64 B, two processes pinned to two CPUs, same run{turns}"
@@ -161,7 +163,7 @@ fn step_remote_against(other: &std::path::Path, iters: usize) -> Result<Vec<Figu
     let theirs = LocalCluster::start(other, 2, &LocalClusterOptions::default())
         .map_err(|e| e.context(format_args!("starting servers from {}", other.display())))?;
     let note = format!(
-        "baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of 250 steps",
+        "baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of {TURN_BLOCK} steps",
         other.display()
     );
     let mut figures = Vec::new();
@@ -305,7 +307,7 @@ pub fn scale(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
         c.shutdown();
         let note = format!(
             "{tasks} tasks, x fanned out from task 0 and summed back; baseline: raw spinning TCP round trip (two CPUs), \
-             same run, taking turns with the steps in blocks of 250"
+             same run, taking turns with the steps in blocks of {TURN_BLOCK}"
         );
         figures.push(
             Figure::new(&format!("scale-{tasks}"), "p50", rec.percentile_us(50.0), "us", tasks)

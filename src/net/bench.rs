@@ -280,11 +280,6 @@ impl RawEcho {
         Ok(echo)
     }
 
-    /// A relay and its echo peer ([`RawEcho::start_relay`]).
-    pub fn relay(message_bytes: usize) -> Result<RawEcho> {
-        RawEcho::start_relay(message_bytes)
-    }
-
     fn start(message_bytes: usize, pin: Option<Pinning>) -> Result<RawEcho> {
         let mut args = vec![format!("--msg-bytes={message_bytes}")];
         args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
@@ -297,7 +292,7 @@ impl RawEcho {
     /// way, as a remote step's client, master and worker, every end waiting
     /// as ringflow's do ([`SpinStyle::Yielding`]; with pure spinning, three
     /// processes on two cores wait out each other's time slices).
-    fn start_relay(message_bytes: usize) -> Result<RawEcho> {
+    pub fn relay(message_bytes: usize) -> Result<RawEcho> {
         let bytes = format!("--msg-bytes={message_bytes}");
         let echo = Peer::spawn("raw-echo", &[bytes.clone(), "--yielding".into()])?;
         let relay = Peer::spawn("raw-relay", &[bytes, "--yielding".into(), format!("--next={}", echo.addr)])?;
