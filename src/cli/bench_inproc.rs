@@ -203,7 +203,7 @@ impl RawFanout {
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             let Some(out) = self.products.get(i) else { return };
-            <f32 as Gemm>::gemm(n, n, n, &self.x, n, 1, &self.weights[i], n, 1, &mut out.lock());
+            <f32 as Gemm>::gemm_over(n, n, n, &self.x, n, 1, &self.weights[i], n, 1, &mut out.lock());
         }
     }
 

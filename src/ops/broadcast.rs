@@ -229,12 +229,7 @@ pub fn unary_in_place<T: Element>(mut x: Tensor, f: impl Fn(T) -> T) -> Result<T
         s.iter_mut().for_each(|v| *v = f(*v));
         return Ok(x);
     }
-    let src = x.as_slice::<T>()?;
-    Tensor::build::<T>(x.shape().clone(), |out| {
-        for (o, &v) in out.iter_mut().zip(src) {
-            *o = f(v);
-        }
-    })
+    Tensor::from_map(x.shape().clone(), x.as_slice::<T>()?, f)
 }
 
 /// `f(a, b)` elementwise with broadcasting, for a result of the operands'
@@ -256,12 +251,7 @@ pub fn binary_in_place<T: Element>(mut a: Tensor, mut b: Tensor, f: impl Fn(T, T
             }
             return Ok(b);
         }
-        let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
-        return Tensor::build::<T>(a.shape().clone(), |out| {
-            for (o, (&x, &y)) in out.iter_mut().zip(sa.iter().zip(sb)) {
-                *o = f(x, y);
-            }
-        });
+        return Tensor::from_zip_map(a.shape().clone(), a.as_slice::<T>()?, b.as_slice::<T>()?, f);
     }
     // A single element broadcast against a tensor of at least its rank: the
     // output has the tensor's shape.
@@ -339,27 +329,15 @@ pub fn binary_into_rhs<T: Element>(a: &Tensor, mut b: Tensor, f: impl Fn(T, T) -
 pub fn binary_map<T: Element, O: Element>(a: &Tensor, b: &Tensor, f: impl Fn(T, T) -> O) -> Result<Tensor> {
     let (sa, sb) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
     if a.dims() == b.dims() {
-        return Tensor::build::<O>(a.shape().clone(), |out| {
-            for (o, (&x, &y)) in out.iter_mut().zip(sa.iter().zip(sb)) {
-                *o = f(x, y);
-            }
-        });
+        return Tensor::from_zip_map(a.shape().clone(), sa, sb, f);
     }
     if sb.len() == 1 && b.rank() <= a.rank() {
         let y = sb[0];
-        return Tensor::build::<O>(a.shape().clone(), |out| {
-            for (o, &x) in out.iter_mut().zip(sa) {
-                *o = f(x, y);
-            }
-        });
+        return Tensor::from_map(a.shape().clone(), sa, |x| f(x, y));
     }
     if sa.len() == 1 && a.rank() <= b.rank() {
         let x = sa[0];
-        return Tensor::build::<O>(b.shape().clone(), |out| {
-            for (o, &y) in out.iter_mut().zip(sb) {
-                *o = f(x, y);
-            }
-        });
+        return Tensor::from_map(b.shape().clone(), sb, |y| f(x, y));
     }
     let out_shape = broadcast_shape(a.dims(), b.dims())?;
     if out_shape.num_elements() == 0 {

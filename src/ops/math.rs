@@ -294,11 +294,7 @@ impl Predicate for IsInf {
 fn compute_predicate<T: Float, P: Predicate>(ctx: &mut OpContext<'_>) -> Result<()> {
     let x = ctx.input(0)?;
     let src = x.as_slice::<T>()?;
-    let out = Tensor::build::<bool>(x.shape().clone(), |out| {
-        for (o, &v) in out.iter_mut().zip(src) {
-            *o = P::apply(v);
-        }
-    })?;
+    let out = Tensor::from_map(x.shape().clone(), src, P::apply)?;
     ctx.set_output(0, out);
     Ok(())
 }

@@ -17,6 +17,7 @@ use super::{IntraOpPool, KernelInit, OpContext, OpKernel, Value, unsupported_dty
 use crate::bail;
 use crate::error::Result;
 use crate::tensor::{DType, Shape, Tensor};
+use std::mem::MaybeUninit;
 
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("MatMul", binary_signature, build_matmul),
@@ -27,9 +28,10 @@ pub const DEFS: &[OpDef] = &[
 /// Below this many multiply-adds a direct loop beats packing for the gemm.
 const DIRECT_LIMIT: usize = 4096;
 
-/// One strided matrix product `c = op(a) · op(b)` into a zeroed, row-major
-/// `m x n` buffer. `a` is read at `a[i * rsa + p * csa]` for `i < m`,
-/// `p < k`; `b` at `b[p * rsb + j * csb]`.
+/// One strided matrix product `c = op(a) · op(b)` into a row-major `m x n`
+/// buffer whose every element it writes, whatever the buffer held (it may
+/// be uninitialised: a fresh output is not zeroed first). `a` is read at
+/// `a[i * rsa + p * csa]` for `i < m`, `p < k`; `b` at `b[p * rsb + j * csb]`.
 pub trait Gemm: Num {
     #[allow(clippy::too_many_arguments)]
     fn gemm(
@@ -42,12 +44,41 @@ pub trait Gemm: Num {
         b: &[Self],
         rsb: usize,
         csb: usize,
-        c: &mut [Self],
+        c: &mut [MaybeUninit<Self>],
     );
+
+    /// [`Gemm::gemm`] over a buffer of initialised elements, all overwritten.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_over(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[Self],
+        rsa: usize,
+        csa: usize,
+        b: &[Self],
+        rsb: usize,
+        csb: usize,
+        c: &mut [Self],
+    ) {
+        // SAFETY: the same memory, viewed as possibly uninitialised; `gemm`
+        // writes only initialised values into it, so `c` stays valid.
+        let c = unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<MaybeUninit<Self>>(), c.len()) };
+        Self::gemm(m, k, n, a, rsa, csa, b, rsb, csb, c)
+    }
+}
+
+/// Zeros over the first `len` elements of `c`, as initialised values.
+fn zero_fill<T: Num>(c: &mut [MaybeUninit<T>], len: usize) -> &mut [T] {
+    let c = &mut c[..len];
+    c.fill(MaybeUninit::new(T::default()));
+    // SAFETY: every element was just written.
+    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<T>(), len) }
 }
 
 /// The loop every type can use: i-p-j order, so with a row-major `b` the
-/// inner loop runs along contiguous rows of `b` and `c`.
+/// inner loop runs along contiguous rows of `b` and `c`. It accumulates,
+/// so `c` starts zeroed.
 #[allow(clippy::too_many_arguments)]
 fn direct<T: Num>(
     m: usize,
@@ -59,8 +90,9 @@ fn direct<T: Num>(
     b: &[T],
     rsb: usize,
     csb: usize,
-    c: &mut [T],
+    c: &mut [MaybeUninit<T>],
 ) {
+    let c = zero_fill(c, m * n);
     for i in 0..m {
         let c_row = &mut c[i * n..(i + 1) * n];
         for p in 0..k {
@@ -91,12 +123,10 @@ macro_rules! float_gemm {
                 b: &[$t],
                 rsb: usize,
                 csb: usize,
-                c: &mut [$t],
+                c: &mut [MaybeUninit<$t>],
             ) {
-                if m == 0 || n == 0 || k == 0 {
-                    return;
-                }
-                if m * n * k <= DIRECT_LIMIT {
+                if m == 0 || n == 0 || k == 0 || m * n * k <= DIRECT_LIMIT {
+                    // (An empty sum is zero: `direct` zeroes `c` first.)
                     return direct(m, k, n, a, rsa, csa, b, rsb, csb, c);
                 }
                 // The gemm reads through raw pointers: prove the extents.
@@ -108,7 +138,10 @@ macro_rules! float_gemm {
                 // reads of `a` and `b` and writes of `c` (rows `m`, cols `n`,
                 // row stride `n`) lies inside the slices; `c` is a unique
                 // borrow, so nothing aliases the writes. Strides are element
-                // counts of in-memory slices, so they fit in isize.
+                // counts of in-memory slices, so they fit in isize. With
+                // beta = 0 the gemm writes every element of `c` without
+                // reading it (its documented contract), so `c` may be
+                // uninitialised.
                 unsafe {
                     $f(
                         m,
@@ -122,7 +155,7 @@ macro_rules! float_gemm {
                         rsb as isize,
                         csb as isize,
                         0.0,
-                        c.as_mut_ptr(),
+                        c.as_mut_ptr().cast::<$t>(),
                         n as isize,
                         1,
                     )
@@ -148,7 +181,7 @@ macro_rules! int_gemm {
                 b: &[$t],
                 rsb: usize,
                 csb: usize,
-                c: &mut [$t],
+                c: &mut [MaybeUninit<$t>],
             ) {
                 direct(m, k, n, a, rsa, csa, b, rsb, csb, c)
             }
@@ -220,7 +253,7 @@ fn gemm_rows<T: Gemm>(
     [m, k, n]: [usize; 3],
     a: Strided<'_, T>,
     b: Strided<'_, T>,
-    c: &mut [T],
+    c: &mut [MaybeUninit<T>],
 ) {
     let threads = pool.map_or(1, |p| p.threads());
     let by_work = m.saturating_mul(k).saturating_mul(n) / CHUNK_MIN_MACS;
@@ -229,7 +262,7 @@ fn gemm_rows<T: Gemm>(
         return T::gemm(m, k, n, a.data, a.rows, a.cols, b.data, b.rows, b.cols, c);
     };
     let rows = m.div_ceil(chunks);
-    let blocks: Vec<parking_lot::Mutex<&mut [T]>> =
+    let blocks: Vec<parking_lot::Mutex<&mut [MaybeUninit<T>]>> =
         c[..m * n].chunks_mut(rows * n).map(parking_lot::Mutex::new).collect();
     pool.run_chunks(blocks.len(), &|i| {
         let mut block = blocks[i].lock();
@@ -255,7 +288,9 @@ fn matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Option<&dyn
     let (rsa, csa) = op_strides(ad[1], ta);
     let (rsb, csb) = op_strides(bd[1], tb);
     let (a, b) = (Strided { data: sa, rows: rsa, cols: csa }, Strided { data: sb, rows: rsb, cols: csb });
-    Tensor::build::<T>([m, n], |c| gemm_rows(pool, [m, k, n], a, b, c))
+    // SAFETY: `gemm_rows` writes all `m * n` elements (the `Gemm` contract,
+    // over row blocks that cover `c`).
+    unsafe { Tensor::build_uninit::<T>([m, n], |c| gemm_rows(pool, [m, k, n], a, b, c)) }
 }
 
 impl OpKernel for MatMulKernel {
@@ -343,7 +378,7 @@ fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Optio
     let (rsa, csa) = op_strides(a_cols, ta);
     let (rsb, csb) = op_strides(b_cols, tb);
     let plan = Plan::new(a_batch, b_batch, batch.dims());
-    Tensor::build::<T>(out_shape, |c| {
+    let fill = |c: &mut [MaybeUninit<T>]| {
         let mut out_batch = 0;
         plan.for_each_index(|ia, ib| {
             gemm_rows(
@@ -355,7 +390,12 @@ fn batch_matmul<T: Gemm>(a: &Tensor, b: &Tensor, ta: bool, tb: bool, pool: Optio
             );
             out_batch += 1;
         });
-    })
+        // Unwritten elements would be read uninitialised: never go on.
+        assert_eq!(out_batch * c_size, c.len(), "BatchMatMul: batches do not cover the output");
+    };
+    // SAFETY: each batch's product writes its `c_size` elements (the `Gemm`
+    // contract) and the assert above shows the batches cover the output.
+    unsafe { Tensor::build_uninit::<T>(out_shape, fill) }
 }
 
 #[cfg(test)]
@@ -397,6 +437,32 @@ mod tests {
         // Small integers keep f32 products exact, so results compare
         // exactly whatever the summation order.
         (0..len as u64).map(|i| (((i * 7919 + seed * 104729) % 17) as f64) - 8.0).collect()
+    }
+
+    /// Every path of `Gemm::gemm` (empty sum, direct loop, sgemm/dgemm, row
+    /// blocks) must overwrite its output, never accumulate into it: fresh
+    /// outputs are not zeroed. NaN in the buffer beforehand would survive
+    /// any read of it (0 · NaN = NaN).
+    #[test]
+    fn gemm_overwrites_whatever_the_output_held() {
+        for &(m, k, n) in &[(3, 0, 4), (2, 3, 4), (33, 17, 29)] {
+            let a = values(m * k, 3);
+            let b = values(k * n, 4);
+            let want = reference(&a, &b, m, k, n);
+            let (a32, b32): (Vec<f32>, Vec<f32>) =
+                (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
+            let mut c32 = vec![f32::NAN; m * n];
+            f32::gemm_over(m, k, n, &a32, k, 1, &b32, n, 1, &mut c32);
+            assert_eq!(c32.iter().map(|&x| x as f64).collect::<Vec<_>>(), want, "f32 {m}x{k}x{n}");
+            let mut c64 = vec![f64::NAN; m * n];
+            f64::gemm_over(m, k, n, &a, k, 1, &b, n, 1, &mut c64);
+            assert_eq!(c64, want, "f64 {m}x{k}x{n}");
+            let (ai, bi): (Vec<i64>, Vec<i64>) =
+                (a.iter().map(|&x| x as i64).collect(), b.iter().map(|&x| x as i64).collect());
+            let mut ci = vec![i64::MIN; m * n];
+            i64::gemm_over(m, k, n, &ai, k, 1, &bi, n, 1, &mut ci);
+            assert_eq!(ci.iter().map(|&x| x as f64).collect::<Vec<_>>(), want, "i64 {m}x{k}x{n}");
+        }
     }
 
     #[test]

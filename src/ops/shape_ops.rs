@@ -803,11 +803,7 @@ fn build_rank(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 fn cast_values<S: Element + CastTo<D>, D: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
     let x = ctx.input(0)?;
     let src = x.as_slice::<S>()?;
-    let out = Tensor::build::<D>(x.shape().clone(), |out| {
-        for (o, &v) in out.iter_mut().zip(src) {
-            *o = v.cast_to();
-        }
-    })?;
+    let out = Tensor::from_map(x.shape().clone(), src, |v: S| -> D { v.cast_to() })?;
     ctx.set_output(0, out);
     Ok(())
 }

@@ -18,6 +18,7 @@ pub use storage::{INLINE_BYTES, Keepalive, TENSOR_ALIGN};
 use crate::error::{Result, Status};
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn};
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use storage::Storage;
 // No weak count: the uniqueness check of in-place kernels is a plain load.
@@ -73,6 +74,84 @@ impl Tensor {
         Ok(t)
     }
 
+    /// A tensor whose elements `fill` writes, none of them zeroed first
+    /// (for outputs that are large and written in full: a product, a copy).
+    ///
+    /// # Safety
+    /// `fill` must initialise every element of the slice it is given before
+    /// it returns; the tensor's readers see exactly what it wrote.
+    pub unsafe fn build_uninit<T: Element>(
+        shape: impl Into<Shape>,
+        fill: impl FnOnce(&mut [MaybeUninit<T>]),
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        let len = byte_len(T::DTYPE, &shape)?;
+        let fill_bytes = |bytes: &mut [MaybeUninit<u8>]| {
+            debug_assert_eq!(bytes.as_ptr() as usize % TENSOR_ALIGN, 0);
+            // SAFETY: tensor bytes are 64-byte aligned (so aligned for `T`)
+            // and `len` is a whole number of `T`s; `MaybeUninit<T>` claims
+            // nothing about them.
+            let elements = unsafe {
+                std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), len / T::DTYPE.size())
+            };
+            fill(elements);
+        };
+        // SAFETY: writing every element writes every byte; the caller
+        // promises `fill` writes every element.
+        let storage = unsafe { Storage::written_by(len, fill_bytes) };
+        Ok(Tensor::from_parts(T::DTYPE, shape, storage))
+    }
+
+    /// `f` of each element of `src`, as a tensor of `shape` (which must
+    /// hold exactly `src.len()` elements), written without zeroing first.
+    #[inline]
+    pub fn from_map<T: Copy, O: Element>(shape: impl Into<Shape>, src: &[T], f: impl Fn(T) -> O) -> Result<Tensor> {
+        let shape = shape.into();
+        Tensor::check_fill(&shape, src.len())?;
+        // SAFETY: `shape` holds `src.len()` elements, and the loop writes
+        // one for each element of `src`.
+        unsafe {
+            Tensor::build_uninit::<O>(shape, |out| {
+                for (o, &x) in out.iter_mut().zip(src) {
+                    o.write(f(x));
+                }
+            })
+        }
+    }
+
+    /// `f(a[i], b[i])` for each `i`, as a tensor of `shape` (which must
+    /// hold exactly as many elements as `a` and `b`), written without
+    /// zeroing first.
+    #[inline]
+    pub fn from_zip_map<A: Copy, B: Copy, O: Element>(
+        shape: impl Into<Shape>,
+        a: &[A],
+        b: &[B],
+        f: impl Fn(A, B) -> O,
+    ) -> Result<Tensor> {
+        let shape = shape.into();
+        if a.len() != b.len() {
+            return Err(Status::invalid_argument(format!("{} elements zipped with {}", a.len(), b.len())));
+        }
+        Tensor::check_fill(&shape, a.len())?;
+        // SAFETY: `shape` holds `a.len()` elements, and the loop writes one
+        // for each pair of `a` and `b`, which have that length.
+        unsafe {
+            Tensor::build_uninit::<O>(shape, |out| {
+                for (o, (&x, &y)) in out.iter_mut().zip(a.iter().zip(b)) {
+                    o.write(f(x, y));
+                }
+            })
+        }
+    }
+
+    fn check_fill(shape: &Shape, values: usize) -> Result<()> {
+        if shape.checked_num_elements() != Some(values) {
+            return Err(Status::invalid_argument(format!("{values} values do not fill shape {shape}")));
+        }
+        Ok(())
+    }
+
     /// A scalar.
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Tensor::build::<T>(Shape::scalar(), |s| s[0] = value).expect("a scalar cannot overflow")
@@ -80,11 +159,7 @@ impl Tensor {
 
     /// A tensor holding a copy of `values`.
     pub fn from_slice<T: Element>(shape: impl Into<Shape>, values: &[T]) -> Result<Tensor> {
-        let shape = shape.into();
-        if shape.checked_num_elements() != Some(values.len()) {
-            return Err(Status::invalid_argument(format!("{} values do not fill shape {shape}", values.len())));
-        }
-        Tensor::build::<T>(shape, |dst| dst.copy_from_slice(values))
+        Tensor::from_map(shape, values, |v| v)
     }
 
     /// A tensor holding a copy of raw little-endian `bytes`.
@@ -204,7 +279,8 @@ impl Tensor {
         // SAFETY: dtype matches `T`, the bytes are 64-byte aligned (so aligned
         // for `T`), their length is a multiple of size_of::<T>() and every
         // constructor guarantees a valid bit pattern for `T` (zeroed, copied
-        // from `T`s, or checked bools).
+        // from `T`s, written in full by `build_uninit`'s fill, or checked
+        // bools).
         Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / T::DTYPE.size()) })
     }
 
@@ -365,6 +441,39 @@ mod tests {
         let u = t.clone();
         assert!(u.shares_bytes_with(&t));
         assert!(t.as_slice::<i32>().is_err());
+    }
+
+    #[test]
+    fn unzeroed_constructors_write_every_element_inline_and_on_the_heap() {
+        // 3 elements stay inline (zeroed); 1000 go to an unzeroed heap block.
+        for len in [3usize, 1000] {
+            let src: Vec<i32> = (0..len as i32).collect();
+            let doubled = Tensor::from_map([len], &src, |v| 2 * v).unwrap();
+            assert_eq!(doubled.as_slice::<i32>().unwrap(), src.iter().map(|v| 2 * v).collect::<Vec<_>>());
+            let flags = Tensor::from_zip_map([len], &src, &src[..], |a, b| (a + b) % 3 == 0).unwrap();
+            assert_eq!(flags.dtype(), DType::Bool);
+            assert!(flags.as_slice::<bool>().unwrap().iter().zip(&src).all(|(&f, v)| f == ((2 * v) % 3 == 0)));
+            let copied = doubled.deep_copy();
+            assert!(copied.bit_eq(&doubled) && !copied.shares_bytes_with(&doubled));
+            // SAFETY: the closure writes every element.
+            let built = unsafe {
+                Tensor::build_uninit::<f64>([len], |out| {
+                    out.iter_mut().enumerate().for_each(|(i, o)| {
+                        o.write(i as f64 + 0.5);
+                    })
+                })
+            }
+            .unwrap();
+            assert_eq!(built.as_slice::<f64>().unwrap()[len - 1], len as f64 - 0.5);
+        }
+    }
+
+    #[test]
+    fn unzeroed_constructors_reject_a_shape_the_values_do_not_fill() {
+        let err = Tensor::from_map([2, 3], &[1.0f32; 5], |v| v).unwrap_err();
+        assert!(err.message.contains("5 values do not fill shape [2,3]"), "{err}");
+        let err = Tensor::from_zip_map([4], &[1; 4], &[2; 3], |a: i32, b: i32| a + b).unwrap_err();
+        assert!(err.message.contains("4 elements zipped with 3"), "{err}");
     }
 
     #[test]

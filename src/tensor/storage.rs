@@ -3,7 +3,8 @@
 //! Owns: [`Storage`], which is one of three things:
 //! - inline: up to [`INLINE_BYTES`] bytes stored in the tensor's own header
 //!   allocation, so a scalar costs one allocation, not two;
-//! - heap: an owned, zero-initialised, 64-byte aligned allocation;
+//! - heap: an owned, 64-byte aligned allocation, zeroed or written in full
+//!   by its constructor before anyone reads it;
 //! - borrowed: a window into memory someone else owns (a receive buffer, a
 //!   registered region, another tensor), kept alive by a reference count.
 //!
@@ -11,6 +12,7 @@
 //! takes foreign bytes says whether it copies.
 
 use std::alloc::{self, Layout};
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -53,13 +55,37 @@ impl Storage {
         }
     }
 
+    /// Storage of `len` bytes that `fill` writes, without zeroing them
+    /// first when they live on the heap (a large kernel output or copy
+    /// would otherwise pay a memset it overwrites at once).
+    ///
+    /// # Safety
+    /// `fill` must initialise every one of the `len` bytes it is given before
+    /// it returns. (If it panics instead, the bytes are freed unread.)
+    pub(crate) unsafe fn written_by(len: usize, fill: impl FnOnce(&mut [MaybeUninit<u8>])) -> Storage {
+        if len <= INLINE_BYTES {
+            let mut s = Storage::zeroed(len);
+            if let Some(bytes) = s.bytes_mut() {
+                // SAFETY: initialised bytes viewed as possibly-uninitialised
+                // ones; `fill` writes only initialised values into them.
+                fill(unsafe { &mut *(bytes as *mut [u8] as *mut [MaybeUninit<u8>]) });
+            }
+            return s;
+        }
+        let mut heap = HeapBytes::uninit(len);
+        fill(heap.uninit_bytes_mut());
+        Storage::Heap(heap)
+    }
+
     /// A copy of `src`.
     pub(crate) fn copy_of(src: &[u8]) -> Storage {
-        let mut s = Storage::zeroed(src.len());
-        if let Some(dst) = s.bytes_mut() {
-            dst.copy_from_slice(src);
+        // SAFETY: the copy writes all `src.len()` bytes; `src` cannot overlap
+        // storage allocated just now.
+        unsafe {
+            Storage::written_by(src.len(), |dst| {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len())
+            })
         }
-        s
     }
 
     /// Borrows `len` bytes at `ptr`.
@@ -97,7 +123,8 @@ impl Storage {
     }
 }
 
-/// An owned, zero-initialised, 64-byte aligned allocation.
+/// An owned, 64-byte aligned allocation; initialised in full (zeroed, or
+/// written by [`Storage::written_by`]'s fill) before `bytes` can be called.
 pub(crate) struct HeapBytes {
     ptr: NonNull<u8>,
     len: usize,
@@ -120,6 +147,23 @@ impl HeapBytes {
         HeapBytes { ptr, len }
     }
 
+    /// Not yet initialised: only [`Storage::written_by`] makes one, and
+    /// fills it before handing it on.
+    fn uninit(len: usize) -> HeapBytes {
+        assert!(len > 0, "empty tensors are stored inline");
+        let layout = Self::layout(len);
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
+        HeapBytes { ptr, len }
+    }
+
+    fn uninit_bytes_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        // SAFETY: we own `len` bytes at `ptr`; `MaybeUninit` makes no claim
+        // about their contents, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast::<MaybeUninit<u8>>(), self.len) }
+    }
+
     #[inline]
     fn bytes(&self) -> &[u8] {
         // SAFETY: we own `len` initialised (zeroed or written) bytes at `ptr`.
@@ -135,7 +179,7 @@ impl HeapBytes {
 
 impl Drop for HeapBytes {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout.
+        // SAFETY: allocated in `zeroed` or `uninit` with this very layout.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
     }
 }
