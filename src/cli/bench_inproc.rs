@@ -12,7 +12,7 @@ use crate::bench::{Figure, LatencyRecorder};
 use crate::error::{Result, Status};
 use crate::graph::builder::{chain_graph, fanout_graph, fanout_weights, trivial_add_graph};
 use crate::graph::{AttrValue, DataType, NodeSpec};
-use crate::ops::matmul::Gemm;
+use crate::ops::matmul::{Gemm, Strided};
 use crate::ops::{KernelInit, OpContext, ResourceMgr, Value, lookup};
 use crate::session::{RunOptions, Session, SessionOptions, create_session};
 use crate::tensor::{DType, Tensor};
@@ -203,7 +203,12 @@ impl RawFanout {
         loop {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             let Some(out) = self.products.get(i) else { return };
-            <f32 as Gemm>::gemm_over(n, n, n, &self.x, n, 1, &self.weights[i], n, 1, &mut out.lock());
+            <f32 as Gemm>::gemm_over(
+                [n, n, n],
+                Strided::row_major(&self.x, n),
+                Strided::row_major(&self.weights[i], n),
+                &mut out.lock(),
+            );
         }
     }
 

@@ -28,43 +28,46 @@ pub const DEFS: &[OpDef] = &[
 /// Below this many multiply-adds a direct loop beats packing for the gemm.
 const DIRECT_LIMIT: usize = 4096;
 
-/// One strided matrix product `c = op(a) · op(b)` into a row-major `m x n`
-/// buffer whose every element it writes, whatever the buffer held (it may
-/// be uninitialised: a fresh output is not zeroed first). `a` is read at
-/// `a[i * rsa + p * csa]` for `i < m`, `p < k`; `b` at `b[p * rsb + j * csb]`.
+/// One operand of a product as the gemm reads it: element `(i, j)` is
+/// `data[i * rows + j * cols]`.
+#[derive(Clone, Copy)]
+pub struct Strided<'a, T> {
+    pub data: &'a [T],
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl<'a, T> Strided<'a, T> {
+    /// A row-major matrix with `cols` columns.
+    pub fn row_major(data: &'a [T], cols: usize) -> Strided<'a, T> {
+        Strided { data, rows: cols, cols: 1 }
+    }
+
+    /// The operand from its row `first` on.
+    fn rows_from(self, first: usize) -> Strided<'a, T> {
+        Strided { data: &self.data[first * self.rows..], ..self }
+    }
+
+    /// Whether a `rows x cols` matrix read with these strides stays inside
+    /// `data`.
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        rows == 0 || cols == 0 || (rows - 1) * self.rows + (cols - 1) * self.cols < self.data.len()
+    }
+}
+
+/// One strided matrix product `c = op(a) · op(b)`, `[m, k, n]` its sizes,
+/// into a row-major `m x n` buffer whose every element it writes, whatever
+/// the buffer held (it may be uninitialised: a fresh output is not zeroed
+/// first).
 pub trait Gemm: Num {
-    #[allow(clippy::too_many_arguments)]
-    fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: &[Self],
-        rsa: usize,
-        csa: usize,
-        b: &[Self],
-        rsb: usize,
-        csb: usize,
-        c: &mut [MaybeUninit<Self>],
-    );
+    fn gemm(mkn: [usize; 3], a: Strided<'_, Self>, b: Strided<'_, Self>, c: &mut [MaybeUninit<Self>]);
 
     /// [`Gemm::gemm`] over a buffer of initialised elements, all overwritten.
-    #[allow(clippy::too_many_arguments)]
-    fn gemm_over(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: &[Self],
-        rsa: usize,
-        csa: usize,
-        b: &[Self],
-        rsb: usize,
-        csb: usize,
-        c: &mut [Self],
-    ) {
+    fn gemm_over(mkn: [usize; 3], a: Strided<'_, Self>, b: Strided<'_, Self>, c: &mut [Self]) {
         // SAFETY: the same memory, viewed as possibly uninitialised; `gemm`
         // writes only initialised values into it, so `c` stays valid.
         let c = unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<MaybeUninit<Self>>(), c.len()) };
-        Self::gemm(m, k, n, a, rsa, csa, b, rsb, csb, c)
+        Self::gemm(mkn, a, b, c)
     }
 }
 
@@ -79,59 +82,32 @@ fn zero_fill<T: Num>(c: &mut [MaybeUninit<T>], len: usize) -> &mut [T] {
 /// The loop every type can use: i-p-j order, so with a row-major `b` the
 /// inner loop runs along contiguous rows of `b` and `c`. It accumulates,
 /// so `c` starts zeroed.
-#[allow(clippy::too_many_arguments)]
-fn direct<T: Num>(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[T],
-    rsa: usize,
-    csa: usize,
-    b: &[T],
-    rsb: usize,
-    csb: usize,
-    c: &mut [MaybeUninit<T>],
-) {
+fn direct<T: Num>([m, k, n]: [usize; 3], a: Strided<'_, T>, b: Strided<'_, T>, c: &mut [MaybeUninit<T>]) {
     let c = zero_fill(c, m * n);
     for i in 0..m {
         let c_row = &mut c[i * n..(i + 1) * n];
         for p in 0..k {
-            let x = a[i * rsa + p * csa];
-            let b_row = p * rsb;
+            let x = a.data[i * a.rows + p * a.cols];
+            let b_row = p * b.rows;
             for (j, cj) in c_row.iter_mut().enumerate() {
-                *cj = cj.add(x.mul(b[b_row + j * csb]));
+                *cj = cj.add(x.mul(b.data[b_row + j * b.cols]));
             }
         }
     }
 }
 
-/// Whether a matrix read with these strides stays inside `len` elements.
-fn fits(rows: usize, cols: usize, rs: usize, cs: usize, len: usize) -> bool {
-    rows == 0 || cols == 0 || (rows - 1) * rs + (cols - 1) * cs < len
-}
-
 macro_rules! float_gemm {
     ($t:ty, $f:path) => {
         impl Gemm for $t {
-            fn gemm(
-                m: usize,
-                k: usize,
-                n: usize,
-                a: &[$t],
-                rsa: usize,
-                csa: usize,
-                b: &[$t],
-                rsb: usize,
-                csb: usize,
-                c: &mut [MaybeUninit<$t>],
-            ) {
+            fn gemm(mkn: [usize; 3], a: Strided<'_, $t>, b: Strided<'_, $t>, c: &mut [MaybeUninit<$t>]) {
+                let [m, k, n] = mkn;
                 if m == 0 || n == 0 || k == 0 || m * n * k <= DIRECT_LIMIT {
                     // (An empty sum is zero: `direct` zeroes `c` first.)
-                    return direct(m, k, n, a, rsa, csa, b, rsb, csb, c);
+                    return direct(mkn, a, b, c);
                 }
                 // The gemm reads through raw pointers: prove the extents.
                 assert!(
-                    fits(m, k, rsa, csa, a.len()) && fits(k, n, rsb, csb, b.len()) && c.len() >= m * n,
+                    a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
                     "gemm operands smaller than their strides imply"
                 );
                 // SAFETY: the assert above shows every element the gemm
@@ -148,12 +124,12 @@ macro_rules! float_gemm {
                         k,
                         n,
                         1.0,
-                        a.as_ptr(),
-                        rsa as isize,
-                        csa as isize,
-                        b.as_ptr(),
-                        rsb as isize,
-                        csb as isize,
+                        a.data.as_ptr(),
+                        a.rows as isize,
+                        a.cols as isize,
+                        b.data.as_ptr(),
+                        b.rows as isize,
+                        b.cols as isize,
                         0.0,
                         c.as_mut_ptr().cast::<$t>(),
                         n as isize,
@@ -171,19 +147,8 @@ float_gemm!(f64, matrixmultiply::dgemm);
 macro_rules! int_gemm {
     ($t:ty) => {
         impl Gemm for $t {
-            fn gemm(
-                m: usize,
-                k: usize,
-                n: usize,
-                a: &[$t],
-                rsa: usize,
-                csa: usize,
-                b: &[$t],
-                rsb: usize,
-                csb: usize,
-                c: &mut [MaybeUninit<$t>],
-            ) {
-                direct(m, k, n, a, rsa, csa, b, rsb, csb, c)
+            fn gemm(mkn: [usize; 3], a: Strided<'_, $t>, b: Strided<'_, $t>, c: &mut [MaybeUninit<$t>]) {
+                direct(mkn, a, b, c)
             }
         }
     };
@@ -235,15 +200,6 @@ const CHUNK_MIN_MACS: usize = 1 << 20;
 /// blocks would repack it for little work.
 const CHUNK_MIN_ROWS: usize = 16;
 
-/// One operand of a product as the gemm reads it: element `(i, j)` is
-/// `data[i * rows + j * cols]`.
-#[derive(Clone, Copy)]
-struct Strided<'a, T> {
-    data: &'a [T],
-    rows: usize,
-    cols: usize,
-}
-
 /// `c = op(a) · op(b)` (`m x k` times `k x n`) with `c`'s rows cut into
 /// chunks run across `pool`'s threads. Each row block is the same gemm on a
 /// sub-slice, so every element is summed in the same order as in one call:
@@ -259,7 +215,7 @@ fn gemm_rows<T: Gemm>(
     let by_work = m.saturating_mul(k).saturating_mul(n) / CHUNK_MIN_MACS;
     let chunks = (threads * 2).min(by_work).min(m / CHUNK_MIN_ROWS);
     let (Some(pool), true) = (pool, threads >= 2 && chunks >= 2) else {
-        return T::gemm(m, k, n, a.data, a.rows, a.cols, b.data, b.rows, b.cols, c);
+        return T::gemm([m, k, n], a, b, c);
     };
     let rows = m.div_ceil(chunks);
     let blocks: Vec<parking_lot::Mutex<&mut [MaybeUninit<T>]>> =
@@ -268,7 +224,7 @@ fn gemm_rows<T: Gemm>(
         let mut block = blocks[i].lock();
         let first = i * rows;
         let count = block.len() / n;
-        T::gemm(count, k, n, &a.data[first * a.rows..], a.rows, a.cols, b.data, b.rows, b.cols, &mut block);
+        T::gemm([count, k, n], a.rows_from(first), b, &mut block);
     });
 }
 
@@ -452,15 +408,15 @@ mod tests {
             let (a32, b32): (Vec<f32>, Vec<f32>) =
                 (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
             let mut c32 = vec![f32::NAN; m * n];
-            f32::gemm_over(m, k, n, &a32, k, 1, &b32, n, 1, &mut c32);
+            f32::gemm_over([m, k, n], Strided::row_major(&a32, k), Strided::row_major(&b32, n), &mut c32);
             assert_eq!(c32.iter().map(|&x| x as f64).collect::<Vec<_>>(), want, "f32 {m}x{k}x{n}");
             let mut c64 = vec![f64::NAN; m * n];
-            f64::gemm_over(m, k, n, &a, k, 1, &b, n, 1, &mut c64);
+            f64::gemm_over([m, k, n], Strided::row_major(&a, k), Strided::row_major(&b, n), &mut c64);
             assert_eq!(c64, want, "f64 {m}x{k}x{n}");
             let (ai, bi): (Vec<i64>, Vec<i64>) =
                 (a.iter().map(|&x| x as i64).collect(), b.iter().map(|&x| x as i64).collect());
             let mut ci = vec![i64::MIN; m * n];
-            i64::gemm_over(m, k, n, &ai, k, 1, &bi, n, 1, &mut ci);
+            i64::gemm_over([m, k, n], Strided::row_major(&ai, k), Strided::row_major(&bi, n), &mut ci);
             assert_eq!(ci.iter().map(|&x| x as f64).collect::<Vec<_>>(), want, "i64 {m}x{k}x{n}");
         }
     }

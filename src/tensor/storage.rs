@@ -139,21 +139,20 @@ impl HeapBytes {
     }
 
     fn zeroed(len: usize) -> HeapBytes {
-        assert!(len > 0, "empty tensors are stored inline");
-        let layout = Self::layout(len);
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
-        HeapBytes { ptr, len }
+        Self::allocate(len, true)
     }
 
     /// Not yet initialised: only [`Storage::written_by`] makes one, and
     /// fills it before handing it on.
     fn uninit(len: usize) -> HeapBytes {
+        Self::allocate(len, false)
+    }
+
+    fn allocate(len: usize, zeroed: bool) -> HeapBytes {
         assert!(len > 0, "empty tensors are stored inline");
         let layout = Self::layout(len);
         // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc(layout) };
+        let raw = unsafe { if zeroed { alloc::alloc_zeroed(layout) } else { alloc::alloc(layout) } };
         let Some(ptr) = NonNull::new(raw) else { alloc::handle_alloc_error(layout) };
         HeapBytes { ptr, len }
     }
