@@ -395,9 +395,9 @@ mod tests {
         (0..len as u64).map(|i| (((i * 7919 + seed * 104729) % 17) as f64) - 8.0).collect()
     }
 
-    /// Every path of `Gemm::gemm` (empty sum, direct loop, sgemm/dgemm, row
-    /// blocks) must overwrite its output, never accumulate into it: fresh
-    /// outputs are not zeroed. NaN in the buffer beforehand would survive
+    /// Every path of `Gemm::gemm` (empty sum, direct loop, sgemm/dgemm; row
+    /// blocks are calls of it) must overwrite its output, never accumulate
+    /// into it: fresh outputs are not zeroed. NaN in the buffer beforehand would survive
     /// any read of it (0 · NaN = NaN).
     #[test]
     fn gemm_overwrites_whatever_the_output_held() {
