@@ -21,6 +21,7 @@ use rkyv::rancor;
 use rkyv::ser::allocator::ArenaHandle;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Portable, Serialize};
+use std::any::TypeId;
 
 /// An RPC's number on the wire (u16). Numbers are never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,15 +188,49 @@ where
         .map_err(|e| Status::invalid_argument(format!("decoding message: {e}")))
 }
 
+/// Which archived type a frame's metadata passed bytecheck as, so that the
+/// handler reading it as that type does not check the same bytes again
+/// (a check costs about as much as the rest of parsing a small frame).
+/// Issued only by [`validate_request`] and [`validate_response`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Validated(Option<TypeId>);
+
+impl Validated {
+    fn as_message<M: Archive>() -> Validated
+    where
+        M::Archived: 'static,
+    {
+        Validated(Some(TypeId::of::<M::Archived>()))
+    }
+}
+
+/// The archived message in place, like [`view`], but without checking the
+/// bytes a second time when `validated` says they already passed as `M`.
+///
+/// # Safety
+/// `validated` must have been returned by validating exactly `bytes` (the
+/// same address and length), and the bytes must not have changed since.
+pub unsafe fn view_validated<M: Archive>(bytes: &[u8], validated: Validated) -> Result<&M::Archived>
+where
+    M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>> + 'static,
+{
+    if validated == Validated::as_message::<M>() {
+        // SAFETY: per this function's contract these bytes passed bytecheck
+        // as `M::Archived` and are unchanged.
+        return Ok(unsafe { rkyv::access_unchecked::<M::Archived>(bytes) });
+    }
+    view::<M>(bytes)
+}
+
 /// Validates `bytes` as the archived request of `method` (bytecheck), so a
 /// corrupted archive is rejected before any handler sees it. `Ping`
 /// carries free-form bytes.
-pub fn validate_request(method: Method, bytes: &[u8]) -> Result<()> {
+pub fn validate_request(method: Method, bytes: &[u8]) -> Result<Validated> {
     macro_rules! check {
         ($($m:ident => $t:ty),* $(,)?) => {
             match method {
-                $(Method::$m => view::<$t>(bytes).map(drop),)*
-                Method::Ping => Ok(()),
+                $(Method::$m => view::<$t>(bytes).map(|_| Validated::as_message::<$t>()),)*
+                Method::Ping => Ok(Validated(None)),
             }
         };
     }
@@ -226,12 +261,12 @@ pub fn validate_request(method: Method, bytes: &[u8]) -> Result<()> {
 }
 
 /// Validates `bytes` as the archived response of `method`.
-pub fn validate_response(method: Method, bytes: &[u8]) -> Result<()> {
+pub fn validate_response(method: Method, bytes: &[u8]) -> Result<Validated> {
     macro_rules! check {
         ($($m:ident => $t:ty),* $(,)?) => {
             match method {
-                $(Method::$m => view::<$t>(bytes).map(drop),)*
-                Method::Ping => Ok(()),
+                $(Method::$m => view::<$t>(bytes).map(|_| Validated::as_message::<$t>()),)*
+                Method::Ping => Ok(Validated(None)),
                 Method::TensorPush | Method::AbortStep => Err(Status::invalid_argument(format!(
                     "{method} is one-way and has no response"
                 ))),
@@ -731,6 +766,27 @@ mod tests {
         let err = view::<RunStepRequest>(&bytes).map(drop).unwrap_err();
         assert!(err.message.contains("malformed RunStepRequest"), "{err}");
         assert!(view::<RunStepRequest>(&bytes[..3]).is_err());
+    }
+
+    #[test]
+    fn a_check_is_skipped_only_for_the_type_it_vouches_for() {
+        let msg = RunStepRequest { session_handle: "s".repeat(40), fetches: vec!["y:0".into()], ..Default::default() };
+        let bytes = encode(&msg).unwrap();
+        let validated = validate_request(Method::RunStep, &bytes).unwrap();
+        // SAFETY: `validated` came from checking these very bytes.
+        let archived = unsafe { view_validated::<RunStepRequest>(&bytes, validated) }.unwrap();
+        assert_eq!(archived.session_handle.as_str(), msg.session_handle);
+        // The same bytes corrupted, with a token for another type (a Ping's,
+        // which vouches for nothing): the archive is checked and rejected.
+        let mut corrupted = bytes.clone();
+        let root = corrupted.len() - std::mem::size_of::<ArchivedRunStepRequest>();
+        corrupted[root + 4..root + 8].copy_from_slice(&0x7fff_0000i32.to_le_bytes());
+        let ping = validate_request(Method::Ping, &corrupted).unwrap();
+        // SAFETY: `ping` came from "checking" these bytes as a Ping.
+        let err = unsafe { view_validated::<RunStepRequest>(&corrupted, ping) }.map(drop).unwrap_err();
+        assert!(err.message.contains("malformed RunStepRequest"), "{err}");
+        let as_push = validate_request(Method::TensorPush, &encode(&TensorPush::default()).unwrap()).unwrap();
+        assert_ne!(as_push, validated, "tokens name the type they were checked as");
     }
 
     #[test]

@@ -125,8 +125,10 @@ pub fn cluster_from_wire(jobs: &rkyv::vec::ArchivedVec<msg::ArchivedJobDef>) -> 
 
 /// A worker in another process, reached over the transport.
 pub struct RemoteWorker {
-    task: String,
-    address: String,
+    /// Shared with each step's answer reader, which names the task in its
+    /// errors: a step clones the pointers, not the strings.
+    task: Arc<str>,
+    address: Arc<str>,
     channels: Arc<ChannelCache>,
     /// The live connection, kept so a step does not look it up.
     client: Mutex<Option<Arc<Client>>>,
@@ -134,7 +136,7 @@ pub struct RemoteWorker {
 
 impl RemoteWorker {
     pub fn new(task: &str, address: &str, channels: Arc<ChannelCache>) -> RemoteWorker {
-        RemoteWorker { task: task.to_string(), address: address.to_string(), channels, client: Mutex::new(None) }
+        RemoteWorker { task: task.into(), address: address.into(), channels, client: Mutex::new(None) }
     }
 
     pub fn address(&self) -> &str {

@@ -150,8 +150,8 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
         });
         let timeout_ms = m.timeout_ms.to_native();
         Ok(RunGraphRequest {
-            session_handle: m.session_handle.to_string(),
-            graph_handle: m.graph_handle.to_string(),
+            session_handle: m.session_handle.as_str().to_owned(),
+            graph_handle: m.graph_handle.as_str().to_owned(),
             step_id: m.step_id.to_native(),
             feeds,
             fetches: m.fetches.iter().map(|f| f.to_native()).collect(),

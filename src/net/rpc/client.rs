@@ -25,7 +25,7 @@ use super::server::{Reply, Request, Service};
 use crate::error::{Code, Result, Status};
 use crate::net::frame::{FrameKind, ReceivedFrame};
 use crate::net::io;
-use crate::net::message::{self, ErrorMeta, Hello, Method};
+use crate::net::message::{self, ErrorMeta, Hello, Method, Validated};
 use crate::net::message::{OneWay, Rpc};
 use crate::net::reader::FrameReader;
 use crate::tensor::Tensor;
@@ -48,6 +48,8 @@ const FOLLOWER_PARK_SLICE: Duration = Duration::from_millis(5);
 /// receive buffer (kept alive while any of them lives).
 pub struct Response {
     frame: ReceivedFrame,
+    /// What `frame`'s metadata was checked as on arrival.
+    validated: Validated,
     /// Zero-copy views into the receive buffer, in frame order.
     pub payloads: Vec<Tensor>,
 }
@@ -62,12 +64,16 @@ impl Response {
     pub fn meta_bytes(&self) -> &[u8] {
         self.frame.meta_bytes()
     }
-    /// The archived metadata in place, validated.
+    /// The archived metadata in place, validated (on arrival, when `M` is
+    /// the type its method names; here otherwise).
     pub fn meta<M: Archive>(&self) -> Result<&M::Archived>
     where
-        M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>,
+        M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>> + 'static,
     {
-        message::view::<M>(self.frame.meta_bytes())
+        // SAFETY: `validated` came from validating this frame's metadata when
+        // it arrived; the frame is never replaced and a received frame's
+        // bytes are never written again.
+        unsafe { message::view_validated::<M>(self.frame.meta_bytes(), self.validated) }
     }
     pub fn frame(&self) -> &ReceivedFrame {
         &self.frame
@@ -385,10 +391,10 @@ impl Inner {
             FrameKind::Response => {
                 let method = Method::from_u16(header.method)
                     .ok_or_else(|| format!("response for unknown method {}", header.method))?;
-                message::validate_response(method, frame.meta_bytes())
+                let validated = message::validate_response(method, frame.meta_bytes())
                     .map_err(|status| format!("{method} response: {}", status.message))?;
                 let payloads = frame.take_payloads();
-                Ok(Response { frame, payloads })
+                Ok(Response { frame, validated, payloads })
             }
             FrameKind::Error => match message::view::<ErrorMeta>(frame.meta_bytes()) {
                 Ok(err) => Err(Status::new(Code::from_u8(err.code), err.message.as_str())),
@@ -418,9 +424,9 @@ impl Inner {
         };
         let method = Method::from_u16(frame.header.method)
             .ok_or_else(|| format!("push of unknown method {}", frame.header.method))?;
-        message::validate_request(method, frame.meta_bytes())
+        let validated = message::validate_request(method, frame.meta_bytes())
             .map_err(|status| format!("{method} push: {}", status.message))?;
-        let request = Request::pushed(method, self.peer.clone(), frame);
+        let request = Request::pushed(method, self.peer.clone(), frame, validated);
         let outcome =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, Reply::one_way())));
         if outcome.is_err() {

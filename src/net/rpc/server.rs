@@ -17,7 +17,7 @@ use super::conn::{Conn, NetError};
 use crate::error::{Result, Status};
 use crate::net::frame::{FrameKind, OutgoingFrame, ReceivedFrame};
 use crate::net::io::{self, Driver};
-use crate::net::message::{self, Method, OneWay};
+use crate::net::message::{self, Method, OneWay, Validated};
 use crate::net::reader::FrameReader;
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
@@ -48,6 +48,8 @@ pub struct Request {
     /// The name the peer gave in its hello (a server's task name).
     peer_name: Arc<str>,
     frame: ReceivedFrame,
+    /// What `frame`'s metadata was checked as on arrival.
+    validated: Validated,
     one_way: bool,
     /// The connection it came on, when pushes can go back over it (a
     /// request a server accepted; not a push a client received).
@@ -59,9 +61,9 @@ pub struct Request {
 impl Request {
     /// A push that arrived on a client's connection, for the client's
     /// inbound [`Service`].
-    pub(crate) fn pushed(method: Method, peer: Arc<str>, mut frame: ReceivedFrame) -> Request {
+    pub(crate) fn pushed(method: Method, peer: Arc<str>, mut frame: ReceivedFrame, validated: Validated) -> Request {
         let payloads = frame.take_payloads();
-        Request { method, peer: peer.clone(), peer_name: peer, frame, one_way: true, conn: None, payloads }
+        Request { method, peer: peer.clone(), peer_name: peer, frame, validated, one_way: true, conn: None, payloads }
     }
     pub fn method(&self) -> Method {
         self.method
@@ -88,12 +90,16 @@ impl Request {
     pub fn meta_bytes(&self) -> &[u8] {
         self.frame.meta_bytes()
     }
-    /// The archived metadata in place, validated.
+    /// The archived metadata in place, validated (on arrival, when `M` is
+    /// the type its method names; here otherwise).
     pub fn meta<M: Archive>(&self) -> Result<&M::Archived>
     where
-        M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>>,
+        M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>> + 'static,
     {
-        message::view::<M>(self.frame.meta_bytes())
+        // SAFETY: `validated` came from validating this frame's metadata when
+        // it arrived; the frame is never replaced and a received frame's
+        // bytes are never written again.
+        unsafe { message::view_validated::<M>(self.frame.meta_bytes(), self.validated) }
     }
     /// The receive buffer the request lies in (for no-copy checks).
     pub fn frame(&self) -> &ReceivedFrame {
@@ -429,12 +435,15 @@ fn dispatch(
     };
     // Every archive is checked before a handler reads it; a corrupted one
     // means a broken or hostile peer.
-    if let Err(status) = message::validate_request(method, frame.meta_bytes()) {
-        if !one_way {
-            let _ = conn.send_error(header.request_id, header.method, &status);
+    let validated = match message::validate_request(method, frame.meta_bytes()) {
+        Ok(validated) => validated,
+        Err(status) => {
+            if !one_way {
+                let _ = conn.send_error(header.request_id, header.method, &status);
+            }
+            return Err(format!("{method} request {}: {}", header.request_id, status.message));
         }
-        return Err(format!("{method} request {}: {}", header.request_id, status.message));
-    }
+    };
     let reply = if one_way {
         Reply::one_way()
     } else {
@@ -461,6 +470,7 @@ fn dispatch(
         peer: peer.clone(),
         peer_name: peer_name.clone(),
         frame,
+        validated,
         one_way,
         conn: Some(conn.clone()),
         payloads,
