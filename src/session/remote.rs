@@ -25,15 +25,8 @@ const DEADLINE_SLACK: Duration = Duration::from_secs(2);
 
 fn channels() -> &'static ChannelCache {
     static CHANNELS: OnceLock<ChannelCache> = OnceLock::new();
-    CHANNELS.get_or_init(|| {
-        ChannelCache::new(TransportOptions {
-            name: "client".into(),
-            // A session's caller waits for a whole step: see the option.
-            // `RINGFLOW_CLIENT_SPIN=always` makes it spin whatever the load.
-            spin_needs_spare_core: std::env::var("RINGFLOW_CLIENT_SPIN").as_deref() != Ok("always"),
-            ..TransportOptions::default()
-        })
-    })
+    CHANNELS
+        .get_or_init(|| ChannelCache::new(TransportOptions { name: "client".into(), ..TransportOptions::default() }))
 }
 
 pub struct RemoteSession {

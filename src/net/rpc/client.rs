@@ -455,13 +455,7 @@ impl PendingCall {
         let inner = &self.inner;
         let slot = &self.slot;
         *slot.waiter.lock() = Some(std::thread::current());
-        // Decided once per wait, after the request is out: a re-read of
-        // /proc/stat then overlaps the peer's work.
-        let spin = if inner.options.spin_needs_spare_core && !crate::host::has_spare_core() {
-            Duration::ZERO
-        } else {
-            inner.options.spin()
-        };
+        let spin = inner.options.spin();
         loop {
             if slot.done.load(Ordering::Acquire) {
                 return slot.result.lock().take().unwrap_or_else(|| Err(Status::internal("call completed twice")));

@@ -22,16 +22,6 @@ pub struct TransportOptions {
     /// wake-up (~100 µs here) from every small round trip; on 2 cores it
     /// must stay bounded.
     pub spin_us: u64,
-    /// A client's callers spin for their answers only while the machine
-    /// has a spare core ([`crate::host::has_spare_core`]), and sleep at once
-    /// otherwise. For the end of a chain whose answer is a whole step: where
-    /// a step's processes outnumber the cores, its spin takes the core the
-    /// chain's next hop needs (2 cores, a session's client, master and
-    /// worker: remote step p50 55-117 µs per 4000-step round with the client
-    /// spinning, 48-66 µs with it asleep). Off for the servers' own calls:
-    /// their spinning keeps the cores awake, so a sleeper's wake-up is a
-    /// switch on a running core, not an idle core's (~100 µs here).
-    pub spin_needs_spare_core: bool,
     /// Frames with at least this many payload bytes are sent with
     /// zero-copy send (io_uring SENDMSG_ZC); `u64::MAX` disables it.
     pub zerocopy_send_min_bytes: u64,
@@ -60,7 +50,6 @@ impl Default for TransportOptions {
             max_in_flight: 4096,
             max_connections: 256,
             spin_us: std::env::var("RINGFLOW_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50),
-            spin_needs_spare_core: false,
             zerocopy_send_min_bytes: u64::MAX,
             recv_chunk_bytes: 256 << 10,
             connect_timeout_ms: 5_000,
