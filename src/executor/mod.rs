@@ -10,8 +10,10 @@
 
 pub mod barrier;
 pub mod cancellation;
+mod control_flow;
 pub mod deadline;
 pub mod device;
+mod frames;
 mod intra_op;
 pub mod notification;
 mod plan;

@@ -11,6 +11,7 @@
 //! order; names, ops and non-kernel kinds stay in the cold [`PlanNode`]s,
 //! read only for errors, stats and the rarer node kinds.
 
+use super::frames::{ControlFlowPlan, EnterAttrs};
 use super::rendezvous::RendezvousKey;
 use crate::error::{Result, Status};
 use crate::graph::partition::rendezvous_key;
@@ -25,6 +26,32 @@ pub(crate) enum NodeKind {
     Retval(usize),
     Send(RendezvousKey),
     Recv(RendezvousKey),
+    /// Control flow, run only by the control-flow executor
+    /// (`control_flow.rs`); `is_constant` values reach every iteration.
+    Enter {
+        is_constant: bool,
+    },
+    Exit,
+    NextIteration,
+    Switch,
+    SwitchN(usize),
+    Merge,
+    LoopCond,
+}
+
+impl NodeKind {
+    fn is_control_flow(&self) -> bool {
+        matches!(
+            self,
+            NodeKind::Enter { .. }
+                | NodeKind::Exit
+                | NodeKind::NextIteration
+                | NodeKind::Switch
+                | NodeKind::SwitchN(_)
+                | NodeKind::Merge
+                | NodeKind::LoopCond
+        )
+    }
 }
 
 /// Output `port` of a node feeds input slot `slot` of node `dst`; a
@@ -102,6 +129,9 @@ pub(crate) struct Plan {
     /// pending count is decremented.
     pub slot_const: Vec<Option<Value>>,
     pub initial_pending: Vec<u32>,
+    /// Frames and per-frame layouts when the partition has v1 control flow
+    /// (then the control-flow executor runs it).
+    pub control_flow: Option<ControlFlowPlan>,
 }
 
 fn key_of(spec: &NodeSpec) -> Result<RendezvousKey> {
@@ -161,6 +191,7 @@ impl Plan {
         let mut hot = Vec::with_capacity(order.len());
         let mut initial_pending = Vec::with_capacity(order.len());
         let mut slot_deref = Vec::new();
+        let mut enters: Vec<Option<EnterAttrs>> = Vec::with_capacity(order.len());
         for &id in &order {
             let gnode = graph.node(id);
             let spec = &gnode.spec;
@@ -182,7 +213,21 @@ impl Plan {
                 Implementation::Builtin(Builtin::Retval) => NodeKind::Retval(index_attr(spec)?),
                 Implementation::Builtin(Builtin::Send) => NodeKind::Send(key_of(spec)?),
                 Implementation::Builtin(Builtin::Recv) => NodeKind::Recv(key_of(spec)?),
+                Implementation::Builtin(Builtin::Enter) => NodeKind::Enter { is_constant: spec.attr_bool_or("is_constant", false)? },
+                Implementation::Builtin(Builtin::Exit) => NodeKind::Exit,
+                Implementation::Builtin(Builtin::NextIteration) => NodeKind::NextIteration,
+                Implementation::Builtin(Builtin::Switch) => NodeKind::Switch,
+                Implementation::Builtin(Builtin::SwitchN) => NodeKind::SwitchN(r.signature.outputs.len()),
+                Implementation::Builtin(Builtin::Merge) => NodeKind::Merge,
+                Implementation::Builtin(Builtin::LoopCond) => NodeKind::LoopCond,
             };
+            enters.push(match kind {
+                NodeKind::Enter { .. } => Some(EnterAttrs {
+                    frame_name: spec.attr_str_or("frame_name", "")?,
+                    parallel_iterations: u32::try_from(spec.attr_int_or("parallel_iterations", 10)?.max(1)).unwrap_or(u32::MAX),
+                }),
+                _ => None,
+            });
             let input_base = count_u32(slot_deref.len(), "input slots before it", spec)?;
             for (slot, &(producer, port)) in gnode.inputs.iter().enumerate() {
                 let produced = resolved[&producer].signature.outputs[port as usize];
@@ -221,8 +266,12 @@ impl Plan {
         for id in 0..nodes.len() {
             let Some(value) = constant_value(&nodes[id], &hot[id], initial_pending[id])? else { continue };
             let large = matches!(&value, Value::Tensor(t) if t.byte_len() > super::run::EXPENSIVE_INPUT_BYTES);
-            let (data, control): (Vec<OutEdge>, Vec<OutEdge>) =
-                std::mem::take(&mut out_edges[id]).into_iter().partition(|e| e.port != CONTROL_PORT);
+            // A control-flow node takes its inputs through its frame's
+            // slots (a Merge fires on its first live input), so constants
+            // feeding one stay nodes.
+            let (data, mut control): (Vec<OutEdge>, Vec<OutEdge>) = std::mem::take(&mut out_edges[id])
+                .into_iter()
+                .partition(|e| e.port != CONTROL_PORT && !nodes[e.dst as usize].kind.is_control_flow());
             for edge in data {
                 slot_const[edge.slot as usize] = Some(value.clone());
                 initial_pending[edge.dst as usize] -= 1;
@@ -232,9 +281,18 @@ impl Plan {
                     dst.flags |= HotNode::EXPENSIVE;
                 }
             }
+            control.sort_by_key(|e| e.port);
             skipped[id] = control.is_empty();
             out_edges[id] = control;
         }
+        let has_control_flow = nodes.iter().any(|n| n.kind.is_control_flow());
+        let control_flow = if has_control_flow {
+            let bases: Vec<u32> = hot.iter().map(|h| h.input_base).collect();
+            let counts: Vec<u32> = hot.iter().map(|h| h.num_inputs).collect();
+            Some(ControlFlowPlan::build(&nodes, &out_edges, &bases, &counts, &initial_pending, &enters, slot_deref.len())?)
+        } else {
+            None
+        };
         let mut edges = Vec::new();
         for (node, mut out) in hot.iter_mut().zip(out_edges) {
             out.sort_by_key(|e| e.port);
@@ -245,10 +303,21 @@ impl Plan {
         }
         let roots =
             (0..nodes.len() as u32).filter(|&i| initial_pending[i as usize] == 0 && !skipped[i as usize]).collect();
-        Ok(Plan { nodes, hot, edges, roots, slot_deref, slot_const, initial_pending })
+        Ok(Plan { nodes, hot, edges, roots, slot_deref, slot_const, initial_pending, control_flow })
     }
 
     pub fn num_slots(&self) -> usize {
         self.slot_deref.len()
+    }
+
+    /// The bound constants among a node's inputs, by input index (empty
+    /// when it has none).
+    #[inline]
+    pub fn lent_inputs(&self, hot: &HotNode) -> &[Option<Value>] {
+        if !hot.has(HotNode::CONST_INPUTS) {
+            return &[];
+        }
+        let base = hot.input_base as usize;
+        &self.slot_const[base..base + hot.num_inputs as usize]
     }
 }

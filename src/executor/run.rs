@@ -106,8 +106,8 @@ impl Frame {
 
 /// Runs one partition graph, step after step (concurrent steps welcome).
 pub struct Executor {
-    plan: Plan,
-    device: Arc<Device>,
+    pub(super) plan: Plan,
+    pub(super) device: Arc<Device>,
     resources: Arc<ResourceMgr>,
     /// Recycled step frames. Boxed: a frame moves between this list and its
     /// step many times a second, and a box moves as one pointer.
@@ -133,6 +133,10 @@ impl Executor {
     /// Starts a step on the calling thread; `done` runs once, when the
     /// partition has finished (possibly before this returns).
     pub fn run_async(self: &Arc<Self>, step: Arc<StepContext>, done: StepDone) {
+        if self.plan.control_flow.is_some() {
+            super::control_flow::run_async(self, step, done);
+            return;
+        }
         let mut frame = self.frames.lock().pop().unwrap_or_else(|| Box::new(Frame::new(&self.plan)));
         frame.reset(&self.plan);
         if self.plan.nodes.is_empty() {
@@ -418,6 +422,7 @@ impl Execution {
                 self.wait_for(id, key);
                 return;
             }
+            _ => Err(Status::internal(format!("{}: control flow outside the control-flow executor", node.describe()))),
         };
         if let Some(start_us) = start_us {
             self.record(node, start_us);
@@ -433,6 +438,8 @@ impl Execution {
             start_us,
             end_us: self.step.stats_clock_us(),
             thread: thread_number(),
+            frame: String::new(),
+            iter: 0,
         });
     }
 
@@ -450,11 +457,7 @@ impl Execution {
     /// when it has none).
     #[inline]
     fn lent_inputs(&self, hot: &HotNode) -> &[Option<Value>] {
-        if !hot.has(HotNode::CONST_INPUTS) {
-            return &[];
-        }
-        let base = hot.input_base as usize;
-        &self.plan().slot_const[base..base + hot.num_inputs as usize]
+        self.plan().lent_inputs(hot)
     }
 
     #[inline]
@@ -463,72 +466,11 @@ impl Execution {
         // an argument array. Bound constants are lent from the plan; their
         // slots stay empty.
         let inputs = self.frame().node_slots(hot.input_base as usize, hot.num_inputs as usize);
-        let result = if hot.has(HotNode::DEREF_INPUTS) {
-            self.read_refs(id, hot, inputs).and_then(|()| self.call_kernel(id, hot, inputs, outputs))
-        } else {
-            self.call_kernel(id, hot, inputs, outputs)
-        };
+        let result = compute_kernel(&self.executor, id, hot, inputs, outputs);
         // What the kernel did not take dies with its execution, as it would
         // in an argument array.
         inputs.iter_mut().for_each(|i| drop(i.take()));
         result
-    }
-
-    /// Replaces each input read through a ref by the variable's value.
-    #[inline(never)]
-    fn read_refs(&self, id: u32, hot: &HotNode, inputs: &mut [Option<Value>]) -> Result<()> {
-        let base = hot.input_base as usize;
-        for (input, &deref) in inputs.iter_mut().zip(&self.plan().slot_deref[base..]) {
-            if let (true, Some(Value::Ref(var))) = (deref, &*input) {
-                let value = var.read().map_err(|e| e.context(self.plan().nodes[id as usize].describe()))?;
-                *input = Some(Value::Tensor(value));
-            }
-        }
-        Ok(())
-    }
-
-    #[cold]
-    fn kernel_error(&self, id: u32, e: Status) -> Status {
-        e.context(self.plan().nodes[id as usize].describe())
-    }
-
-    #[inline]
-    fn call_kernel(
-        &self,
-        id: u32,
-        hot: &HotNode,
-        inputs: &mut [Option<Value>],
-        outputs: &mut [Option<Value>],
-    ) -> Result<()> {
-        let resources: &ResourceMgr = &self.executor.resources;
-        let lent = self.lent_inputs(hot);
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            let pool: &ThreadPool = &self.executor.device.pool;
-            let mut ctx = OpContext::with_lent(inputs, lent, outputs, resources).with_intra_op(pool);
-            match hot.compute {
-                Some(compute) => compute(&mut ctx),
-                None => match &self.plan().nodes[id as usize].kind {
-                    NodeKind::Kernel { kernel } => kernel.compute(&mut ctx),
-                    _ => Err(Status::internal("a node flagged as a kernel holds none")),
-                },
-            }
-        }));
-        match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(self.kernel_error(id, e)),
-            Err(panic) => Err(self.kernel_panic(id, panic)),
-        }
-    }
-
-    #[cold]
-    fn kernel_panic(&self, id: u32, panic: Box<dyn std::any::Any + Send>) -> Status {
-        let node = &self.plan().nodes[id as usize];
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Status::internal(format!("{}: kernel panicked: {what}", node.describe()))
     }
 
     /// Registers `id` (a Recv or a partial-run Arg) with the rendezvous; the
@@ -651,6 +593,81 @@ impl Execution {
     }
 }
 
+/// Runs node `id`'s kernel on `inputs` (its input slots, bound constants
+/// lent from the plan), reading through refs first where the plan says so.
+/// Errors and panics come back naming the node.
+#[inline]
+pub(super) fn compute_kernel(
+    executor: &Executor,
+    id: u32,
+    hot: &HotNode,
+    inputs: &mut [Option<Value>],
+    outputs: &mut [Option<Value>],
+) -> Result<()> {
+    if hot.has(HotNode::DEREF_INPUTS) {
+        read_refs(executor, id, hot, inputs).and_then(|()| call_kernel(executor, id, hot, inputs, outputs))
+    } else {
+        call_kernel(executor, id, hot, inputs, outputs)
+    }
+}
+
+/// Replaces each input read through a ref by the variable's value.
+#[inline(never)]
+fn read_refs(executor: &Executor, id: u32, hot: &HotNode, inputs: &mut [Option<Value>]) -> Result<()> {
+    let base = hot.input_base as usize;
+    for (input, &deref) in inputs.iter_mut().zip(&executor.plan.slot_deref[base..]) {
+        if let (true, Some(Value::Ref(var))) = (deref, &*input) {
+            let value = var.read().map_err(|e| e.context(executor.plan.nodes[id as usize].describe()))?;
+            *input = Some(Value::Tensor(value));
+        }
+    }
+    Ok(())
+}
+
+#[cold]
+fn kernel_error(executor: &Executor, id: u32, e: Status) -> Status {
+    e.context(executor.plan.nodes[id as usize].describe())
+}
+
+#[inline]
+fn call_kernel(
+    executor: &Executor,
+    id: u32,
+    hot: &HotNode,
+    inputs: &mut [Option<Value>],
+    outputs: &mut [Option<Value>],
+) -> Result<()> {
+    let resources: &ResourceMgr = &executor.resources;
+    let lent = executor.plan.lent_inputs(hot);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let pool: &ThreadPool = &executor.device.pool;
+        let mut ctx = OpContext::with_lent(inputs, lent, outputs, resources).with_intra_op(pool);
+        match hot.compute {
+            Some(compute) => compute(&mut ctx),
+            None => match &executor.plan.nodes[id as usize].kind {
+                NodeKind::Kernel { kernel } => kernel.compute(&mut ctx),
+                _ => Err(Status::internal("a node flagged as a kernel holds none")),
+            },
+        }
+    }));
+    match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(kernel_error(executor, id, e)),
+        Err(panic) => Err(kernel_panic(executor, id, panic)),
+    }
+}
+
+#[cold]
+fn kernel_panic(executor: &Executor, id: u32, panic: Box<dyn std::any::Any + Send>) -> Status {
+    let node = &executor.plan.nodes[id as usize];
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    Status::internal(format!("{}: kernel panicked: {what}", node.describe()))
+}
+
 /// A node's outputs: up to two inline (nearly every op), more on the heap.
 enum Outputs {
     Inline([Option<Value>; 2], u8),
@@ -741,7 +758,7 @@ const BIG_INPUT: u32 = 1 << 31;
 const COUNT_MASK: u32 = !BIG_INPUT;
 
 /// A small stable number for the current thread, for stats.
-fn thread_number() -> u32 {
+pub(super) fn thread_number() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(1);
     thread_local! {
         static ID: u32 = NEXT.fetch_add(1, Ordering::Relaxed);

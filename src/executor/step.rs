@@ -130,6 +130,9 @@ pub struct NodeStats {
     pub start_us: u64,
     pub end_us: u64,
     pub thread: u32,
+    /// The loop frame the node ran in ("" outside loops) and its iteration.
+    pub frame: String,
+    pub iter: u64,
 }
 
 /// One step, as seen by every executor in this process that runs part of it.

@@ -152,6 +152,70 @@ pub fn counter_graph(device: &str) -> GraphSpec {
     b.finish()
 }
 
+/// `i, s = 0, 0.0; while i < n: i += 1; s += 1.0` in TensorFlow's v1
+/// control flow (what `tf.compat.v1.while_loop` emits), `n` an int32
+/// placeholder; fetch `i_out` and `s_out`. With `prefix` "", node names are
+/// bare; loops nest by building one inside another's body with a prefix.
+pub fn counting_loop_graph(parallel_iterations: i64) -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let n = b.placeholder("n", DType::I32);
+    let i0 = b.constant("i0", &Tensor::scalar(0i32));
+    let s0 = b.constant("s0", &Tensor::scalar(0.0f32));
+    let (i_out, s_out) = b.counting_loop("loop", &n, &i0, &s0, parallel_iterations);
+    b.add("i_out", "Identity", &[&i_out], vec![("T", ty(DType::I32))]);
+    b.add("s_out", "Identity", &[&s_out], vec![("T", ty(DType::F32))]);
+    b.finish()
+}
+
+impl GraphBuilder {
+    /// Adds the v1 loop `while i < n: i += 1; s += 1.0` named `frame`
+    /// (nodes `frame/...`) over `i` (int32), `s` (float) and the bound `n`;
+    /// returns the loop's outputs `(i, s)`.
+    pub fn counting_loop(&mut self, frame: &str, n: &str, i: &str, s: &str, parallel_iterations: i64) -> (String, String) {
+        let enter = |b: &mut Self, name: &str, input: &str, dtype: DType, constant: bool| {
+            b.add(
+                &format!("{frame}/{name}"),
+                "Enter",
+                &[input],
+                vec![
+                    ("T", ty(dtype)),
+                    ("frame_name", AttrValue::Bytes(frame.as_bytes().to_vec())),
+                    ("is_constant", AttrValue::Bool(constant)),
+                    ("parallel_iterations", AttrValue::Int(parallel_iterations)),
+                ],
+            )
+        };
+        let enter_i = enter(self, "enter_i", i, DType::I32, false);
+        let enter_s = enter(self, "enter_s", s, DType::F32, false);
+        let enter_n = enter(self, "enter_n", n, DType::I32, true);
+        let next_i = format!("{frame}/next_i:0");
+        let next_s = format!("{frame}/next_s:0");
+        let merge = |b: &mut Self, name: &str, first: &str, back: &str, dtype: DType| {
+            b.add(&format!("{frame}/{name}"), "Merge", &[first, back], vec![("T", ty(dtype)), ("N", AttrValue::Int(2))])
+        };
+        let merge_i = merge(self, "merge_i", &enter_i, &next_i, DType::I32);
+        let merge_s = merge(self, "merge_s", &enter_s, &next_s, DType::F32);
+        let less = self.binary(&format!("{frame}/less"), "Less", &merge_i, &enter_n, DType::I32);
+        let cond = self.add(&format!("{frame}/cond"), "LoopCond", &[&less], vec![]);
+        let switch_i = self.add(&format!("{frame}/switch_i"), "Switch", &[&merge_i, &cond], vec![("T", ty(DType::I32))]);
+        let switch_s = self.add(&format!("{frame}/switch_s"), "Switch", &[&merge_s, &cond], vec![("T", ty(DType::F32))]);
+        let exit_i = self.add(&format!("{frame}/exit_i"), "Exit", &[&switch_i], vec![("T", ty(DType::I32))]);
+        let exit_s = self.add(&format!("{frame}/exit_s"), "Exit", &[&switch_s], vec![("T", ty(DType::F32))]);
+        let body_i = self.add(&format!("{frame}/body_i"), "Identity", &[&format!("{frame}/switch_i:1")], vec![("T", ty(DType::I32))]);
+        let body_s = self.add(&format!("{frame}/body_s"), "Identity", &[&format!("{frame}/switch_s:1")], vec![("T", ty(DType::F32))]);
+        let one_i = self.constant(&format!("{frame}/one_i"), &Tensor::scalar(1i32));
+        let one_f = self.constant(&format!("{frame}/one_f"), &Tensor::scalar(1.0f32));
+        // Constants run in the loop's frame: a control edge from the body.
+        self.control(&format!("{frame}/one_i"), &format!("{frame}/body_i"));
+        self.control(&format!("{frame}/one_f"), &format!("{frame}/body_i"));
+        let add_i = self.binary(&format!("{frame}/add_i"), "AddV2", &body_i, &one_i, DType::I32);
+        let add_s = self.binary(&format!("{frame}/add_s"), "AddV2", &body_s, &one_f, DType::F32);
+        self.add(&format!("{frame}/next_i"), "NextIteration", &[&add_i], vec![("T", ty(DType::I32))]);
+        self.add(&format!("{frame}/next_s"), "NextIteration", &[&add_s], vec![("T", ty(DType::F32))]);
+        (exit_i, exit_s)
+    }
+}
+
 /// Single nodes for tests.
 #[cfg(test)]
 pub(crate) mod nodes {

@@ -119,15 +119,22 @@ impl Graph {
         Err(Status::invalid_argument(format!("graph has a cycle: {}", cycle.join(" -> "))))
     }
 
+    /// The producers `id` waits for, without a loop's back edges: a value
+    /// from a `NextIteration` belongs to the next iteration, so it orders
+    /// nothing and closes no cycle.
     fn predecessors(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
         let node = &self.nodes[id];
-        node.inputs.iter().map(|&(p, _)| p).chain(node.control_inputs.iter().copied())
+        node.inputs
+            .iter()
+            .map(|&(p, _)| p)
+            .chain(node.control_inputs.iter().copied())
+            .filter(|&p| !ops::control_flow::is_next_iteration(&self.nodes[p].spec.op))
     }
 
     /// Node ids in an order where every node follows its inputs (partial if
     /// there is a cycle).
     pub fn topological_order(&self) -> Vec<NodeId> {
-        let mut pending: Vec<usize> = self.nodes.iter().map(|n| n.inputs.len() + n.control_inputs.len()).collect();
+        let mut pending: Vec<usize> = (0..self.nodes.len()).map(|i| self.predecessors(i).count()).collect();
         let mut successors: Vec<Vec<NodeId>> = vec![Vec::new(); self.nodes.len()];
         for id in 0..self.nodes.len() {
             for p in self.predecessors(id) {
@@ -290,6 +297,24 @@ mod tests {
             .unwrap_err();
         assert!(err.message.starts_with("graph has a cycle: "), "{err}");
         assert!(err.message.contains("a -> b") || err.message.contains("b -> a"), "{err}");
+    }
+
+    #[test]
+    fn a_loops_back_edge_is_no_cycle_but_other_cycles_through_a_loop_are() {
+        let t = || AttrValue::Type(DataType::Tensor(DType::F32));
+        let merge = |inputs: [&str; 2]| {
+            NodeSpec::new("m", "Merge").input(inputs[0], 0).input(inputs[1], 0).attr("T", t()).attr("N", AttrValue::Int(2))
+        };
+        let next = NodeSpec::new("next", "NextIteration").input("body", 0).attr("T", t());
+        let body = identity("body", "m");
+        let loop_ok = vec![constant("c", 1.0), merge(["c", "next"]), body.clone(), next.clone()];
+        let g = Graph::build(GraphSpec { nodes: loop_ok }).unwrap();
+        let order: Vec<&str> = g.topological_order().iter().map(|&i| g.node(i).spec.name.as_str()).collect();
+        assert_eq!(order, ["c", "m", "body", "next"]);
+        // The same shape closed by an Identity instead of a NextIteration.
+        let bad = vec![constant("c", 1.0), merge(["c", "next"]), body, identity("next", "body")];
+        let err = Graph::build(GraphSpec { nodes: bad }).unwrap_err();
+        assert!(err.message.starts_with("graph has a cycle: "), "{err}");
     }
 
     #[test]

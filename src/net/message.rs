@@ -418,6 +418,8 @@ pub struct NodeStats {
     pub start_us: u64,
     pub end_us: u64,
     pub thread: u32,
+    pub frame: String,
+    pub iter: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
@@ -819,6 +821,8 @@ mod tests {
                 start_us: 1,
                 end_us: u64::MAX,
                 thread: 3,
+                frame: "while/while_context".into(),
+                iter: 7,
             }],
         };
         let dev = DeviceAttributes {

@@ -69,8 +69,10 @@ impl OpKernel for PlaceholderKernel {
 }
 
 fn identity_signature(node: &NodeSpec) -> Result<OpSignature> {
-    let t = node.attr_dtype("T")?;
-    Ok(OpSignature::new(vec![ValueType::Tensor(t)], vec![ValueType::Tensor(t)]))
+    // Resource handles pass through Identity too (TF2 graphs route variable
+    // handles through it, and through function-call boundaries).
+    let t = super::control_flow::value_type_attr(node, "T")?;
+    Ok(OpSignature::new(vec![t], vec![t]))
 }
 
 /// Forwards its input; the executor has already read through a ref input.
@@ -82,8 +84,8 @@ fn build_identity(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 
 impl OpKernel for IdentityKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let t = ctx.take_input(0)?;
-        ctx.set_output(0, t);
+        let value = ctx.take_input_value(0)?;
+        ctx.set_output_value(0, value);
         Ok(())
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod array;
 pub mod broadcast;
+pub mod control_flow;
 mod fast_math;
 #[cfg(test)]
 mod golden_tests;
@@ -348,6 +349,14 @@ impl<'a> OpContext<'a> {
             Some(other) => Err(not_a_tensor(index, &other)),
             None => Err(missing_input(index)),
         }
+    }
+
+    /// Takes input `index` whatever it holds (a tensor, a ref, a resource).
+    pub fn take_input_value(&mut self, index: usize) -> Result<Value> {
+        if let Some(Some(v)) = self.lent.get(index) {
+            return Ok(v.clone());
+        }
+        self.inputs.get_mut(index).and_then(Option::take).ok_or_else(|| missing_input(index))
     }
 
     /// Input `index` as a ref variable.

@@ -25,6 +25,28 @@ pub enum Builtin {
     Send,
     /// `_Recv`: waits for the rendezvous to deliver a value under a key.
     Recv,
+    /// `Enter`: passes its input into a child frame (attr `frame_name`).
+    Enter,
+    /// `Exit`: passes its input out of its frame to the parent.
+    Exit,
+    /// `NextIteration`: passes its input to the next iteration of its frame.
+    NextIteration,
+    /// `Switch`: forwards its data to output 1 if the predicate holds, to
+    /// output 0 otherwise; the other output is dead.
+    Switch,
+    /// `_SwitchN`: forwards its data to the output its index names.
+    SwitchN,
+    /// `Merge`: forwards the first live input, and its index.
+    Merge,
+    /// `LoopCond`: forwards the predicate of a loop.
+    LoopCond,
+}
+
+impl Builtin {
+    /// Whether only the control-flow executor runs this node.
+    pub fn is_control_flow(self) -> bool {
+        !matches!(self, Builtin::Arg | Builtin::Retval | Builtin::Send | Builtin::Recv)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -60,6 +82,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
     TABLE.get_or_init(|| {
         let modules: &[&[OpDef]] = &[
             super::array::DEFS,
+            super::control_flow::DEFS,
             super::math::DEFS,
             super::matmul::DEFS,
             super::nn::DEFS,

@@ -150,3 +150,5 @@ pub fn parse_target(target: &str) -> Result<&str> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod control_flow_tests;

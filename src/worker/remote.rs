@@ -50,6 +50,8 @@ pub fn stats_from_wire(stats: &msg::ArchivedStepStats) -> Vec<NodeStats> {
             start_us: n.start_us.to_native(),
             end_us: n.end_us.to_native(),
             thread: n.thread.to_native(),
+            frame: n.frame.to_string(),
+            iter: n.iter.to_native(),
         })
         .collect()
 }
@@ -65,6 +67,8 @@ pub fn stats_to_wire(stats: &[NodeStats]) -> msg::StepStats {
                 start_us: n.start_us,
                 end_us: n.end_us,
                 thread: n.thread,
+                frame: n.frame.clone(),
+                iter: n.iter,
             })
             .collect(),
     }

@@ -1,0 +1,662 @@
+//! Running a partition with v1 control flow (`Enter`, `Exit`, `Switch`,
+//! `Merge`, `NextIteration`, `LoopCond`): frames, iterations and dead
+//! values, with TensorFlow's semantics.
+//!
+//! Owns: the per-step frame instances ([`FrameState`]), their iterations
+//! ([`IterState`]: pending counts, dead counts and input slots of the
+//! frame's nodes) and the propagation rules. Must not know about sockets
+//! or graph rewriting; kernels run through `run::compute_kernel` as in
+//! the plain executor, which keeps the fast path for graphs without
+//! control flow (`run.rs`).
+//!
+//! The rules, as TensorFlow's executor has them:
+//! - A node runs once per iteration of its frame, when every input of that
+//!   iteration has arrived. If any arrived dead (or a control input came
+//!   from a dead node), it does not compute: all its outputs are dead.
+//! - `Switch` sends its data to one output; the other is dead. `Merge`
+//!   runs on its first live input (its low pending bit marks "none yet"),
+//!   or dead once all its data inputs arrived dead.
+//! - `Enter` moves a value into iteration 0 of a child frame instance (one
+//!   per parent frame instance and iteration); a constant `Enter` reaches
+//!   every iteration. `NextIteration` moves a value to the next iteration,
+//!   starting it unless `parallel_iterations` are already in flight (then
+//!   it waits until the oldest finishes); a dead one stops. `Exit` moves a
+//!   live value to the parent; an `Exit` that never saw a live value
+//!   delivers a dead one when its frame instance ends.
+//! - An iteration is done when none of its nodes is ready or running, no
+//!   child frame of it is alive, and the iteration before it is done
+//!   (iteration 0: every `Enter` of the frame arrived). A frame instance
+//!   is done when all its `Enter`s arrived and all its iterations are.
+//!
+//! The step ends when no node is ready or running anywhere: `outstanding`
+//! counts them, raised before a ready node is handed out and lowered after
+//! its outputs were propagated, all under one lock, so it reaches zero
+//! exactly once.
+
+use super::barrier::StepDone;
+use super::frames::{ControlFlowPlan, NO_FRAME};
+use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan};
+use super::run::{Executor, compute_kernel, thread_number};
+use super::step::{Args, NodeStats, StepContext, arg_key};
+use crate::error::{Result, Status};
+use crate::ops::Value;
+use crate::ops::control_flow::{switch_n_port, switch_port};
+use crate::tensor::Tensor;
+use parking_lot::Mutex;
+use smallvec::{SmallVec, smallvec};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+type Values = SmallVec<[Option<Value>; 4]>;
+
+/// A node made ready in one iteration of one frame instance.
+#[derive(Clone, Copy, Debug)]
+struct Tagged {
+    id: u32,
+    frame: u32,
+    iter: u64,
+    dead: bool,
+}
+
+/// Starts a step of `executor`'s partition (which has control flow).
+pub(super) fn run_async(executor: &Arc<Executor>, step: Arc<StepContext>, done: StepDone) {
+    let exec = Arc::new(CfExecution {
+        executor: executor.clone(),
+        step,
+        state: Mutex::new(State::default()),
+        failed: AtomicBool::new(false),
+        status: Mutex::new(None),
+        done: Mutex::new(Some(done)),
+    });
+    let mut ready = Vec::new();
+    {
+        let mut state = exec.state.lock();
+        let plan = &executor.plan;
+        let root = state.new_frame(exec.cf(), 0, None);
+        for &id in &plan.roots {
+            ready.push(Tagged { id, frame: root, iter: 0, dead: false });
+        }
+        state.frame_mut(root).iteration_mut(0).outstanding_ops = ready.len() as u32;
+        state.outstanding = ready.len();
+    }
+    if ready.is_empty() {
+        exec.finish();
+        return;
+    }
+    exec.drain(&mut ready);
+}
+
+struct CfExecution {
+    executor: Arc<Executor>,
+    step: Arc<StepContext>,
+    state: Mutex<State>,
+    failed: AtomicBool,
+    status: Mutex<Option<Status>>,
+    done: Mutex<Option<StepDone>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Live frame instances; a slot is `None` once its frame is done.
+    frames: Vec<Option<FrameState>>,
+    free_frames: Vec<u32>,
+    /// (parent instance, parent iteration, static frame) → instance.
+    children: HashMap<(u32, u64, u32), u32>,
+    /// Nodes ready or running, in every frame.
+    outstanding: usize,
+}
+
+struct FrameState {
+    static_id: u32,
+    parent: Option<(u32, u64)>,
+    /// Iterations `first_iter ..= iteration_count`, oldest first.
+    iterations: VecDeque<IterState>,
+    first_iter: u64,
+    iteration_count: u64,
+    num_outstanding_iterations: u32,
+    /// `Enter`s of the frame that have not delivered yet.
+    num_pending_inputs: u32,
+    /// Values of constant `Enter`s, handed to every new iteration.
+    invariants: Vec<(u32, Option<Value>, bool)>,
+    /// `NextIteration` values waiting for an iteration to finish.
+    next_iter_roots: Vec<(u32, Option<Value>)>,
+    /// `Exit` nodes that delivered a live value.
+    exited_live: SmallVec<[u32; 4]>,
+    spare: Vec<IterState>,
+}
+
+struct IterState {
+    pending: Vec<u32>,
+    dead: Vec<u32>,
+    slots: Vec<Option<Value>>,
+    outstanding_ops: u32,
+    outstanding_frames: u32,
+}
+
+impl IterState {
+    fn new(cf: &ControlFlowPlan, static_id: u32) -> IterState {
+        let frame = &cf.frames[static_id as usize];
+        IterState {
+            pending: frame.initial_pending.clone(),
+            dead: vec![0; frame.initial_pending.len()],
+            slots: (0..frame.num_slots).map(|_| None).collect(),
+            outstanding_ops: 0,
+            outstanding_frames: 0,
+        }
+    }
+
+    fn reset(&mut self, cf: &ControlFlowPlan, static_id: u32) {
+        self.pending.copy_from_slice(&cf.frames[static_id as usize].initial_pending);
+        self.dead.iter_mut().for_each(|d| *d = 0);
+        self.slots.iter_mut().for_each(|s| *s = None);
+        self.outstanding_ops = 0;
+        self.outstanding_frames = 0;
+    }
+}
+
+impl FrameState {
+    fn iteration_mut(&mut self, iter: u64) -> &mut IterState {
+        let index = iter.checked_sub(self.first_iter).expect("an iteration of a frame is alive while it has work");
+        &mut self.iterations[index as usize]
+    }
+
+    fn iteration(&self, iter: u64) -> Option<&IterState> {
+        iter.checked_sub(self.first_iter).and_then(|i| self.iterations.get(i as usize))
+    }
+
+    fn is_iteration_done(&self, iter: u64) -> bool {
+        let Some(state) = self.iteration(iter) else { return true };
+        state.outstanding_ops == 0
+            && state.outstanding_frames == 0
+            && if iter == 0 { self.num_pending_inputs == 0 } else { iter == self.first_iter }
+    }
+
+    fn is_done(&self) -> bool {
+        self.num_pending_inputs == 0 && self.num_outstanding_iterations == 0
+    }
+}
+
+impl State {
+    fn frame_mut(&mut self, frame: u32) -> &mut FrameState {
+        self.frames[frame as usize].as_mut().expect("a frame instance is alive while it has work")
+    }
+
+    fn frame(&self, frame: u32) -> &FrameState {
+        self.frames[frame as usize].as_ref().expect("a frame instance is alive while it has work")
+    }
+
+    fn new_frame(&mut self, cf: &ControlFlowPlan, static_id: u32, parent: Option<(u32, u64)>) -> u32 {
+        let state = FrameState {
+            static_id,
+            parent,
+            iterations: VecDeque::from([IterState::new(cf, static_id)]),
+            first_iter: 0,
+            iteration_count: 0,
+            num_outstanding_iterations: 1,
+            num_pending_inputs: cf.frames[static_id as usize].num_enters,
+            invariants: Vec::new(),
+            next_iter_roots: Vec::new(),
+            exited_live: SmallVec::new(),
+            spare: Vec::new(),
+        };
+        match self.free_frames.pop() {
+            Some(slot) => {
+                self.frames[slot as usize] = Some(state);
+                slot
+            }
+            None => {
+                self.frames.push(Some(state));
+                (self.frames.len() - 1) as u32
+            }
+        }
+    }
+
+    /// The instance of `static_id` entered from iteration `iter` of `frame`.
+    fn child_frame(&mut self, cf: &ControlFlowPlan, frame: u32, iter: u64, static_id: u32) -> u32 {
+        if let Some(&child) = self.children.get(&(frame, iter, static_id)) {
+            return child;
+        }
+        let child = self.new_frame(cf, static_id, Some((frame, iter)));
+        self.children.insert((frame, iter, static_id), child);
+        self.frame_mut(frame).iteration_mut(iter).outstanding_frames += 1;
+        child
+    }
+
+    /// Starts the next iteration of `frame`, handing it the loop invariants.
+    fn start_iteration(&mut self, plan: &Plan, cf: &ControlFlowPlan, frame: u32, ready: &mut Vec<Tagged>) -> u64 {
+        let f = self.frame_mut(frame);
+        f.iteration_count += 1;
+        f.num_outstanding_iterations += 1;
+        let static_id = f.static_id;
+        let state = match f.spare.pop() {
+            Some(mut s) => {
+                s.reset(cf, static_id);
+                s
+            }
+            None => IterState::new(cf, static_id),
+        };
+        f.iterations.push_back(state);
+        let iter = f.iteration_count;
+        let invariants = f.invariants.clone();
+        for (enter, value, dead) in invariants {
+            let mut outputs: Values = smallvec![value];
+            self.activate(plan, cf, enter, dead, &mut outputs, frame, iter, ready);
+        }
+        iter
+    }
+
+    /// Hands node `src`'s outputs to its consumers in iteration `iter` of
+    /// `frame`, pushing those that became ready.
+    #[allow(clippy::too_many_arguments)]
+    fn activate(
+        &mut self,
+        plan: &Plan,
+        cf: &ControlFlowPlan,
+        src: u32,
+        src_dead: bool,
+        outputs: &mut [Option<Value>],
+        frame: u32,
+        iter: u64,
+        ready: &mut Vec<Tagged>,
+    ) {
+        let hot = &plan.hot[src as usize];
+        let edges = &plan.edges[hot.first_edge as usize..][..hot.num_edges as usize];
+        let state = self.frame_mut(frame).iteration_mut(iter);
+        for (i, edge) in edges.iter().enumerate() {
+            let dst = edge.dst as usize;
+            let local = cf.local[dst] as usize;
+            let is_merge = matches!(plan.nodes[dst].kind, NodeKind::Merge);
+            let data_inputs = cf.num_data_inputs[dst];
+            let (now_ready, now_dead) = if edge.port == CONTROL_PORT {
+                if is_merge {
+                    state.pending[local] = state.pending[local].saturating_sub(2);
+                    let all_dead = state.dead[local] == data_inputs;
+                    let p = state.pending[local];
+                    (p == 0 || (p == 1 && all_dead), p != 0 && all_dead)
+                } else {
+                    if src_dead {
+                        state.dead[local] += 1;
+                    }
+                    state.pending[local] = state.pending[local].saturating_sub(1);
+                    (state.pending[local] == 0, state.dead[local] > 0)
+                }
+            } else {
+                let port = edge.port as usize;
+                let last_of_port = edges.get(i + 1).is_none_or(|next| next.port != edge.port);
+                let value = if last_of_port { outputs[port].take() } else { outputs[port].clone() };
+                let slot = cf.slot_local[edge.slot as usize] as usize;
+                if is_merge {
+                    match value {
+                        Some(v) => {
+                            let p = state.pending[local];
+                            if p & 1 == 1 {
+                                state.slots[slot] = Some(v);
+                                state.pending[local] = p - 1;
+                            }
+                            (p == 1, false)
+                        }
+                        None => {
+                            state.dead[local] += 1;
+                            let all_dead = state.dead[local] == data_inputs;
+                            (state.pending[local] == 1 && all_dead, all_dead)
+                        }
+                    }
+                } else {
+                    match value {
+                        Some(v) => state.slots[slot] = Some(v),
+                        None => state.dead[local] += 1,
+                    }
+                    debug_assert!(state.pending[local] > 0, "node {dst} activated past its inputs");
+                    state.pending[local] = state.pending[local].saturating_sub(1);
+                    (state.pending[local] == 0, state.dead[local] > 0)
+                }
+            };
+            if now_ready {
+                // A ControlTrigger runs whatever its inputs were.
+                let dead = now_dead && plan.nodes[dst].op != "ControlTrigger";
+                state.outstanding_ops += 1;
+                ready.push(Tagged { id: edge.dst, frame, iter, dead });
+            }
+        }
+    }
+
+    /// Node `t` finished with `outputs` (dead ones `None`): moves them
+    /// along by its kind's rule.
+    fn propagate(&mut self, plan: &Plan, cf: &ControlFlowPlan, t: Tagged, outputs: &mut Values, ready: &mut Vec<Tagged>) {
+        match plan.nodes[t.id as usize].kind {
+            NodeKind::Enter { is_constant } => {
+                let child = self.child_frame(cf, t.frame, t.iter, cf.enter_child[t.id as usize]);
+                if is_constant {
+                    let value = outputs[0].clone();
+                    let f = self.frame_mut(child);
+                    f.invariants.push((t.id, value, t.dead));
+                    let alive: Vec<u64> = (f.first_iter..=f.iteration_count).collect();
+                    for iter in alive {
+                        let mut copy: Values = smallvec![outputs[0].clone()];
+                        self.activate(plan, cf, t.id, t.dead, &mut copy, child, iter, ready);
+                    }
+                } else {
+                    self.activate(plan, cf, t.id, t.dead, outputs, child, 0, ready);
+                }
+                let f = self.frame_mut(child);
+                f.num_pending_inputs = f.num_pending_inputs.saturating_sub(1);
+                self.cleanup(plan, cf, child, ready);
+            }
+            NodeKind::Exit => {
+                if t.dead || outputs[0].is_none() {
+                    return;
+                }
+                let f = self.frame_mut(t.frame);
+                if f.exited_live.contains(&t.id) {
+                    return;
+                }
+                f.exited_live.push(t.id);
+                let (parent, parent_iter) = f.parent.expect("an Exit's frame has a parent");
+                self.activate(plan, cf, t.id, false, outputs, parent, parent_iter, ready);
+            }
+            NodeKind::NextIteration => {
+                if t.dead || outputs[0].is_none() {
+                    return;
+                }
+                let f = self.frame_mut(t.frame);
+                let limit = cf.frames[f.static_id as usize].parallel_iterations;
+                if t.iter == f.iteration_count && f.num_outstanding_iterations >= limit {
+                    f.next_iter_roots.push((t.id, outputs[0].take()));
+                    return;
+                }
+                let next = if t.iter == f.iteration_count {
+                    self.start_iteration(plan, cf, t.frame, ready)
+                } else {
+                    t.iter + 1
+                };
+                self.activate(plan, cf, t.id, false, outputs, t.frame, next, ready);
+            }
+            _ => self.activate(plan, cf, t.id, t.dead, outputs, t.frame, t.iter, ready),
+        }
+    }
+
+    /// Retires finished iterations of `frame` from the oldest, starts one
+    /// that was waiting for room, and ends the frame instance (and, in
+    /// turn, iterations of its parent) once it is done.
+    fn cleanup(&mut self, plan: &Plan, cf: &ControlFlowPlan, mut frame: u32, ready: &mut Vec<Tagged>) {
+        loop {
+            let f = self.frame_mut(frame);
+            let mut retired = false;
+            while !f.iterations.is_empty() && f.is_iteration_done(f.first_iter) {
+                if let Some(state) = f.iterations.pop_front() {
+                    f.spare.push(state);
+                }
+                f.first_iter += 1;
+                f.num_outstanding_iterations -= 1;
+                retired = true;
+            }
+            if retired && !f.next_iter_roots.is_empty() {
+                let roots = std::mem::take(&mut f.next_iter_roots);
+                let iter = self.start_iteration(plan, cf, frame, ready);
+                for (next, value) in roots {
+                    let mut outputs: Values = smallvec![value];
+                    self.activate(plan, cf, next, false, &mut outputs, frame, iter, ready);
+                }
+            }
+            let f = self.frame(frame);
+            if !f.is_done() {
+                return;
+            }
+            let Some(state) = self.frames[frame as usize].take() else { return };
+            self.free_frames.push(frame);
+            let Some((parent, parent_iter)) = state.parent else { return };
+            self.children.remove(&(parent, parent_iter, state.static_id));
+            for &exit in &cf.frames[state.static_id as usize].exits {
+                if !state.exited_live.contains(&exit) {
+                    let mut outputs: Values = smallvec![None];
+                    self.activate(plan, cf, exit, true, &mut outputs, parent, parent_iter, ready);
+                }
+            }
+            let p = self.frame_mut(parent).iteration_mut(parent_iter);
+            p.outstanding_frames -= 1;
+            frame = parent;
+        }
+    }
+
+    /// Node `t` is finished (its outputs already propagated).
+    fn retire(&mut self, plan: &Plan, cf: &ControlFlowPlan, t: Tagged, ready: &mut Vec<Tagged>) {
+        let state = self.frame_mut(t.frame).iteration_mut(t.iter);
+        state.outstanding_ops -= 1;
+        if state.outstanding_ops == 0 {
+            self.cleanup(plan, cf, t.frame, ready);
+        }
+    }
+}
+
+impl CfExecution {
+    fn plan(&self) -> &Plan {
+        &self.executor.plan
+    }
+
+    fn cf(&self) -> &ControlFlowPlan {
+        self.executor.plan.control_flow.as_ref().expect("the control-flow executor runs plans with frames")
+    }
+
+    fn fail(&self, status: Status) {
+        let mut first = self.status.lock();
+        if first.is_none() {
+            *first = Some(status);
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn finish(&self) {
+        let status = self.status.lock().take();
+        let result = match (status, self.step.cancel_status()) {
+            (Some(e), _) => Err(e),
+            (None, Some(c)) => Err(c.clone()),
+            (None, None) => Ok(()),
+        };
+        if let Some(done) = self.done.lock().take() {
+            done(result);
+        }
+    }
+
+    fn drain(self: &Arc<Self>, ready: &mut Vec<Tagged>) {
+        while let Some(t) = ready.pop() {
+            let hot = &self.plan().hot[t.id as usize];
+            if !t.dead && hot.has(HotNode::EXPENSIVE) && !ready.is_empty() {
+                let exec = self.clone();
+                self.executor.device.pool.spawn(move || exec.drain(&mut vec![t]));
+                continue;
+            }
+            self.process(t, ready);
+        }
+    }
+
+    /// Takes node `t`'s inputs for its iteration.
+    fn take_inputs(&self, t: Tagged, hot: &HotNode) -> Values {
+        let plan = self.plan();
+        let cf = self.cf();
+        let mut state = self.state.lock();
+        let iteration = state.frame_mut(t.frame).iteration_mut(t.iter);
+        (0..hot.num_inputs)
+            .map(|i| {
+                let slot = (hot.input_base + i) as usize;
+                match &plan.slot_const[slot] {
+                    // Kernels borrow bound constants from the plan.
+                    Some(c) if !hot.has(HotNode::KERNEL) => Some(c.clone()),
+                    Some(_) => None,
+                    None => iteration.slots[cf.slot_local[slot] as usize].take(),
+                }
+            })
+            .collect()
+    }
+
+    fn process(self: &Arc<Self>, t: Tagged, ready: &mut Vec<Tagged>) {
+        if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
+            self.complete(t, Ok(SmallVec::new()), ready);
+            return;
+        }
+        let plan = self.plan();
+        let hot = &plan.hot[t.id as usize];
+        let node = &plan.nodes[t.id as usize];
+        // A dead node computes nothing; stats show what ran.
+        let start_us = (self.step.collects_stats() && !t.dead).then(|| self.step.stats_clock_us());
+        let mut inputs = self.take_inputs(t, hot);
+        let n = hot.num_outputs as usize;
+        let outputs: Result<Values> = if t.dead {
+            match node.kind {
+                NodeKind::Retval(index) => Err(Status::invalid_argument(format!(
+                    "{}: fetch #{index} is dead: it was computed on a branch that was not taken",
+                    node.describe()
+                ))),
+                NodeKind::Send(_) => Err(Status::unimplemented(format!(
+                    "{}: a dead value (from an untaken branch) cannot cross devices yet",
+                    node.describe()
+                ))),
+                _ => Ok(smallvec![None; n]),
+            }
+        } else {
+            match &node.kind {
+                NodeKind::Kernel { .. } => {
+                    let mut outputs: Values = smallvec![None; n];
+                    compute_kernel(&self.executor, t.id, hot, &mut inputs, &mut outputs).and_then(|()| {
+                        match outputs.iter().position(Option::is_none) {
+                            Some(missing) => {
+                                Err(Status::internal(format!("{}: output {missing} was not set", node.describe())))
+                            }
+                            None => Ok(outputs),
+                        }
+                    })
+                }
+                NodeKind::Arg(index) => match &self.step.frame.args {
+                    Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
+                        Some(v) => Ok(smallvec![Some(v.clone())]),
+                        None => Err(Status::internal(format!("{}: no feed #{index}", node.describe()))),
+                    },
+                    Args::Partial => {
+                        self.wait_for(t, &arg_key(*index));
+                        return;
+                    }
+                },
+                NodeKind::Retval(index) => take(&mut inputs, 0, node)
+                    .and_then(Value::into_tensor)
+                    .and_then(|v| self.step.frame.retvals.set(*index, Value::Tensor(v)))
+                    .map(|()| SmallVec::new()),
+                NodeKind::Send(key) => take(&mut inputs, 0, node)
+                    .and_then(Value::into_tensor)
+                    .and_then(|v| self.step.rendezvous.send(key, Value::Tensor(v)))
+                    .map(|()| SmallVec::new()),
+                NodeKind::Recv(key) => {
+                    self.wait_for(t, key);
+                    return;
+                }
+                NodeKind::Enter { .. } | NodeKind::Exit | NodeKind::NextIteration | NodeKind::LoopCond => {
+                    take(&mut inputs, 0, node).map(|v| smallvec![Some(v)])
+                }
+                NodeKind::Switch => routed(&mut inputs, node, n, |pred| switch_port(pred)),
+                NodeKind::SwitchN(outs) => routed(&mut inputs, node, n, |index| switch_n_port(index, *outs)),
+                NodeKind::Merge => match inputs.iter().position(Option::is_some) {
+                    Some(i) => Ok(smallvec![inputs[i].take(), Some(Value::Tensor(Tensor::scalar(i as i32)))]),
+                    None => Err(Status::internal(format!("{}: ran without a live input", node.describe()))),
+                },
+            }
+        };
+        drop(inputs);
+        if let Some(start_us) = start_us {
+            self.record(t, start_us);
+        }
+        self.complete(t, outputs, ready);
+    }
+
+    /// Propagates `t`'s outputs (or records its failure) and retires it.
+    fn complete(&self, t: Tagged, outputs: Result<Values>, ready: &mut Vec<Tagged>) {
+        let plan = self.plan();
+        let cf = self.cf();
+        let before = ready.len();
+        let mut state = self.state.lock();
+        match outputs {
+            Ok(mut outputs) if !self.failed.load(Ordering::Acquire) && !self.step.is_cancelled() => {
+                if outputs.is_empty() && plan.hot[t.id as usize].num_outputs > 0 {
+                    // Skipped after a failure: nothing to hand on.
+                } else {
+                    state.propagate(plan, cf, t, &mut outputs, ready);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => self.fail(e),
+        }
+        state.retire(plan, cf, t, ready);
+        // Nodes made ready after a failure are dropped: nothing runs on.
+        if self.failed.load(Ordering::Acquire) {
+            for extra in ready.drain(before..) {
+                let _ = extra;
+            }
+        }
+        let made = ready.len() - before;
+        state.outstanding = state.outstanding + made - 1;
+        let finished = state.outstanding == 0;
+        drop(state);
+        if finished {
+            self.finish();
+        }
+    }
+
+    fn record(&self, t: Tagged, start_us: u64) {
+        let plan = self.plan();
+        let node = &plan.nodes[t.id as usize];
+        let frame = self.cf().node_frame[t.id as usize];
+        self.step.record(NodeStats {
+            node: node.name.clone(),
+            op: node.op.clone(),
+            device: self.executor.device.name_str.clone(),
+            start_us,
+            end_us: self.step.stats_clock_us(),
+            thread: thread_number(),
+            frame: if frame == 0 || frame == NO_FRAME { String::new() } else { self.cf().frames[frame as usize].name.clone() },
+            iter: t.iter,
+        });
+    }
+
+    /// A `_Recv` or a partial run's `_Arg` (root frame only): finishes
+    /// when its value arrives, on a pool thread.
+    fn wait_for(self: &Arc<Self>, t: Tagged, key: &super::rendezvous::RendezvousKey) {
+        let exec = self.clone();
+        let start_us = self.step.collects_stats().then(|| self.step.stats_clock_us());
+        self.step.rendezvous.recv_async(
+            key,
+            Box::new(move |result| {
+                let pool = exec.executor.device.pool.clone();
+                pool.spawn(move || {
+                    if let Some(start_us) = start_us {
+                        exec.record(t, start_us);
+                    }
+                    let node = &exec.plan().nodes[t.id as usize];
+                    let outputs = result.map(|v| smallvec![Some(v)]).map_err(|e| e.context(node.describe()));
+                    let mut ready = Vec::new();
+                    exec.complete(t, outputs, &mut ready);
+                    exec.drain(&mut ready);
+                });
+            }),
+        );
+    }
+}
+
+fn take(inputs: &mut Values, i: usize, node: &super::plan::PlanNode) -> Result<Value> {
+    inputs
+        .get_mut(i)
+        .and_then(Option::take)
+        .ok_or_else(|| Status::internal(format!("{}: input {i} missing", node.describe())))
+}
+
+/// A `Switch`/`_SwitchN`: the data goes to the output `port_of` picks from
+/// the second input; the others are dead.
+fn routed(
+    inputs: &mut Values,
+    node: &super::plan::PlanNode,
+    n: usize,
+    port_of: impl FnOnce(&Tensor) -> Result<usize>,
+) -> Result<Values> {
+    let selector = take(inputs, 1, node)?.into_tensor()?;
+    let port = port_of(&selector).map_err(|e| e.context(node.describe()))?;
+    let mut outputs: Values = smallvec![None; n];
+    outputs[port] = Some(take(inputs, 0, node)?);
+    Ok(outputs)
+}

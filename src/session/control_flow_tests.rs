@@ -1,0 +1,119 @@
+//! v1 control flow through the in-process session: loops (zero, one and
+//! many iterations, bounded parallel iterations, across steps), conds
+//! taking each branch, a dead fetch, and step stats naming frame and
+//! iteration.
+
+use super::*;
+use crate::graph::builder::{GraphBuilder, counting_loop_graph};
+use crate::graph::{AttrValue, DataType};
+use crate::tensor::DType;
+use std::sync::Arc;
+
+fn ty(d: DType) -> AttrValue {
+    AttrValue::Type(DataType::Tensor(d))
+}
+
+fn run_loop(s: &dyn Session, n: i32) -> (i32, f32) {
+    let out = s.run_simple(&[("n", Tensor::scalar(n))], &["i_out", "s_out"], &[]).unwrap();
+    (out[0].scalar_value::<i32>().unwrap(), out[1].scalar_value::<f32>().unwrap())
+}
+
+#[test]
+fn a_counting_loop_runs_zero_one_and_many_iterations() {
+    for parallel in [1, 2, 10] {
+        let s = create_session(counting_loop_graph(parallel), &SessionOptions::default()).unwrap();
+        for n in [5, 0, 1, 1000, 3] {
+            assert_eq!(run_loop(s.as_ref(), n), (n, n as f32), "n = {n}, parallel_iterations = {parallel}");
+        }
+    }
+}
+
+#[test]
+fn loop_steps_run_concurrently_on_one_session() {
+    let s: Arc<dyn Session> = Arc::from(create_session(counting_loop_graph(4), &SessionOptions::default()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for k in 0..50 {
+                    let n = (t * 50 + k) % 37;
+                    assert_eq!(run_loop(s.as_ref(), n), (n, n as f32));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// `pred ? x * 2 : x + 10` in v1 form (Switch, two branches, Merge).
+fn cond_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    let pred = b.placeholder("pred", DType::Bool);
+    b.add("switch", "Switch", &[&x, &pred], vec![("T", ty(DType::F32))]);
+    let two = b.constant("two", &Tensor::scalar(2.0f32));
+    let ten = b.constant("ten", &Tensor::scalar(10.0f32));
+    let t = b.binary("then", "Mul", "switch:1", &two, DType::F32);
+    let f = b.binary("else", "AddV2", "switch:0", &ten, DType::F32);
+    b.add("merge", "Merge", &[&f, &t], vec![("T", ty(DType::F32)), ("N", AttrValue::Int(2))]);
+    b.finish()
+}
+
+#[test]
+fn a_cond_takes_each_branch_and_says_which() {
+    let s = create_session(cond_graph(), &SessionOptions::default()).unwrap();
+    for (pred, want, index) in [(true, 6.0f32, 1), (false, 13.0, 0), (true, 6.0, 1)] {
+        let out = s
+            .run_simple(&[("x", Tensor::scalar(3.0f32)), ("pred", Tensor::scalar(pred))], &["merge:0", "merge:1"], &[])
+            .unwrap();
+        assert_eq!(out[0].scalar_value::<f32>().unwrap(), want);
+        assert_eq!(out[1].scalar_value::<i32>().unwrap(), index);
+    }
+}
+
+#[test]
+fn fetching_an_untaken_branch_is_an_error_naming_it() {
+    let s = create_session(cond_graph(), &SessionOptions::default()).unwrap();
+    let err = s.run_simple(&[("x", Tensor::scalar(3.0f32)), ("pred", Tensor::scalar(true))], &["else"], &[]).unwrap_err();
+    assert!(err.message.contains("dead") && err.message.contains("not taken"), "{err}");
+    // The session keeps serving.
+    let out = s.run_simple(&[("x", Tensor::scalar(3.0f32)), ("pred", Tensor::scalar(false))], &["else"], &[]).unwrap();
+    assert_eq!(out[0].scalar_value::<f32>().unwrap(), 13.0);
+}
+
+#[test]
+fn step_stats_name_the_frame_and_iteration() {
+    let s = create_session(counting_loop_graph(10), &SessionOptions::default()).unwrap();
+    let options = RunOptions { trace: true, ..RunOptions::default() };
+    let (_, meta) = s.run(&options, vec![("n".into(), Tensor::scalar(3i32))], &["s_out".to_string()], &[]).unwrap();
+    let adds: Vec<(String, u64)> =
+        meta.step_stats.iter().filter(|n| n.node == "loop/add_s").map(|n| (n.frame.clone(), n.iter)).collect();
+    let mut iters: Vec<u64> = adds.iter().map(|(_, i)| *i).collect();
+    iters.sort();
+    assert_eq!(iters, [0, 1, 2]);
+    assert!(adds.iter().all(|(f, _)| f == "loop"), "{adds:?}");
+    let outside = meta.step_stats.iter().find(|n| n.node == "s_out").unwrap();
+    assert_eq!((outside.frame.as_str(), outside.iter), ("", 0));
+}
+
+#[test]
+fn an_error_inside_a_loop_ends_the_step_and_names_the_node() {
+    // The loop body divides by (3 - i): at i = 3 the int32 division fails.
+    let mut b = GraphBuilder::new();
+    let n = b.placeholder("n", DType::I32);
+    let i0 = b.constant("i0", &Tensor::scalar(0i32));
+    let s0 = b.constant("s0", &Tensor::scalar(0.0f32));
+    let (i_out, _) = b.counting_loop("loop", &n, &i0, &s0, 10);
+    b.add("i_out", "Identity", &[&i_out], vec![("T", ty(DType::I32))]);
+    let three = b.constant("loop/three", &Tensor::scalar(3i32));
+    b.control("loop/three", "loop/body_i");
+    let gap = b.binary("loop/gap", "Sub", &three, "loop/body_i:0", DType::I32);
+    b.binary("loop/div", "FloorDiv", &three, &gap, DType::I32);
+    b.control("loop/next_i", "loop/div");
+    let s = create_session(b.finish(), &SessionOptions::default()).unwrap();
+    assert_eq!(s.run_simple(&[("n", Tensor::scalar(2i32))], &["i_out"], &[]).unwrap()[0].scalar_value::<i32>().unwrap(), 2);
+    let err = s.run_simple(&[("n", Tensor::scalar(5i32))], &["i_out"], &[]).unwrap_err();
+    assert!(err.message.contains("loop/div"), "{err}");
+}
