@@ -5,6 +5,7 @@
 //! the only place TensorFlow's protobuf names appear. Must not validate op
 //! semantics; that is `graph::validate`'s job once the graph is ours.
 
+use super::function;
 use super::spec::{AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue};
 use crate::error::{Result, Status};
 use crate::tensor::DType;
@@ -24,6 +25,54 @@ pub mod proto {
         pub node: Vec<NodeDef>,
         #[prost(message, optional, tag = "4")]
         pub versions: Option<VersionDef>,
+        #[prost(message, optional, tag = "2")]
+        pub library: Option<FunctionDefLibrary>,
+    }
+
+    /// `function.proto`: the functions a graph's nodes may call.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FunctionDefLibrary {
+        #[prost(message, repeated, tag = "1")]
+        pub function: Vec<FunctionDef>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FunctionDef {
+        #[prost(message, optional, tag = "1")]
+        pub signature: Option<OpDef>,
+        #[prost(message, repeated, tag = "3")]
+        pub node_def: Vec<NodeDef>,
+        #[prost(map = "string, string", tag = "4")]
+        pub ret: HashMap<String, String>,
+        #[prost(map = "string, string", tag = "6")]
+        pub control_ret: HashMap<String, String>,
+    }
+
+    /// `op_def.proto`, the parts a function's signature uses.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct OpDef {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(message, repeated, tag = "2")]
+        pub input_arg: Vec<ArgDef>,
+        #[prost(message, repeated, tag = "3")]
+        pub output_arg: Vec<ArgDef>,
+        #[prost(string, repeated, tag = "20")]
+        pub control_output: Vec<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ArgDef {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(int32, tag = "3")]
+        pub r#type: i32,
+        #[prost(string, tag = "4")]
+        pub type_attr: String,
+        #[prost(string, tag = "5")]
+        pub number_attr: String,
+        #[prost(string, tag = "6")]
+        pub type_list_attr: String,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -309,12 +358,59 @@ fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
     Ok(node)
 }
 
-/// Decodes a binary GraphDef.
+/// Decodes a binary GraphDef; calls of its function library are inlined
+/// and functional control flow lowered (`graph::function`).
 pub fn graph_from_pb_bytes(bytes: &[u8]) -> Result<GraphSpec> {
     let def =
         proto::GraphDef::decode(bytes).map_err(|e| Status::invalid_argument(format!("not a binary GraphDef: {e}")))?;
+    graph_from_proto(&def)
+}
+
+/// A decoded GraphDef into our model, library expanded.
+pub fn graph_from_proto(def: &proto::GraphDef) -> Result<GraphSpec> {
     let nodes = def.node.iter().map(node_of).collect::<Result<Vec<_>>>()?;
-    Ok(GraphSpec { nodes })
+    let library = library_of(def.library.as_ref())?;
+    Ok(GraphSpec { nodes: function::expand(nodes, &library)? })
+}
+
+fn arg_of(arg: &proto::ArgDef) -> Result<(String, Option<DataType>)> {
+    if !arg.number_attr.is_empty() || !arg.type_list_attr.is_empty() {
+        return Err(Status::unimplemented(format!("arg '{}' is a list of tensors, which functions here cannot take", arg.name)));
+    }
+    Ok((arg.name.clone(), if arg.type_attr.is_empty() { Some(data_type_of(arg.r#type)) } else { None }))
+}
+
+fn library_of(library: Option<&proto::FunctionDefLibrary>) -> Result<function::Library> {
+    let mut out = function::Library::new();
+    for f in library.map(|l| l.function.as_slice()).unwrap_or_default() {
+        let Some(sig) = &f.signature else {
+            return Err(Status::invalid_argument("a library function has no signature"));
+        };
+        let here = |e: Status| e.context(format_args!("function '{}'", sig.name));
+        let nodes = f
+            .node_def
+            .iter()
+            .map(|n| {
+                let mut bare = n.clone();
+                bare.input.clear();
+                Ok(function::FunctionNode { spec: node_of(&bare)?, inputs: n.input.clone() })
+            })
+            .collect::<Result<Vec<_>>>()
+            .map_err(here)?;
+        // Sorted: the proto map has no order.
+        let mut control_ret: Vec<String> = f.control_ret.values().cloned().collect();
+        control_ret.sort();
+        let function = function::Function {
+            name: sig.name.clone(),
+            inputs: sig.input_arg.iter().map(arg_of).collect::<Result<_>>().map_err(here)?,
+            outputs: sig.output_arg.iter().map(arg_of).collect::<Result<_>>().map_err(here)?,
+            nodes,
+            ret: f.ret.clone(),
+            control_ret,
+        };
+        out.insert(sig.name.clone(), function);
+    }
+    Ok(out)
 }
 
 /// Reads a binary GraphDef file; errors name the file.
@@ -400,6 +496,7 @@ pub fn graph_to_pb_bytes(graph: &GraphSpec) -> Vec<u8> {
             })
             .collect(),
         versions: Some(proto::VersionDef { producer: 2474, min_consumer: 0 }),
+        library: None,
     };
     def.encode_to_vec()
 }
@@ -433,7 +530,7 @@ mod tests {
 
     #[test]
     fn compact_float_val_is_expanded() {
-        let def = proto::GraphDef { node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])], versions: None };
+        let def = proto::GraphDef { node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])], versions: None, library: None };
         let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
         let t = g.nodes[0].attr_tensor("value").unwrap().to_tensor().unwrap();
         assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 2.0, 2.0]);
@@ -448,11 +545,11 @@ mod tests {
             ..Default::default()
         };
         let g =
-            graph_from_pb_bytes(&proto::GraphDef { node: vec![n.clone()], versions: None }.encode_to_vec()).unwrap();
+            graph_from_pb_bytes(&proto::GraphDef { node: vec![n.clone()], versions: None, library: None }.encode_to_vec()).unwrap();
         assert_eq!(g.nodes[0].inputs, vec![Endpoint::new("a", 0), Endpoint::new("b", 1)]);
         assert_eq!(g.nodes[0].control_inputs, vec!["c".to_string()]);
         n.input = vec!["^c".into(), "a".into()];
-        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![n], versions: None }.encode_to_vec()).unwrap_err();
+        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![n], versions: None, library: None }.encode_to_vec()).unwrap_err();
         assert!(err.message.contains("node 'n'") && err.message.contains("follows a control input"), "{err}");
     }
 
@@ -463,13 +560,13 @@ mod tests {
         if let Some(proto::attr_value::Value::Tensor(t)) = &mut c.attr.get_mut("value").unwrap().value {
             t.tensor_content = vec![0; 7];
         }
-        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![c], versions: None }.encode_to_vec()).unwrap_err();
+        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![c], versions: None, library: None }.encode_to_vec()).unwrap_err();
         assert!(err.message.contains("node 'c'") && err.message.contains("tensor_content has 7 bytes"), "{err}");
     }
 
     #[test]
     fn export_then_import_is_identity() {
-        let def = proto::GraphDef { node: vec![float_const("c", vec![3.0], vec![])], versions: None };
+        let def = proto::GraphDef { node: vec![float_const("c", vec![3.0], vec![])], versions: None, library: None };
         let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
         let again = graph_from_pb_bytes(&graph_to_pb_bytes(&g)).unwrap();
         assert_eq!(g, again);
