@@ -17,7 +17,7 @@ fn run_step(tensors: &[Tensor]) -> (Vec<u8>, Vec<Tensor>) {
         .map(|(i, t)| NamedTensorRef { name: format!("input_{i}:0"), tensor: list.add(t) })
         .collect();
     let req = RunStepRequest {
-        session_handle: "session-0123456789".into(),
+        session_handle: "sess-0123456789".into(),
         feeds,
         fetches: vec!["output:0".into(), "loss:0".into()],
         targets: vec!["train_op".into()],
