@@ -127,6 +127,67 @@ pub fn chain(opts: &BenchOptions) -> Result<Vec<Figure>> {
     ])
 }
 
+/// Iterations of the counting loop per step of `while-loop`.
+const LOOP_ITERATIONS: i32 = 10_000;
+
+/// A built AddV2 kernel of `dtype`, for direct calls.
+fn add_kernel(dtype: DType) -> Result<Box<dyn crate::ops::OpKernel>> {
+    let node = NodeSpec::new("add", "AddV2").attr("T", AttrValue::Type(DataType::Tensor(dtype)));
+    let def = lookup("AddV2").ok_or_else(|| Status::not_found("AddV2 is not registered"))?;
+    let signature = (def.signature)(&node)?;
+    let crate::ops::Implementation::Kernel(build) = def.implementation else {
+        return Err(Status::internal("AddV2 is not a kernel"));
+    };
+    build(&KernelInit { node: &node, signature: &signature })
+}
+
+/// `while i < n: i += 1; s += 1.0` (v1 control flow, 10,000 iterations a
+/// step): nanoseconds per iteration, against the body's two AddV2 kernels
+/// called directly in a Rust loop with their outputs fed back.
+pub fn while_loop(opts: &BenchOptions) -> Result<Vec<Figure>> {
+    let iters = iters_or(opts, 200);
+    let options = SessionOptions::default();
+    let session = create_session(crate::graph::builder::counting_loop_graph(10), &options)?;
+    let handle = callable(session.as_ref(), &["n:0"], &["s_out:0"])?;
+    let n = Tensor::scalar(LOOP_ITERATIONS);
+    let run_options = RunOptions::default();
+    let steps = time_each(iters, || {
+        let (out, _) = session.run_callable(handle, vec![n.clone()], &run_options)?;
+        if out[0].scalar_value::<f32>()? != LOOP_ITERATIONS as f32 {
+            return Err(Status::internal("the loop computed a wrong count"));
+        }
+        Ok(())
+    })?;
+    session.close()?;
+    let (add_i, add_s) = (add_kernel(DType::I32)?, add_kernel(DType::F32)?);
+    let resources = ResourceMgr::default();
+    let (one_i, one_f) = (Tensor::scalar(1i32), Tensor::scalar(1.0f32));
+    let direct = time_each(iters, || {
+        let (mut i, mut s) = (Tensor::scalar(0i32), Tensor::scalar(0.0f32));
+        for _ in 0..LOOP_ITERATIONS {
+            let mut inputs = [Some(Value::Tensor(i)), Some(Value::Tensor(one_i.clone()))];
+            let mut outputs = [None];
+            add_i.compute(&mut OpContext::new(&mut inputs, &mut outputs, &resources))?;
+            i = outputs[0].take().and_then(|v| v.into_tensor().ok()).ok_or_else(|| Status::internal("no sum"))?;
+            let mut inputs = [Some(Value::Tensor(s)), Some(Value::Tensor(one_f.clone()))];
+            add_s.compute(&mut OpContext::new(&mut inputs, &mut outputs, &resources))?;
+            s = outputs[0].take().and_then(|v| v.into_tensor().ok()).ok_or_else(|| Status::internal("no sum"))?;
+        }
+        std::hint::black_box((&i, &s));
+        Ok(())
+    })?;
+    let per_iteration = |rec: &LatencyRecorder, p: f64| rec.percentile_ns(p) / LOOP_ITERATIONS as f64;
+    let note = "v1 while loop, 10,000 iterations a step, callable; baseline: the body's two AddV2 kernels called directly";
+    Ok(vec![
+        Figure::new("while-loop", "per_iteration", per_iteration(&steps, 50.0), "ns", options.threads_per_device)
+            .with_baseline(per_iteration(&direct, 50.0))
+            .with_note(note),
+        Figure::new("while-loop", "per_iteration_p99", per_iteration(&steps, 99.0), "ns", options.threads_per_device)
+            .with_baseline(per_iteration(&direct, 99.0))
+            .with_note(note),
+    ])
+}
+
 const FANOUT_BRANCHES: usize = 8;
 const FANOUT_SIZE: usize = 256;
 

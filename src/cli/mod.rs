@@ -289,7 +289,7 @@ fn dispatch(command: Command) -> Result<bool> {
             against,
         } => {
             let scenarios = if scenarios.is_empty() {
-                ["step-inproc", "chain", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
+                ["step-inproc", "chain", "while-loop", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
                     .map(String::from)
                     .to_vec()
             } else {
@@ -336,6 +336,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 let mut found = match scenario.as_str() {
                     "step-inproc" => bench_inproc::step_inproc(&inproc)?,
                     "chain" => bench_inproc::chain(&inproc)?,
+                    "while-loop" => bench_inproc::while_loop(&inproc)?,
                     "fanout" => bench_inproc::fanout(&inproc)?,
                     "pingpong" => net_bench::bench_pingpong(&net)?,
                     "bulk" => net_bench::bench_bulk(&net)?,
@@ -344,7 +345,7 @@ fn dispatch(command: Command) -> Result<bool> {
                     "scale" => bench_remote::scale(&remote)?,
                     other => {
                         return Err(Status::invalid_argument(format!(
-                            "unknown bench scenario '{other}' (known: step-inproc, chain, fanout, pingpong, bulk, step-remote, transfer-remote, scale)"
+                            "unknown bench scenario '{other}' (known: step-inproc, chain, while-loop, fanout, pingpong, bulk, step-remote, transfer-remote, scale)"
                         )));
                     }
                 };

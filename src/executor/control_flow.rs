@@ -48,7 +48,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-type Values = SmallVec<[Option<Value>; 4]>;
+type Values = SmallVec<[Option<Value>; 2]>;
 
 /// A node made ready in one iteration of one frame instance.
 #[derive(Clone, Copy, Debug)]
@@ -238,8 +238,8 @@ impl State {
         };
         f.iterations.push_back(state);
         let iter = f.iteration_count;
-        let invariants = f.invariants.clone();
-        for (enter, value, dead) in invariants {
+        for k in 0..f.invariants.len() {
+            let (enter, value, dead) = self.frame(frame).invariants[k].clone();
             let mut outputs: Values = smallvec![value];
             self.activate(plan, cf, enter, dead, &mut outputs, frame, iter, ready);
         }
@@ -458,8 +458,38 @@ impl CfExecution {
         }
     }
 
+    /// Runs ready nodes until none is left. Cheap ones (control flow, dead
+    /// nodes, kernels not marked expensive) run back to back under one
+    /// hold of the state lock: a loop's iteration is mostly such nodes, and
+    /// a lock round trip per node would cost more than the node.
     fn drain(self: &Arc<Self>, ready: &mut Vec<Tagged>) {
         while let Some(t) = ready.pop() {
+            if self.runs_locked(t) {
+                let mut state = self.state.lock();
+                let mut next = Some(t);
+                let mut finished = false;
+                while let Some(t) = next {
+                    let mut inputs = self.take_inputs(&mut state, t);
+                    let start_us = self.start_us(t);
+                    let outputs = self.outputs_of(t, &mut inputs).unwrap_or_else(|| {
+                        Err(Status::internal("a node that waits ran under the state lock"))
+                    });
+                    drop(inputs);
+                    if let Some(start_us) = start_us {
+                        self.record(t, start_us);
+                    }
+                    finished = self.complete_locked(&mut state, t, outputs, ready);
+                    next = match ready.last() {
+                        Some(&n) if self.runs_locked(n) => ready.pop(),
+                        _ => None,
+                    };
+                }
+                drop(state);
+                if finished {
+                    self.finish();
+                }
+                continue;
+            }
             let hot = &self.plan().hot[t.id as usize];
             if !t.dead && hot.has(HotNode::EXPENSIVE) && !ready.is_empty() {
                 let exec = self.clone();
@@ -470,11 +500,27 @@ impl CfExecution {
         }
     }
 
+    /// Whether `t` runs under the state lock: it neither waits, nor talks
+    /// to the rendezvous or the call frame, nor is worth a thread.
+    fn runs_locked(&self, t: Tagged) -> bool {
+        let plan = self.plan();
+        match plan.nodes[t.id as usize].kind {
+            NodeKind::Kernel { .. } => t.dead || !plan.hot[t.id as usize].has(HotNode::EXPENSIVE),
+            NodeKind::Arg(_) | NodeKind::Retval(_) | NodeKind::Send(_) | NodeKind::Recv(_) => false,
+            _ => true,
+        }
+    }
+
+    fn start_us(&self, t: Tagged) -> Option<u64> {
+        // A dead node computes nothing; stats show what ran.
+        (self.step.collects_stats() && !t.dead).then(|| self.step.stats_clock_us())
+    }
+
     /// Takes node `t`'s inputs for its iteration.
-    fn take_inputs(&self, t: Tagged, hot: &HotNode) -> Values {
+    fn take_inputs(&self, state: &mut State, t: Tagged) -> Values {
         let plan = self.plan();
         let cf = self.cf();
-        let mut state = self.state.lock();
+        let hot = &plan.hot[t.id as usize];
         let iteration = state.frame_mut(t.frame).iteration_mut(t.iter);
         (0..hot.num_inputs)
             .map(|i| {
@@ -489,20 +535,34 @@ impl CfExecution {
             .collect()
     }
 
+    /// A node run off the lock: a wait, a transfer, the call frame, or an
+    /// expensive kernel.
     fn process(self: &Arc<Self>, t: Tagged, ready: &mut Vec<Tagged>) {
-        if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
-            self.complete(t, Ok(SmallVec::new()), ready);
-            return;
+        let mut inputs = {
+            let mut state = self.state.lock();
+            self.take_inputs(&mut state, t)
+        };
+        let start_us = self.start_us(t);
+        let Some(outputs) = self.outputs_of(t, &mut inputs) else { return };
+        drop(inputs);
+        if let Some(start_us) = start_us {
+            self.record(t, start_us);
         }
+        self.complete(t, outputs, ready);
+    }
+
+    /// What node `t` gives for `inputs`; `None` when it waits for a value
+    /// (it completes later, from `wait_for`).
+    fn outputs_of(self: &Arc<Self>, t: Tagged, inputs: &mut Values) -> Option<Result<Values>> {
         let plan = self.plan();
         let hot = &plan.hot[t.id as usize];
         let node = &plan.nodes[t.id as usize];
-        // A dead node computes nothing; stats show what ran.
-        let start_us = (self.step.collects_stats() && !t.dead).then(|| self.step.stats_clock_us());
-        let mut inputs = self.take_inputs(t, hot);
         let n = hot.num_outputs as usize;
-        let outputs: Result<Values> = if t.dead {
-            match node.kind {
+        if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
+            return Some(Ok(SmallVec::new()));
+        }
+        if t.dead {
+            return Some(match node.kind {
                 NodeKind::Retval(index) => Err(Status::invalid_argument(format!(
                     "{}: fetch #{index} is dead: it was computed on a branch that was not taken",
                     node.describe()
@@ -512,71 +572,79 @@ impl CfExecution {
                     node.describe()
                 ))),
                 _ => Ok(smallvec![None; n]),
-            }
-        } else {
-            match &node.kind {
-                NodeKind::Kernel { .. } => {
-                    let mut outputs: Values = smallvec![None; n];
-                    compute_kernel(&self.executor, t.id, hot, &mut inputs, &mut outputs).and_then(|()| {
-                        match outputs.iter().position(Option::is_none) {
-                            Some(missing) => {
-                                Err(Status::internal(format!("{}: output {missing} was not set", node.describe())))
-                            }
-                            None => Ok(outputs),
-                        }
-                    })
-                }
-                NodeKind::Arg(index) => match &self.step.frame.args {
-                    Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
-                        Some(v) => Ok(smallvec![Some(v.clone())]),
-                        None => Err(Status::internal(format!("{}: no feed #{index}", node.describe()))),
-                    },
-                    Args::Partial => {
-                        self.wait_for(t, &arg_key(*index));
-                        return;
-                    }
-                },
-                NodeKind::Retval(index) => take(&mut inputs, 0, node)
-                    .and_then(Value::into_tensor)
-                    .and_then(|v| self.step.frame.retvals.set(*index, Value::Tensor(v)))
-                    .map(|()| SmallVec::new()),
-                NodeKind::Send(key) => take(&mut inputs, 0, node)
-                    .and_then(Value::into_tensor)
-                    .and_then(|v| self.step.rendezvous.send(key, Value::Tensor(v)))
-                    .map(|()| SmallVec::new()),
-                NodeKind::Recv(key) => {
-                    self.wait_for(t, key);
-                    return;
-                }
-                NodeKind::Enter { .. } | NodeKind::Exit | NodeKind::NextIteration | NodeKind::LoopCond => {
-                    take(&mut inputs, 0, node).map(|v| smallvec![Some(v)])
-                }
-                NodeKind::Switch => routed(&mut inputs, node, n, |pred| switch_port(pred)),
-                NodeKind::SwitchN(outs) => routed(&mut inputs, node, n, |index| switch_n_port(index, *outs)),
-                NodeKind::Merge => match inputs.iter().position(Option::is_some) {
-                    Some(i) => Ok(smallvec![inputs[i].take(), Some(Value::Tensor(Tensor::scalar(i as i32)))]),
-                    None => Err(Status::internal(format!("{}: ran without a live input", node.describe()))),
-                },
-            }
-        };
-        drop(inputs);
-        if let Some(start_us) = start_us {
-            self.record(t, start_us);
+            });
         }
-        self.complete(t, outputs, ready);
+        Some(match &node.kind {
+            NodeKind::Kernel { .. } => {
+                let mut outputs: Values = smallvec![None; n];
+                compute_kernel(&self.executor, t.id, hot, inputs, &mut outputs).and_then(|()| {
+                    match outputs.iter().position(Option::is_none) {
+                        Some(missing) => {
+                            Err(Status::internal(format!("{}: output {missing} was not set", node.describe())))
+                        }
+                        None => Ok(outputs),
+                    }
+                })
+            }
+            NodeKind::Arg(index) => match &self.step.frame.args {
+                Args::Ready(values) => match values.get(*index).and_then(Option::as_ref) {
+                    Some(v) => Ok(smallvec![Some(v.clone())]),
+                    None => Err(Status::internal(format!("{}: no feed #{index}", node.describe()))),
+                },
+                Args::Partial => {
+                    self.wait_for(t, &arg_key(*index));
+                    return None;
+                }
+            },
+            NodeKind::Retval(index) => take(inputs, 0, node)
+                .and_then(Value::into_tensor)
+                .and_then(|v| self.step.frame.retvals.set(*index, Value::Tensor(v)))
+                .map(|()| SmallVec::new()),
+            NodeKind::Send(key) => take(inputs, 0, node)
+                .and_then(Value::into_tensor)
+                .and_then(|v| self.step.rendezvous.send(key, Value::Tensor(v)))
+                .map(|()| SmallVec::new()),
+            NodeKind::Recv(key) => {
+                self.wait_for(t, key);
+                return None;
+            }
+            NodeKind::Enter { .. } | NodeKind::Exit | NodeKind::NextIteration | NodeKind::LoopCond => {
+                take(inputs, 0, node).map(|v| smallvec![Some(v)])
+            }
+            NodeKind::Switch => routed(inputs, node, n, |pred| switch_port(pred)),
+            NodeKind::SwitchN(outs) => routed(inputs, node, n, |index| switch_n_port(index, *outs)),
+            NodeKind::Merge => match inputs.iter().position(Option::is_some) {
+                // The index is built only for a graph that reads it.
+                Some(i) => Ok(smallvec![
+                    inputs[i].take(),
+                    self.cf().merge_index_used[t.id as usize].then(|| Value::Tensor(Tensor::scalar(i as i32)))
+                ]),
+                None => Err(Status::internal(format!("{}: ran without a live input", node.describe()))),
+            },
+        })
     }
 
     /// Propagates `t`'s outputs (or records its failure) and retires it.
     fn complete(&self, t: Tagged, outputs: Result<Values>, ready: &mut Vec<Tagged>) {
+        let mut state = self.state.lock();
+        let finished = self.complete_locked(&mut state, t, outputs, ready);
+        drop(state);
+        if finished {
+            self.finish();
+        }
+    }
+
+    /// `complete` with the state lock held; true when the step is over
+    /// (the caller then calls `finish`, after releasing the lock).
+    fn complete_locked(&self, state: &mut State, t: Tagged, outputs: Result<Values>, ready: &mut Vec<Tagged>) -> bool {
         let plan = self.plan();
         let cf = self.cf();
         let before = ready.len();
-        let mut state = self.state.lock();
         match outputs {
             Ok(mut outputs) if !self.failed.load(Ordering::Acquire) && !self.step.is_cancelled() => {
-                if outputs.is_empty() && plan.hot[t.id as usize].num_outputs > 0 {
-                    // Skipped after a failure: nothing to hand on.
-                } else {
+                // Empty outputs for a node that has some: skipped after a
+                // failure, nothing to hand on.
+                if !(outputs.is_empty() && plan.hot[t.id as usize].num_outputs > 0) {
                     state.propagate(plan, cf, t, &mut outputs, ready);
                 }
             }
@@ -586,17 +654,11 @@ impl CfExecution {
         state.retire(plan, cf, t, ready);
         // Nodes made ready after a failure are dropped: nothing runs on.
         if self.failed.load(Ordering::Acquire) {
-            for extra in ready.drain(before..) {
-                let _ = extra;
-            }
+            ready.truncate(before);
         }
         let made = ready.len() - before;
         state.outstanding = state.outstanding + made - 1;
-        let finished = state.outstanding == 0;
-        drop(state);
-        if finished {
-            self.finish();
-        }
+        state.outstanding == 0
     }
 
     fn record(&self, t: Tagged, start_us: u64) {

@@ -49,6 +49,8 @@ pub(crate) struct ControlFlowPlan {
     /// Per node: its number of data inputs (a `Merge` is dead only when
     /// all of them are).
     pub num_data_inputs: Vec<u32>,
+    /// Per node: for a `Merge`, whether anything reads its `value_index`.
+    pub merge_index_used: Vec<bool>,
 }
 
 /// What the frame inference needs of an `Enter`.
@@ -187,7 +189,8 @@ impl ControlFlowPlan {
                 frame.num_slots += 1;
             }
         }
-        Ok(ControlFlowPlan { frames, node_frame, local, slot_local, enter_child, num_data_inputs })
+        let merge_index_used = out_edges.iter().map(|edges| edges.iter().any(|e| e.port == 1)).collect();
+        Ok(ControlFlowPlan { frames, node_frame, local, slot_local, enter_child, num_data_inputs, merge_index_used })
     }
 }
 
