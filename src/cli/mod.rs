@@ -8,6 +8,7 @@
 pub mod bench_inproc;
 pub mod bench_remote;
 pub mod demo;
+pub mod inspect;
 pub mod run;
 pub mod server_cmd;
 pub mod verify;
@@ -54,6 +55,13 @@ pub enum Command {
         /// device, op, node) after the outputs.
         #[arg(long)]
         trace: bool,
+    },
+    /// List a GraphDef's ops (with counts), the ones this runtime lacks,
+    /// pinned devices, placeholders and likely outputs; exits 0 only if
+    /// everything in it is supported.
+    Inspect {
+        /// Binary GraphDef (.pb).
+        graph: PathBuf,
     },
     /// Check golden case directories (graph.pb + case.json) against their
     /// expected outputs; exits 0 only if all pass.
@@ -234,6 +242,11 @@ fn dispatch(command: Command) -> Result<bool> {
                 print!("{}", run::format_trace(&outcome.step_stats));
             }
             Ok(true)
+        }
+        Command::Inspect { graph } => {
+            let report = inspect::inspect(&graph)?;
+            print!("{}", inspect::format_report(&graph, &report));
+            Ok(report.runnable())
         }
         Command::Verify { target, local_cluster, cases } => {
             let cluster = match local_cluster {
