@@ -1,13 +1,36 @@
-//! Array-producing and pass-through ops: Const, Placeholder, Identity, NoOp.
+//! Array-producing and pass-through ops: Const, Placeholder, Identity, NoOp;
+//! and, one file each under `array/`, the indexing and shaping ops Keras
+//! models and TF1 graphs emit:
+//! - StridedSlice and StridedSliceGrad in [`strided_slice`];
+//! - GatherV2, Gather and ResourceGather in [`gather`];
+//! - Range in [`range`], OneHot in [`one_hot`];
+//! - Split, SplitV and Unpack in [`split`];
+//! - Where (the one-input form; SelectV2 lives in `math`) in [`where_true`];
+//! - Cumsum and Cumprod in [`scan`], TopKV2 in [`top_k`].
 //!
-//! Owns: these kernels and their signatures. Shape-manipulating ops
-//! (Reshape, Transpose, ConcatV2, Shape, Cast) live in `shape_ops`.
+//! Owns: these kernels and their signatures, plus the few helpers the
+//! submodules share (below). Shape-manipulating ops that never index
+//! (Reshape, Transpose, ConcatV2, Shape, Cast) live in `shape_ops`; ArgMax
+//! and ArgMin in `reduce`. Must not hold state beyond parsed attributes
+//! (ResourceGather looks its variable up on every run).
+
+pub mod gather;
+pub mod one_hot;
+pub mod range;
+pub mod scan;
+pub mod split;
+pub mod strided_slice;
+pub mod top_k;
+pub mod where_true;
 
 use super::registry::OpDef;
-use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
+use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or};
 use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Element, INLINE_BYTES, Keepalive, Shape, TENSOR_ALIGN, Tensor};
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Const", const_signature, build_const),
@@ -104,6 +127,96 @@ impl OpKernel for NoOpKernel {
     fn compute(&self, _ctx: &mut OpContext<'_>) -> Result<()> {
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------
+// Helpers shared by the submodules
+
+/// A required index-type attribute (`Tindices`, `Index`, ...): int32 or
+/// int64.
+fn index_type_attr(node: &NodeSpec, key: &str) -> Result<DType> {
+    let d = node.attr_dtype(key)?;
+    attr_index_type_or(node, key, d)
+}
+
+/// The element types of index tensors, read as i64 in the inner loops
+/// without a per-element dtype match.
+trait IndexElem: Element {
+    fn as_i64(self) -> i64;
+}
+
+impl IndexElem for i32 {
+    #[inline(always)]
+    fn as_i64(self) -> i64 {
+        self as i64
+    }
+}
+
+impl IndexElem for i64 {
+    #[inline(always)]
+    fn as_i64(self) -> i64 {
+        self
+    }
+}
+
+/// Initialises `dst` with a copy of `src` (one memcpy).
+#[inline(always)]
+fn write_run<T: Copy>(dst: &mut [MaybeUninit<T>], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "a run is copied whole");
+    // SAFETY: equal lengths, `MaybeUninit<T>` has the layout of `T`, and
+    // `dst` is a `&mut` so it cannot overlap `src`.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<T>(), src.len()) }
+}
+
+/// `rows` runs of `width` elements of `x`, one from each row of `row_len`
+/// elements starting at column `start`, as a tensor of `shape`: the piece
+/// of an outer × row layout that Split, SplitV and Unpack hand out.
+fn copy_columns<T: Element>(x: &[T], row_len: usize, start: usize, width: usize, shape: Shape) -> Result<Tensor> {
+    let rows = x.len().checked_div(row_len).unwrap_or(0);
+    if rows * width != shape.num_elements() {
+        return Err(Status::internal(format!("{rows} rows of {width} do not fill shape {shape}")));
+    }
+    if width == 0 || rows == 0 {
+        return Tensor::zeros(T::DTYPE, shape);
+    }
+    // SAFETY: the output holds `rows * width` elements (checked above) and
+    // `chunks_exact_mut(width)` visits each of them once, in `rows` chunks.
+    unsafe {
+        Tensor::build_uninit::<T>(shape, |out| {
+            for (dst, row) in out.chunks_exact_mut(width).zip(x.chunks_exact(row_len)) {
+                write_run(dst, &row[start..start + width]);
+            }
+        })
+    }
+}
+
+/// Elements `start .. start + len` of `input` as a tensor of `shape`
+/// without a copy, when they start on an alignment boundary and are too
+/// large to store inline.
+fn window(input: &Tensor, start: usize, len: usize, shape: &Shape) -> Option<Tensor> {
+    let size = input.dtype().size();
+    let bytes = input.as_bytes().get(start * size..(start + len) * size)?;
+    if bytes.len() <= INLINE_BYTES || bytes.as_ptr() as usize % TENSOR_ALIGN != 0 {
+        return None;
+    }
+    let ptr = NonNull::new(bytes.as_ptr() as *mut u8)?;
+    let keepalive: Keepalive = Arc::new(input.clone());
+    // SAFETY: the bytes belong to `input`, which the keepalive holds; a
+    // tensor's bytes are never written once it is shared, and the
+    // keepalive's clone shares them. The length is `shape`'s, checked by
+    // `from_borrowed`, as is the alignment.
+    unsafe { Tensor::from_borrowed(input.dtype(), shape.clone(), ptr, bytes.len(), keepalive).ok() }
+}
+
+/// The row-major shape `dims` without dimension `axis`.
+fn shape_without(dims: &[usize], axis: usize) -> Shape {
+    let mut shape = Shape::scalar();
+    for (i, &d) in dims.iter().enumerate() {
+        if i != axis {
+            shape.push(d);
+        }
+    }
+    shape
 }
 
 #[cfg(test)]

@@ -83,6 +83,14 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
         let modules: &[&[OpDef]] = &[
             super::array::DEFS,
             super::control_flow::DEFS,
+            super::array::gather::DEFS,
+            super::array::one_hot::DEFS,
+            super::array::range::DEFS,
+            super::array::scan::DEFS,
+            super::array::split::DEFS,
+            super::array::strided_slice::DEFS,
+            super::array::top_k::DEFS,
+            super::array::where_true::DEFS,
             super::math::DEFS,
             super::matmul::DEFS,
             super::nn::DEFS,
@@ -299,6 +307,42 @@ mod tests {
         for op in ["AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"] {
             rows.push((op, dtype(op), vec![RES, F], vec![]));
         }
+        rows.push(("StridedSlice", t("StridedSlice").attr("Index", ty(DType::I32)), vec![F, I32, I32, I32], vec![F]));
+        rows.push((
+            "StridedSliceGrad",
+            t("StridedSliceGrad").attr("Index", ty(DType::I64)),
+            vec![I64, I64, I64, I64, F],
+            vec![F],
+        ));
+        let gather = |op: &'static str| {
+            NodeSpec::new("n", op)
+                .attr("Tparams", ty(DType::F32))
+                .attr("Tindices", ty(DType::I64))
+                .attr("Taxis", ty(DType::I32))
+        };
+        rows.push(("GatherV2", gather("GatherV2"), vec![F, I64, I32], vec![F]));
+        rows.push(("Gather", gather("Gather"), vec![F, I64], vec![F]));
+        rows.push((
+            "ResourceGather",
+            dtype("ResourceGather").attr("Tindices", ty(DType::I32)),
+            vec![RES, I32],
+            vec![F],
+        ));
+        rows.push(("Range", NodeSpec::new("n", "Range"), vec![I32, I32, I32], vec![I32]));
+        rows.push(("Range", NodeSpec::new("n", "Range").attr("Tidx", ty(DType::F32)), vec![F, F, F], vec![F]));
+        rows.push(("OneHot", t("OneHot"), vec![I64, I32, F, F], vec![F]));
+        rows.push(("OneHot", t("OneHot").attr("TI", ty(DType::I32)), vec![I32, I32, F, F], vec![F]));
+        rows.push(("Split", t("Split").attr("num_split", AttrValue::Int(3)), vec![I32, F], vec![F, F, F]));
+        rows.push(("SplitV", t("SplitV").attr("num_split", AttrValue::Int(2)), vec![F, I64, I32], vec![F, F]));
+        rows.push(("Unpack", t("Unpack").attr("num", AttrValue::Int(2)), vec![F], vec![F, F]));
+        rows.push(("Where", NodeSpec::new("n", "Where"), vec![B], vec![I64]));
+        rows.push(("Where", t("Where"), vec![F], vec![I64]));
+        for op in ["Cumsum", "Cumprod"] {
+            rows.push((op, t(op), vec![F, I32], vec![F]));
+        }
+        rows.push(("Cumsum", t("Cumsum").attr("Tidx", ty(DType::I64)), vec![F, I64], vec![F]));
+        rows.push(("TopKV2", t("TopKV2"), vec![F, I32], vec![F, I32]));
+        rows.push(("TopKV2", t("TopKV2").attr("index_type", ty(DType::I64)), vec![F, I32], vec![F, I64]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         rows
@@ -337,6 +381,7 @@ mod tests {
                     | "AssignSubVariableOp"
                     | "VarIsInitializedOp"
                     | "DestroyResourceOp"
+                    | "ResourceGather"
             );
             assert_eq!(def.stateful, want, "{op}");
         }
