@@ -10,7 +10,7 @@ use ringflow::graph::builder::GraphBuilder;
 use ringflow::net::message as msg;
 use ringflow::net::{Client, TransportOptions};
 use ringflow::server::local_cluster::{LocalCluster, LocalClusterOptions};
-use ringflow::session::{RunOptions, Session, SessionExt, SessionOptions, create_session};
+use ringflow::session::{RunOptions, Session, SessionConfig, SessionExt, SessionOptions, create_session};
 use ringflow::{DType, Tensor};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -34,7 +34,15 @@ fn target() -> String {
     shared().lock().unwrap_or_else(|e| e.into_inner()).target(0)
 }
 
+/// An isolated session: the shared cluster serves tests in parallel, and
+/// sessions sharing the tasks' containers would see each other's variables.
 fn session_on(target: &str, graph: GraphSpec) -> Box<dyn Session> {
+    let config = SessionConfig { isolate_session_state: true, ..SessionConfig::default() };
+    create_session(graph, &SessionOptions { target: target.to_string(), config, ..SessionOptions::default() }).unwrap()
+}
+
+/// A session sharing the tasks' resource containers (TensorFlow's default).
+fn shared_session_on(target: &str, graph: GraphSpec) -> Box<dyn Session> {
     create_session(graph, &SessionOptions { target: target.to_string(), ..SessionOptions::default() }).unwrap()
 }
 
@@ -131,12 +139,14 @@ fn sessions_on_one_master_keep_their_variables_apart() {
 }
 
 #[test]
-fn two_client_processes_share_a_master_without_sharing_state() {
-    // The second client is another process: `ringflow run` against task 0.
-    let target = target();
-    let a = session_on(&target, counter_graph(0));
+fn two_client_processes_share_variables_by_default() {
+    // The second client is another process: `ringflow run` against task 0,
+    // with a session of its own that shares the task's variables.
+    let cluster = start(1);
+    let target = cluster.target(0);
+    let a = shared_session_on(&target, counter_graph(0));
     a.run_simple(&[], &[], &["init"]).unwrap();
-    a.run_simple(&[], &["read"], &[]).unwrap();
+    assert_eq!(a.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[1.0, 2.0]);
     let dir = tempfile::tempdir().unwrap();
     let graph_file = dir.path().join("counter.pb");
     std::fs::write(&graph_file, ringflow::graph::graph_to_pb_bytes(&counter_graph(0))).unwrap();
@@ -146,10 +156,35 @@ fn two_client_processes_share_a_master_without_sharing_state() {
         .args(["--fetch", "read", "--target", &target])
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("FailedPrecondition"), "{stderr}");
-    assert_eq!(a.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[2.0, 4.0]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("[2.0, 4.0]"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(a.run_simple(&[], &["read"], &[]).unwrap()[0].as_slice::<f32>().unwrap(), &[3.0, 6.0]);
+    // An isolated session on the same task keeps its own.
+    let isolated = session_on(&target, counter_graph(0));
+    let err = isolated.run_simple(&[], &["read"], &[]).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition, "{err}");
     a.close().unwrap();
+}
+
+#[test]
+fn between_graph_clients_on_different_masters_share_the_variables_task() {
+    // Two clients, each with its own master (task 0 and task 1), their
+    // graphs keeping the variable on task 1: alternating steps see each
+    // other's updates. Reset through either clears it for both.
+    let cluster = start(2);
+    let a = shared_session_on(&cluster.target(0), counter_graph(1));
+    let b = shared_session_on(&cluster.target(1), counter_graph(1));
+    a.run_simple(&[], &[], &["init"]).unwrap();
+    for k in 1..=4 {
+        let client = if k % 2 == 1 { &a } else { &b };
+        let read = client.run_simple(&[], &["read"], &[]).unwrap();
+        assert_eq!(read[0].as_slice::<f32>().unwrap(), &[k as f32, 2.0 * k as f32], "step {k}");
+    }
+    b.reset(&[]).unwrap();
+    let err = a.run_simple(&[], &["read"], &[]).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition, "{err}");
+    a.close().unwrap();
+    b.close().unwrap();
 }
 
 #[test]

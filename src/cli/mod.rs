@@ -275,7 +275,9 @@ fn dispatch(command: Command) -> Result<bool> {
                             "the graph pins nodes to {needed} worker tasks; the local cluster has {tasks}"
                         )));
                     }
-                    let options = SessionOptions { target: target.clone(), ..SessionOptions::default() };
+                    // A case expects fresh state: its session keeps its variables to itself.
+                    let config = crate::master::SessionConfig { isolate_session_state: true, ..Default::default() };
+                    let options = SessionOptions { target: target.clone(), config, ..SessionOptions::default() };
                     create_session(case.graph.clone(), &options)
                 });
                 match result {

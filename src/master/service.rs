@@ -140,7 +140,10 @@ pub fn handle(master: &Arc<Master>, request: Request, reply: Reply) {
         Method::CreateSession => (|| {
             let m = request.meta::<msg::CreateSessionRequest>()?;
             let ms = m.config.operation_timeout_ms.to_native();
-            let config = SessionConfig { operation_timeout: (ms > 0).then(|| Duration::from_millis(ms)) };
+            let config = SessionConfig {
+                operation_timeout: (ms > 0).then(|| Duration::from_millis(ms)),
+                isolate_session_state: m.config.isolate_session_state,
+            };
             let session = master.create_session(deserialize_graph(&m.graph)?, config)?;
             let response =
                 msg::CreateSessionResponse { session_handle: session.handle().to_string(), graph_version: 0 };

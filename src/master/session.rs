@@ -28,6 +28,12 @@ use std::time::{Duration, Instant};
 pub struct SessionConfig {
     /// Deadline for every step that does not set its own.
     pub operation_timeout: Option<Duration>,
+    /// Keep this session's variables and other resources private. By
+    /// default (as TensorFlow's `isolate_session_state = false`) sessions
+    /// on a cluster share each task's resource containers, so clients
+    /// training one model (between-graph replication) see the same
+    /// variables on the ps tasks.
+    pub isolate_session_state: bool,
 }
 
 /// Per-step settings.
@@ -210,7 +216,7 @@ impl MasterSession {
         let default_device = DeviceName::parse(&format!("{default_task}/device:CPU:0"))?;
         let mut created = Vec::new();
         for task in &tasks {
-            if let Err(e) = task.worker.create_worker_session(&handle, cluster) {
+            if let Err(e) = task.worker.create_worker_session(&handle, cluster, config.isolate_session_state) {
                 for t in &created {
                     let t: &TaskHandle = t;
                     let _ = t.worker.delete_worker_session(&handle);

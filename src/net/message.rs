@@ -443,6 +443,8 @@ pub struct SessionConfig {
     pub intra_op_threads: u32,
     /// Collect step stats for every step.
     pub collect_stats: bool,
+    /// Keep the session's resources private instead of sharing each task's.
+    pub isolate_session_state: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
@@ -626,6 +628,7 @@ pub struct CreateWorkerSessionRequest {
     pub session_handle: String,
     pub master_task: String,
     pub cluster: Vec<JobDef>,
+    pub isolate_session_state: bool,
 }
 rpc!(CreateWorkerSessionRequest => Empty, CreateWorkerSession);
 
@@ -837,7 +840,12 @@ mod tests {
         round_trip(&Empty {});
         round_trip(&CreateSessionRequest {
             graph: graph.clone(),
-            config: SessionConfig { operation_timeout_ms: 5, intra_op_threads: 2, collect_stats: true },
+            config: SessionConfig {
+                operation_timeout_ms: 5,
+                intra_op_threads: 2,
+                collect_stats: true,
+                isolate_session_state: true,
+            },
         });
         round_trip(&CreateSessionResponse { session_handle: "s1".into(), graph_version: 3 });
         round_trip(&ExtendSessionRequest {
@@ -896,6 +904,7 @@ mod tests {
                 name: "worker".into(),
                 tasks: vec![TaskAddr { index: 1, address: "127.0.0.1:2222".into() }],
             }],
+            isolate_session_state: true,
         });
         round_trip(&DeleteWorkerSessionRequest { session_handle: "s".into() });
         round_trip(&RegisterGraphRequest { session_handle: "s".into(), graph, collect_stats: true });

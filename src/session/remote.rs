@@ -56,6 +56,7 @@ impl RemoteSession {
             graph,
             config: msg::SessionConfig {
                 operation_timeout_ms: options.config.operation_timeout.map_or(0, |t| t.as_millis() as u64),
+                isolate_session_state: options.config.isolate_session_state,
                 intra_op_threads: options.threads_per_device as u32,
                 collect_stats: false,
             },

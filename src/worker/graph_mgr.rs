@@ -61,8 +61,15 @@ fn int_attr(spec: &crate::graph::NodeSpec, key: &str) -> Result<u32> {
 }
 
 impl GraphMgr {
-    pub fn new(task_name: &str, devices: Vec<Arc<Device>>, rendezvous: RendezvousMgr) -> GraphMgr {
-        let resources = devices.iter().map(|_| Arc::new(ResourceMgr::default())).collect();
+    /// `resources` holds one container set per device (shared with other
+    /// sessions, or the session's own).
+    pub fn new(
+        task_name: &str,
+        devices: Vec<Arc<Device>>,
+        resources: Vec<Arc<ResourceMgr>>,
+        rendezvous: RendezvousMgr,
+    ) -> GraphMgr {
+        assert_eq!(resources.len(), devices.len(), "one resource container set per device");
         GraphMgr {
             task_name: task_name.to_string(),
             devices,

@@ -77,7 +77,9 @@ pub trait WorkerInterface: Send + Sync {
 
     fn get_status(&self) -> Result<Vec<DeviceAttributes>>;
 
-    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo) -> Result<()>;
+    /// Creates the session's state on this task; `isolate` gives it
+    /// resource containers of its own instead of the task's shared ones.
+    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()>;
 
     fn delete_worker_session(&self, session_handle: &str) -> Result<()>;
 

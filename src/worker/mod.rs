@@ -22,6 +22,7 @@ pub use rendezvous_mgr::{RemoteSend, RemoteTransport, RendezvousMgr, ReturnRoute
 
 use crate::error::{Result, Status};
 use crate::executor::{Device, PoolOptions, new_incarnation};
+use crate::ops::ResourceMgr;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::RwLock;
 use std::sync::Arc;
@@ -60,6 +61,9 @@ pub struct Worker {
     task_name: String,
     devices: Vec<Arc<Device>>,
     sessions: RwLock<HashMap<String, Arc<WorkerSession>>>,
+    /// Per device: the resource containers sessions share unless created
+    /// isolated. They live as long as the process; Reset clears them.
+    shared_resources: Vec<Arc<ResourceMgr>>,
     remote: RwLock<Option<Arc<dyn RemoteTransport>>>,
     incarnation: u64,
     max_sessions: usize,
@@ -70,6 +74,7 @@ impl Worker {
         let devices = Device::cpus(&options.job, options.task, options.cpu_devices.max(1), &options.pool)?;
         Ok(Arc::new(Worker {
             task_name: format!("/job:{}/replica:0/task:{}", options.job, options.task),
+            shared_resources: devices.iter().map(|_| Arc::new(ResourceMgr::default())).collect(),
             devices,
             sessions: RwLock::new(HashMap::new()),
             remote: RwLock::new(None),
@@ -133,7 +138,7 @@ impl WorkerInterface for Worker {
             .collect())
     }
 
-    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo) -> Result<()> {
+    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()> {
         let mut sessions = self.sessions.write();
         if sessions.contains_key(session_handle) {
             return Ok(());
@@ -146,11 +151,16 @@ impl WorkerInterface for Worker {
         }
         let remote = self.remote.read().as_ref().map(|t| t.for_session(session_handle, cluster));
         let rendezvous = RendezvousMgr::new(&self.task_name, remote);
+        let resources = if isolate {
+            self.devices.iter().map(|_| Arc::new(ResourceMgr::default())).collect()
+        } else {
+            self.shared_resources.clone()
+        };
         sessions.insert(
             session_handle.to_string(),
             Arc::new(WorkerSession {
                 handle: session_handle.to_string(),
-                graph_mgr: Arc::new(GraphMgr::new(&self.task_name, self.devices.clone(), rendezvous)),
+                graph_mgr: Arc::new(GraphMgr::new(&self.task_name, self.devices.clone(), resources, rendezvous)),
                 cluster: cluster.clone(),
             }),
         );
@@ -199,6 +209,9 @@ impl WorkerInterface for Worker {
     fn cleanup_all(&self, containers: &[String]) -> Result<()> {
         for session in self.sessions.read().values() {
             session.graph_mgr.clear_resources(containers);
+        }
+        for resources in &self.shared_resources {
+            resources.clear(containers);
         }
         Ok(())
     }

@@ -194,12 +194,13 @@ impl WorkerInterface for RemoteWorker {
         Ok(devices_from_wire(&response.meta::<msg::GetStatusResponse>()?.devices))
     }
 
-    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo) -> Result<()> {
+    fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()> {
         self.call(
             &msg::CreateWorkerSessionRequest {
                 session_handle: session_handle.to_string(),
                 master_task: String::new(),
                 cluster: cluster_to_wire(cluster),
+                isolate_session_state: isolate,
             },
             &[],
         )

@@ -56,7 +56,9 @@ pub fn handle(worker: &Arc<Worker>, request: Request, reply: Reply) {
         Method::RunGraph => return run_graph(worker, request, reply),
         Method::GetStatus => get_status(worker, &request),
         Method::CreateWorkerSession => request.meta::<msg::CreateWorkerSessionRequest>().and_then(|m| {
-            worker.create_worker_session(&m.session_handle, &cluster_from_wire(&m.cluster)).map(|()| None)
+            worker
+                .create_worker_session(&m.session_handle, &cluster_from_wire(&m.cluster), m.isolate_session_state)
+                .map(|()| None)
         }),
         Method::DeleteWorkerSession => request
             .meta::<msg::DeleteWorkerSessionRequest>()

@@ -35,7 +35,7 @@ fn a_step_past_its_deadline_ends_on_the_worker_without_its_master() {
             ("/job:worker/replica:0/task:1".into(), "127.0.0.1:2".into()),
         ],
     };
-    worker.create_worker_session("s", &cluster).unwrap();
+    worker.create_worker_session("s", &cluster, true).unwrap();
     let graph = worker.register_graph("s", half_waiting_for_task_1(), false).unwrap();
     let (tx, rx) = mpsc::channel();
     let start = Instant::now();
