@@ -22,4 +22,18 @@ macro_rules! golden {
     };
 }
 
-golden!(add_scalar, broadcast_reduce, counter_resource_var, mlp2_frozen, ref_variable, shapes);
+golden!(
+    add_scalar,
+    broadcast_reduce,
+    cond_v1,
+    cond_v2,
+    counter_resource_var,
+    function_call,
+    function_call_stateful,
+    keras_embedding,
+    mlp2_frozen,
+    ref_variable,
+    shapes,
+    while_v1,
+    while_v2,
+);

@@ -1,7 +1,8 @@
 //! Golden cases: a directory with `graph.pb` and `case.json` (a list of
 //! steps run in order in one session, each with `feeds` (tensor name →
 //! .npy), `fetches` (tensor name → expected .npy) and `targets`), checked
-//! against TensorFlow's outputs with rtol 1e-5 / atol 1e-6.
+//! against TensorFlow's outputs with rtol 1e-5 / atol 1e-6, or the
+//! `tolerance` the case states (where TensorFlow itself approximates).
 //!
 //! Owns: case loading and checking; `ringflow verify` and the tests use it.
 //! Must not choose where the session runs: the caller passes a factory.
@@ -33,6 +34,15 @@ pub struct CaseFile {
     pub steps: Vec<CaseStep>,
     #[serde(default)]
     pub devices: Vec<String>,
+    #[serde(default)]
+    pub tolerance: Option<Tolerance>,
+}
+
+/// How close a fetch must be: |got - want| <= atol + rtol * |want|.
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
 }
 
 /// A loaded case: its graph and steps, with every .npy read.
@@ -116,8 +126,9 @@ impl GoldenCase {
                 }
             }
             .map_err(|e| e.context(format_args!("step {i}")))?;
+            let Tolerance { rtol, atol } = self.file.tolerance.unwrap_or(Tolerance { rtol: RTOL, atol: ATOL });
             for ((name, expected), got) in step.fetches.iter().zip(&outputs) {
-                got.all_close(expected, RTOL, ATOL)
+                got.all_close(expected, rtol, atol)
                     .map_err(|why| Status::invalid_argument(format!("step {i}: fetch '{name}': {why}")))?;
             }
         }

@@ -6,7 +6,8 @@
 //! - Range in [`range`], OneHot in [`one_hot`];
 //! - Split, SplitV and Unpack in [`split`];
 //! - Where (the one-input form; SelectV2 lives in `math`) in [`where_true`];
-//! - Cumsum and Cumprod in [`scan`], TopKV2 in [`top_k`].
+//! - Cumsum and Cumprod in [`scan`], TopKV2 in [`top_k`];
+//! - ReverseV2, SpaceToBatchND/BatchToSpaceND and MatrixDiag* in [`layout`].
 //!
 //! Owns: these kernels and their signatures, plus the few helpers the
 //! submodules share (below). Shape-manipulating ops that never index
@@ -15,6 +16,7 @@
 //! (ResourceGather looks its variable up on every run).
 
 pub mod gather;
+pub mod layout;
 pub mod one_hot;
 pub mod range;
 pub mod scan;

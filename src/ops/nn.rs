@@ -18,6 +18,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Relu", unary_signature, build_real_unary::<Relu>),
     OpDef::kernel("Relu6", unary_signature, build_real_unary::<Relu6>),
     OpDef::kernel("Elu", unary_signature, build_float_unary::<Elu>),
+    OpDef::kernel("Selu", unary_signature, build_float_unary::<Selu>),
     OpDef::kernel("Softplus", unary_signature, build_float_unary::<Softplus>),
     OpDef::kernel("Softsign", unary_signature, build_float_unary::<Softsign>),
     OpDef::kernel("LeakyRelu", unary_signature, build_leaky_relu),
@@ -63,6 +64,18 @@ impl<T: Float> Unary<T> for Elu {
     #[inline(always)]
     fn apply(x: T) -> T {
         if x < T::ZERO { x.exp().sub(T::ONE) } else { x }
+    }
+}
+
+/// scale · x for x >= 0, scale · alpha · (e^x - 1) below, with the
+/// constants of Klambauer et al. that TensorFlow uses.
+pub struct Selu;
+impl<T: Float> Unary<T> for Selu {
+    #[inline(always)]
+    fn apply(x: T) -> T {
+        let scale = T::from_f64(1.050_700_987_355_480_5);
+        let alpha = T::from_f64(1.673_263_242_354_377_3);
+        if x < T::ZERO { scale.mul(alpha).mul(x.exp().sub(T::ONE)) } else { scale.mul(x) }
     }
 }
 

@@ -84,6 +84,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::DEFS,
             super::control_flow::DEFS,
             super::array::gather::DEFS,
+            super::array::layout::DEFS,
             super::array::one_hot::DEFS,
             super::array::range::DEFS,
             super::array::scan::DEFS,

@@ -1,0 +1,828 @@
+"""Exports golden cases from TensorFlow 2.21 for ringflow's tests.
+
+Usage: python export_cases.py [OUT_DIR] [CASE...]
+       (OUT_DIR defaults to tests/fixtures/tf-graphs; no CASE means every case;
+        needs tensorflow-cpu 2.21 and keras 3; the repository's tests do not)
+
+Each case is built by one `case_*` function below and written to OUT_DIR/NAME/:
+graph.pb (binary GraphDef), graph.pbtxt, case.json and the .npy feeds and
+expected fetches (stepI_feed_NODE_PORT.npy, stepI_expect_NODE_PORT.npy; a '/'
+in a node name becomes '_'). The expected values are TensorFlow's own outputs
+from importing the exported GraphDef bytes back (tf.compat.v1.import_graph_def)
+and running them in a tf.compat.v1.Session, steps in order in one session; for
+the cases exported from a tf.function they are also checked against calling the
+function eagerly. Every case runs in its own Python process, so the uid suffixes
+TensorFlow gives to function names do not depend on which cases ran before, and
+re-running gives identical bytes. Inputs and Keras weights come from numpy
+generators with fixed seeds (weights are set explicitly, so they do not depend on
+Keras' initializers).
+
+For each case it prints one JSON line: the op types, library functions, device
+pins, node counts, and the largest difference between the Session's values and
+the eager call and between runs with grappler on and off; for the cross-task
+cases a second line gives the op types of the partition graphs TF ran per task.
+
+case.json fields: "note", "steps" (feeds tensor -> .npy, fetches tensor ->
+expected .npy, targets op names), "ops" (sorted op types of the graph and of
+every function in its library; calls by function name are listed under
+"functions" instead), "functions" (library function names), "devices" (device
+pins in the graph and the library), "tolerance" ({"rtol", "atol"}), "outputs"
+(what each fetched tensor is, where the fetch names are TF's Identity_N) and
+"tensorflow" (the version).
+
+How the cases are made:
+
+Frozen Keras models (keras 3 as tf.keras; model called with training=False in a
+tf.function with a named TensorSpec, converted by
+convert_variables_to_constants_v2, frozen.graph.as_graph_def(); the placeholder
+and Identity output names are TF's):
+  keras_cnn        ZeroPadding2D, strided valid Conv2D, BatchNormalization (keras
+                   3 lowers it to Rsqrt/Mul/Sub/AddV2, not FusedBatchNormV3), ReLU
+                   max 6 (Relu6), DepthwiseConv2D same, 1x1 Conv2D, MaxPool,
+                   AvgPool same, dilated Conv2D (SpaceToBatchND/Conv2D/
+                   BatchToSpaceND), GlobalAveragePooling2D, Dense softmax; batch 2
+                   fed through a [None,32,32,3] placeholder.
+  keras_embedding  Embedding(1000,16) on int32 ids [4,12] (GatherV2 of the frozen
+                   table), GlobalAveragePooling1D, Dense relu, Dense; extra outputs
+                   using top_k, gather(axis=1, batch_dims=1), argmax, one_hot.
+  keras_attention  transformer block: MultiHeadAttention(2 heads, key_dim 8) self
+                   attention (Einsum, BatchMatMulV2, Softmax), Add, LayerNormalization,
+                   Dense gelu exact (Erfc), Dense, Add, LayerNormalization.
+Frozen tf.functions:
+  array_ops        StridedSlice with every mask, GatherV2 (axis 0 and batch_dims),
+                   OneHot, Cumsum (exclusive, reverse), TopKV2, ArgMax (axis 0, -1),
+                   Range (fed limit), Split, SplitV, Unpack, Where (1-arg), Pad, PadV2,
+                   MirrorPad REFLECT and SYMMETRIC.
+  einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
+                   diagonal, trace, transpose, outer, attention scores, sum-out.
+  nn_ops           tf.nn ops keras 3 does not emit: FusedBatchNormV3 (inference),
+                   Conv2D with explicit paddings and with dilations, Conv2D
+                   transpose (Conv2DBackpropInput), dilated depthwise conv, SAME
+                   MaxPool, LeakyRelu, Elu, Selu, Sigmoid, Softplus, LogSoftmax.
+tf.function graphs with their function library (not frozen, not inlined:
+concrete_function.graph.as_graph_def()):
+  while_v2         simple, nested (inner with maximum_iterations) and matrix-power
+                   loops; steps n=5 and n=0 (zero iterations).
+  cond_v2          tf.cond (StatelessIf) on a fed bool, tf.switch_case (StatelessCase)
+                   on a fed index; steps take both cond branches and three Case
+                   branches plus the out-of-range default.
+  function_call    outer() calls inner() twice and middle() once; middle() calls
+                   inner() (PartitionedCall in the graph and inside a library function).
+tf.compat.v1 graphs (tf.Graph, placeholders):
+  function_call_stateful  tf.functions called from a v1 graph, one updating a resource
+                   variable (StatefulPartitionedCall with a captured resource
+                   handle); an init step, then three steps whose state accumulates.
+  while_v1         the while_v2 loops with control flow v2 disabled (Enter, Merge,
+                   Switch, LoopCond, NextIteration, Exit); steps n=5 and n=0.
+  cond_v1          tf.compat.v1.cond (Switch/Merge), a nested cond and
+                   tf.compat.v1.case; steps take each branch.
+Across tasks, run by TensorFlow's distributed runtime (two in-process
+tf.distribute.Server tasks, the Session's target the task-0 server):
+  while_two_tasks     v1 while loop whose counter lives on /job:worker/task:0 and
+                      whose body's matmul runs on /job:worker/task:1; n=5 and n=0.
+  while_v2_two_tasks  the same loop with control flow v2 (a While op, its body
+                      function pinning nodes to both tasks; TF lowers it to
+                      Switch/Merge before partitioning).
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+tf = None
+tf1 = None
+keras = None
+
+DEFAULT_TOL = {"rtol": 1e-5, "atol": 1e-6}
+LOOSE_TOL = {"rtol": 1e-4, "atol": 1e-5}
+TASK0 = "/job:worker/task:0"
+TASK1 = "/job:worker/task:1"
+
+
+def _import_tf():
+    global tf, tf1, keras
+    import tensorflow
+    import keras as keras_mod
+    tf = tensorflow
+    tf1 = tf.compat.v1
+    keras = keras_mod
+    tf.get_logger().setLevel("ERROR")
+
+
+# ----------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------
+
+def file_part(tensor_name):
+    node, _, port = tensor_name.partition(":")
+    return f"{node.replace('/', '_')}_{port or '0'}"
+
+
+def graph_ops(graph_def):
+    fn_names = {f.signature.name for f in graph_def.library.function}
+    ops = {n.op for n in graph_def.node}
+    devices = {n.device for n in graph_def.node if n.device}
+    for f in graph_def.library.function:
+        ops |= {n.op for n in f.node_def}
+        devices |= {n.device for n in f.node_def if n.device}
+    return sorted(ops - fn_names), sorted(fn_names), sorted(devices)
+
+
+def no_grappler_config():
+    cfg = tf1.ConfigProto()
+    cfg.graph_options.rewrite_options.disable_meta_optimizer = True
+    return cfg
+
+
+def run_graph_def(graph_def, steps, target="", config=None, partitions=None):
+    """Imports graph_def into a fresh graph and runs the steps in one session."""
+    g = tf.Graph()
+    with g.as_default():
+        tf1.import_graph_def(graph_def, name="")
+    results = []
+    options = tf1.RunOptions(output_partition_graphs=True)
+    with tf1.Session(target, graph=g, config=config) as sess:
+        for st in steps:
+            fetches = list(st.get("fetches", []))
+            targets = list(st.get("targets", []))
+            meta = tf1.RunMetadata()
+            out = sess.run(fetches + targets, feed_dict=dict(st.get("feeds", {})), options=options,
+                           run_metadata=meta)
+            results.append([np.asarray(v) for v in out[:len(fetches)]])
+            if partitions is not None:
+                for pg in meta.partition_graphs:
+                    devs = sorted({n.device for n in pg.node})
+                    partitions.setdefault(",".join(devs), set()).update(n.op for n in pg.node)
+    return results
+
+
+def write_case(out_dir, name, graph_def, steps, note, tolerance=DEFAULT_TOL, target="",
+               outputs=None, eager=None):
+    """steps: [{"feeds": {tensor: array}, "fetches": [tensor], "targets": [op]}].
+    eager: per step, a list of reference values for the fetches (or None)."""
+    case_dir = os.path.join(out_dir, name)
+    if os.path.isdir(case_dir):
+        shutil.rmtree(case_dir)
+    os.makedirs(case_dir)
+    with open(os.path.join(case_dir, "graph.pb"), "wb") as f:
+        f.write(graph_def.SerializeToString(deterministic=True))
+    with open(os.path.join(case_dir, "graph.pbtxt"), "w") as f:
+        f.write(str(graph_def))
+    # Run the bytes just written, not the in-memory graph.
+    from tensorflow.core.framework import graph_pb2
+    reread = graph_pb2.GraphDef()
+    with open(os.path.join(case_dir, "graph.pb"), "rb") as f:
+        reread.ParseFromString(f.read())
+    partitions = {}
+    results = run_graph_def(reread, steps, target=target, partitions=partitions)
+
+    diffs = {}
+    if target == "":
+        plain = run_graph_def(reread, steps, config=no_grappler_config())
+        diffs["grappler_off_vs_on"] = max_diff(results, plain)
+    if eager is not None:
+        diffs["eager_vs_session"] = max_diff(results, eager)
+        for got, want in zip(results, eager):
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+    json_steps = []
+    for i, (st, vals) in enumerate(zip(steps, results)):
+        feeds, fetches = {}, {}
+        for tname, value in st.get("feeds", {}).items():
+            fname = f"step{i}_feed_{file_part(tname)}.npy"
+            np.save(os.path.join(case_dir, fname), np.asarray(value))
+            feeds[tname] = fname
+        for tname, value in zip(st.get("fetches", []), vals):
+            fname = f"step{i}_expect_{file_part(tname)}.npy"
+            np.save(os.path.join(case_dir, fname), value)
+            fetches[tname] = fname
+        json_steps.append({"feeds": feeds, "fetches": fetches, "targets": list(st.get("targets", []))})
+
+    ops, functions, devices = graph_ops(graph_def)
+    case = {"note": note, "steps": json_steps, "ops": ops, "devices": devices, "tolerance": tolerance}
+    if functions:
+        case["functions"] = functions
+    if outputs:
+        case["outputs"] = outputs
+    case["tensorflow"] = tf.__version__
+    with open(os.path.join(case_dir, "case.json"), "w") as f:
+        json.dump(case, f, indent=1)
+        f.write("\n")
+    print(json.dumps({"case": name, "ops": ops, "functions": functions, "devices": devices,
+                      "nodes": len(graph_def.node), "library": len(graph_def.library.function),
+                      "diffs": diffs}))
+    if target != "":
+        # What TF ran: the ops of the partition graphs per device (after lowering).
+        print(json.dumps({"case": name, "partitions": {d: sorted(o) for d, o in sorted(partitions.items())}}))
+
+
+def max_diff(a_steps, b_steps):
+    m = 0.0
+    for a_vals, b_vals in zip(a_steps, b_steps):
+        for a, b in zip(a_vals, b_vals):
+            a = np.asarray(a)
+            b = np.asarray(b)
+            assert a.shape == b.shape, (a.shape, b.shape)
+            if a.size:
+                m = max(m, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
+    return m
+
+
+def canonical_order(graph_def):
+    """Nodes in topological order, ties broken by name. The grappler pass inside
+    convert_variables_to_constants_v2 emits nodes in an order that changes from run
+    to run (placeholders swap places); this keeps graph.pb byte-identical."""
+    import heapq
+    from tensorflow.core.framework import graph_pb2
+    by_name = {n.name: n for n in graph_def.node}
+    deps = {}
+    users = {name: [] for name in by_name}
+    for n in graph_def.node:
+        srcs = set()
+        for inp in n.input:
+            src = inp.lstrip("^").split(":")[0]
+            if src in by_name and by_name[src].op not in ("NextIteration", "RefNextIteration"):
+                srcs.add(src)
+        deps[n.name] = len(srcs)
+        for src in srcs:
+            users[src].append(n.name)
+    ready = [name for name, d in deps.items() if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        name = heapq.heappop(ready)
+        order.append(name)
+        for u in users[name]:
+            deps[u] -= 1
+            if deps[u] == 0:
+                heapq.heappush(ready, u)
+    order += sorted(set(by_name) - set(order))
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    del out.node[:]
+    out.node.extend([by_name[name] for name in order])
+    return out
+
+
+def freeze(fn, *specs):
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+    frozen = convert_variables_to_constants_v2(fn.get_concrete_function(*specs))
+    return frozen, canonical_order(frozen.graph.as_graph_def())
+
+
+def fn_steps(fn, input_names, output_names, feeds_list, targets=()):
+    """Steps for a (concrete or frozen) function: feeds by position, every output fetched;
+    also the eager reference values from calling fn."""
+    steps, eager = [], []
+    for feeds in feeds_list:
+        steps.append({"feeds": dict(zip(input_names, feeds)), "fetches": list(output_names),
+                      "targets": list(targets)})
+        out = fn(*[tf.constant(v) for v in feeds])
+        eager.append([np.asarray(t) for t in tf.nest.flatten(out)])
+    return steps, eager
+
+
+def set_weights(model, seed):
+    """Deterministic, non-trivial weights whatever keras' initializers do."""
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
+        shape = tuple(w.shape)
+        path = w.path
+        if "moving_variance" in path:
+            v = rng.uniform(0.5, 1.5, shape)
+        elif "gamma" in path:
+            v = rng.uniform(0.7, 1.3, shape)
+        elif "moving_mean" in path or "beta" in path or "bias" in path:
+            v = rng.normal(0.0, 0.1, shape)
+        elif "embeddings" in path:
+            v = rng.normal(0.0, 0.5, shape)
+        else:
+            fan_in = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
+            v = rng.normal(0.0, 1.0 / np.sqrt(max(fan_in, 1)), shape)
+        w.assign(v.astype(w.dtype))
+
+
+def frozen_io(frozen):
+    return [t.name for t in frozen.inputs], [t.name for t in frozen.outputs]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def two_task_servers():
+    ports = [free_port() for _ in range(2)]
+    cluster = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{p}" for p in ports]})
+    return [tf.distribute.Server(cluster, job_name="worker", task_index=i, start=True) for i in range(2)]
+
+
+# ----------------------------------------------------------------------------
+# frozen Keras models
+# ----------------------------------------------------------------------------
+
+def case_keras_cnn(out_dir):
+    L = keras.layers
+    inp = keras.Input((32, 32, 3), name="image")
+    x = L.ZeroPadding2D(name="pad")(inp)
+    x = L.Conv2D(8, 3, strides=2, padding="valid", name="conv1")(x)
+    x = L.BatchNormalization(name="bn1")(x)
+    x = L.ReLU(max_value=6, name="relu6")(x)
+    x = L.DepthwiseConv2D(3, padding="same", name="dw")(x)
+    x = L.BatchNormalization(name="bn2")(x)
+    x = L.ReLU(name="relu")(x)
+    x = L.Conv2D(16, 1, name="pw")(x)
+    x = L.MaxPooling2D(2, name="maxpool")(x)
+    x = L.AveragePooling2D(2, padding="same", name="avgpool")(x)
+    x = L.Conv2D(16, 3, padding="same", dilation_rate=2, name="dilated")(x)
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    out = L.Dense(10, activation="softmax", name="logits")(x)
+    model = keras.Model(inp, out, name="cnn")
+    set_weights(model, 101)
+
+    serve = tf.function(lambda image: model(image, training=False))
+    frozen, gd = freeze(serve, tf.TensorSpec([None, 32, 32, 3], tf.float32, name="image"))
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(1)
+    feeds = [[rng.uniform(0.0, 1.0, [2, 32, 32, 3]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "keras_cnn", gd, steps,
+               "frozen keras 3 CNN (convert_variables_to_constants_v2), batch 2 through a [None,32,32,3] "
+               "placeholder: ZeroPadding2D(Pad), strided valid Conv2D, BatchNormalization (inference, lowered "
+               "by keras 3 to Rsqrt/Mul/Sub/AddV2), ReLU(max_value=6)=Relu6, DepthwiseConv2dNative SAME, "
+               "1x1 Conv2D, MaxPool, AvgPool SAME, dilated Conv2D (emitted as SpaceToBatchND, Conv2D VALID, "
+               "BatchToSpaceND), GlobalAveragePooling2D(Mean), Dense softmax",
+               outputs={outs[0]: "softmax probabilities [2,10]"}, eager=eager)
+
+
+def case_keras_embedding(out_dir):
+    L = keras.layers
+    ids_in = keras.Input((12,), dtype="int32", name="ids")
+    emb = L.Embedding(1000, 16, name="emb")
+    x = L.GlobalAveragePooling1D(name="gap")(emb(ids_in))
+    x = L.Dense(8, activation="relu", name="hidden")(x)
+    out = L.Dense(3, name="logits")(x)
+    model = keras.Model(ids_in, out, name="embed")
+    set_weights(model, 202)
+
+    @tf.function
+    def serve(ids):
+        logits = model(ids, training=False)
+        e = emb(ids)                                           # [4,12,16]
+        scores = tf.reduce_sum(e, axis=-1)                     # [4,12]
+        _, top = tf.math.top_k(scores, k=3)                    # [4,3]
+        picked = tf.gather(e, top, axis=1, batch_dims=1)       # [4,3,16]
+        cls = tf.argmax(logits, axis=1)
+        return logits, picked, tf.one_hot(cls, 3)
+
+    frozen, gd = freeze(serve, tf.TensorSpec([4, 12], tf.int32, name="ids"))
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(2)
+    feeds = [[rng.integers(0, 1000, [4, 12]).astype(np.int32)],
+             [rng.integers(0, 1000, [4, 12]).astype(np.int32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "keras_embedding", gd, steps,
+               "frozen keras 3 Embedding(1000,16) (GatherV2 on the frozen table, ids guarded by Less/SelectV2) "
+               "on int32 ids [4,12], GlobalAveragePooling1D, Dense relu, Dense; extra outputs: TopKV2 of "
+               "per-token sums, GatherV2 axis=1 batch_dims=1 of the embeddings, ArgMax axis 1, OneHot; two steps",
+               outputs=dict(zip(outs, ["logits [4,3]", "top-3 token embeddings gathered with batch_dims=1 [4,3,16]",
+                                       "one_hot(argmax(logits)) [4,3]"])),
+               eager=eager)
+
+
+def case_keras_attention(out_dir):
+    L = keras.layers
+    inp = keras.Input((8, 16), name="tokens")
+    a = L.MultiHeadAttention(num_heads=2, key_dim=8, name="mha")(inp, inp)
+    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([inp, a]))
+    h = L.Dense(32, activation="gelu", name="ffn1")(x)
+    h = L.Dense(16, name="ffn2")(h)
+    out = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, h]))
+    model = keras.Model(inp, out, name="block")
+    set_weights(model, 303)
+
+    serve = tf.function(lambda tokens: model(tokens, training=False))
+    frozen, gd = freeze(serve, tf.TensorSpec([2, 8, 16], tf.float32, name="tokens"))
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(3)
+    feeds = [[rng.standard_normal([2, 8, 16]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "keras_attention", gd, steps,
+               "frozen keras 3 transformer block on [2,8,16]: MultiHeadAttention(2 heads, key_dim 8) self "
+               "attention (projections as BatchMatMulV2, scores and context as Einsum, Softmax), Add, "
+               "LayerNormalization (Mean, SquaredDifference, Rsqrt, StopGradient), Dense(32, gelu exact: "
+               "0.5*x*Erfc(-x/sqrt 2)), Dense(16), Add, LayerNormalization. tolerance rtol 1e-4 / atol 1e-5: "
+               "TF computes Erfc, Exp (Softmax) and Rsqrt with Eigen's polynomial approximations, and a runtime "
+               "with other approximations differs by more than float32 rounding; the LayerNormalizations divide "
+               "by small standard deviations, which amplifies such differences. (TF's own float32 output is "
+               "within 5e-7 of the same graph run in float64.)",
+               tolerance=LOOSE_TOL, outputs={outs[0]: "block output [2,8,16]"}, eager=eager)
+
+
+# ----------------------------------------------------------------------------
+# frozen tf.functions
+# ----------------------------------------------------------------------------
+
+def case_array_ops(out_dir):
+    @tf.function
+    def f(x, limit):
+        outs = {}
+        outs["slice_masks"] = x[..., 1:3, tf.newaxis, 2]        # ellipsis, new axis, shrink
+        outs["slice_reverse"] = x[::-1]                           # negative stride, begin/end masks
+        outs["slice_last"] = x[-1]                                # shrink, negative index
+        outs["slice_step"] = x[1:, :-1:2]                         # end mask, begin mask, stride 2
+        idx = tf.argmax(x, axis=-1, output_type=tf.int32)         # [4,6] in [0,5)
+        outs["argmax_last"] = idx
+        outs["argmax_first"] = tf.argmax(x, axis=0)               # int64 [6,5]
+        outs["gather_axis0"] = tf.gather(x, [3, 0, 0, 2])
+        outs["gather_batch"] = tf.gather(x, idx, axis=2, batch_dims=2)  # [4,6]
+        outs["one_hot"] = tf.one_hot(idx, 5, on_value=2.0, off_value=-1.0, axis=1)  # [4,5,6]
+        outs["cumsum_excl_rev"] = tf.math.cumsum(x, axis=1, exclusive=True, reverse=True)
+        outs["cumsum"] = tf.math.cumsum(x, axis=-1)
+        vals, inds = tf.math.top_k(x, k=3)
+        outs["topk_values"] = vals
+        outs["topk_indices"] = inds
+        outs["range_int"] = tf.range(2, limit, 3)
+        outs["range_float"] = tf.range(0.5, tf.cast(limit, tf.float32), 0.75)
+        s0, s1, s2 = tf.split(x, 3, axis=1)
+        outs["split_0"], outs["split_2"] = s0, s2
+        outs["split_1"] = s1
+        v0, v1, v2 = tf.split(x, [1, -1, 2], axis=-1)
+        outs["splitv_0"], outs["splitv_1"], outs["splitv_2"] = v0, v1, v2
+        u = tf.unstack(x, axis=1)
+        outs["unstack_0"], outs["unstack_5"] = u[0], u[5]
+        outs["where"] = tf.where(x > 0.8)
+        outs["pad"] = tf.pad(x, [[0, 0], [1, 2], [0, 1]])
+        outs["padv2"] = tf.pad(x, [[1, 0], [0, 0], [2, 2]], constant_values=-3.5)
+        outs["mirror_reflect"] = tf.pad(x, [[0, 0], [2, 1], [1, 3]], mode="REFLECT")
+        outs["mirror_symmetric"] = tf.pad(x, [[1, 1], [0, 2], [3, 0]], mode="SYMMETRIC")
+        return outs
+
+    frozen, gd = freeze(f, tf.TensorSpec([4, 6, 5], tf.float32, name="x"), tf.TensorSpec([], tf.int32, name="limit"))
+    ins, outs = frozen_io(frozen)
+    keys = sorted(f.get_concrete_function(tf.TensorSpec([4, 6, 5], tf.float32, name="x"),
+                                          tf.TensorSpec([], tf.int32, name="limit")).structured_outputs)
+    rng = np.random.default_rng(4)
+    feeds = [[rng.standard_normal([4, 6, 5]).astype(np.float32), np.array(17, np.int32)],
+             [rng.standard_normal([4, 6, 5]).astype(np.float32), np.array(3, np.int32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "array_ops", gd, steps,
+               "frozen tf.function of array ops on x [4,6,5] and a fed int limit: StridedSlice with every mask "
+               "(x[..., 1:3, newaxis, 2], x[::-1], x[-1], x[1:, :-1:2]), GatherV2 (axis 0; axis 2 batch_dims 2), "
+               "OneHot (on/off values, axis 1), Cumsum (exclusive+reverse; plain on axis -1), TopKV2, ArgMax "
+               "(axis 0 int64, axis -1 int32), Range (int and float, fed limit), Split, SplitV (with -1), "
+               "Unpack, Where (1-arg), Pad, PadV2, MirrorPad REFLECT and SYMMETRIC; two steps",
+               outputs=dict(zip(outs, keys)), eager=eager)
+
+
+def case_einsum_ops(out_dir):
+    @tf.function
+    def f(a, b, c, d, sq, q, k):
+        return [
+            tf.einsum("bij,bjk->bik", a, b),           # [2,3,5]
+            tf.einsum("ij,jk", a[0], b[0]),            # implicit output -> ik
+            tf.einsum("...ij,...jk->...ik", c, d),     # [2,1,3,4] x [5,4,2] -> [2,5,3,2]
+            tf.einsum("ii->i", sq),                    # diagonal
+            tf.einsum("ii", sq),                       # trace
+            tf.einsum("ij->ji", a[1]),                 # transpose
+            tf.einsum("i,j->ij", sq[0], sq[:, 1]),     # outer
+            tf.einsum("bhqd,bhkd->bhqk", q, k),        # attention scores
+            tf.einsum("abc->ac", a),                   # sum out b
+        ]
+
+    specs = [tf.TensorSpec([2, 3, 4], tf.float32, name="a"), tf.TensorSpec([2, 4, 5], tf.float32, name="b"),
+             tf.TensorSpec([2, 1, 3, 4], tf.float32, name="c"), tf.TensorSpec([5, 4, 2], tf.float32, name="d"),
+             tf.TensorSpec([4, 4], tf.float32, name="sq"), tf.TensorSpec([2, 2, 3, 4], tf.float32, name="q"),
+             tf.TensorSpec([2, 2, 5, 4], tf.float32, name="k")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(5)
+    feeds = [[rng.standard_normal(s.shape.as_list()).astype(np.float32) for s in specs]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    eqs = ["bij,bjk->bik", "ij,jk (implicit)", "...ij,...jk->...ik broadcast [2,1,3,4]x[5,4,2]", "ii->i",
+           "ii (trace)", "ij->ji", "i,j->ij", "bhqd,bhkd->bhqk", "abc->ac"]
+    write_case(out_dir, "einsum_ops", gd, steps,
+               "frozen tf.function of tf.einsum calls (Einsum op with the equation as written by tf.einsum): "
+               + "; ".join(eqs), outputs=dict(zip(outs, eqs)), eager=eager)
+
+
+def case_nn_ops(out_dir):
+    rng = np.random.default_rng(6)
+    k1 = tf.constant(rng.normal(0, 0.3, [3, 3, 3, 4]).astype(np.float32))
+    k2 = tf.constant(rng.normal(0, 0.3, [3, 3, 4, 4]).astype(np.float32))
+    kt = tf.constant(rng.normal(0, 0.3, [3, 3, 2, 4]).astype(np.float32))
+    kd = tf.constant(rng.normal(0, 0.3, [3, 3, 4, 2]).astype(np.float32))
+    scale = tf.constant(rng.uniform(0.7, 1.3, [4]).astype(np.float32))
+    offset = tf.constant(rng.normal(0, 0.1, [4]).astype(np.float32))
+    mean = tf.constant(rng.normal(0, 0.1, [4]).astype(np.float32))
+    var = tf.constant(rng.uniform(0.5, 1.5, [4]).astype(np.float32))
+
+    @tf.function
+    def f(x):
+        y = tf.nn.conv2d(x, k1, strides=1, padding=[[0, 0], [1, 2], [2, 1], [0, 0]])    # explicit paddings
+        y, _, _ = tf.compat.v1.nn.fused_batch_norm(y, scale, offset, mean, var, epsilon=1e-3,
+                                                   is_training=False)              # FusedBatchNormV3
+        y = tf.nn.leaky_relu(y, alpha=0.1)
+        z = tf.nn.conv2d(y, k2, strides=1, padding="SAME", dilations=2)           # dilations attr
+        z = tf.nn.elu(z)
+        t = tf.nn.conv2d_transpose(z, kt, output_shape=[2, 20, 20, 2], strides=2, padding="SAME")
+        t = tf.nn.selu(t)
+        dw = tf.nn.depthwise_conv2d(z, kd, strides=[1, 1, 1, 1], padding="VALID", dilations=[2, 2])
+        dw = tf.nn.sigmoid(dw)
+        p = tf.nn.max_pool2d(z, ksize=3, strides=2, padding="SAME")
+        sp = tf.nn.softplus(tf.reduce_mean(p, axis=[1, 2]))
+        ls = tf.nn.log_softmax(tf.reshape(dw, [2, -1]))
+        return y, z, t, dw, p, sp, ls
+
+    frozen, gd = freeze(f, tf.TensorSpec([2, 9, 9, 3], tf.float32, name="x"))
+    ins, outs = frozen_io(frozen)
+    feeds = [[rng.standard_normal([2, 9, 9, 3]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    names = ["Conv2D explicit paddings [[0,0],[1,2],[2,1],[0,0]] + FusedBatchNormV3 (inference) + LeakyRelu",
+             "Conv2D SAME dilations 2 + Elu", "Conv2DBackpropInput (conv2d_transpose stride 2 SAME) + Selu",
+             "DepthwiseConv2dNative VALID dilations 2 + Sigmoid", "MaxPool 3x3 stride 2 SAME",
+             "Softplus of Mean", "LogSoftmax"]
+    write_case(out_dir, "nn_ops", gd, steps,
+               "frozen tf.function of tf.nn ops that keras 3 does not emit: " + "; ".join(names),
+               outputs=dict(zip(outs, names)), eager=eager)
+
+
+# ----------------------------------------------------------------------------
+# control flow
+# ----------------------------------------------------------------------------
+
+def build_loops(n, x):
+    """A simple loop, a nested loop (inner bounded by maximum_iterations) and a
+    matrix power loop carrying a [3,3] tensor and reading x from outside."""
+    i, s = tf.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s + 1.0),
+                         (tf.constant(0), tf.constant(0.0)), name="simple")
+
+    def outer_body(i, acc):
+        _, a = tf.while_loop(lambda j, a: j < i, lambda j, a: (j + 1, a + tf.cast(j + 1, tf.float32)),
+                             (tf.constant(0), acc), maximum_iterations=3, name="inner")
+        return i + 1, a * 0.5
+
+    _, nested = tf.while_loop(lambda i, acc: i < n, outer_body, (tf.constant(0), tf.constant(1.0)), name="outer")
+    _, power = tf.while_loop(lambda k, m: k < n, lambda k, m: (k + 1, tf.linalg.matmul(m, x)),
+                             (tf.constant(0), tf.eye(3)), name="power")
+    return i, s, nested, power
+
+
+LOOP_OUTPUTS = ["simple loop counter i", "simple loop sum s (n * 1.0)",
+                "nested loop: outer n times, inner min(i,3) times", "x^n by a loop of matmuls"]
+
+
+def loop_feeds():
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal([3, 3]) * 0.6).astype(np.float32)
+    return [[np.array(5, np.int32), x], [np.array(0, np.int32), x]]
+
+
+def case_while_v2(out_dir):
+    @tf.function
+    def loops(n, x):
+        return build_loops(n, x)
+
+    cf = loops.get_concrete_function(tf.TensorSpec([], tf.int32, name="n"), tf.TensorSpec([3, 3], tf.float32, name="x"))
+    gd = cf.graph.as_graph_def()
+    ins, outs = [t.name for t in cf.inputs], [t.name for t in cf.outputs]
+    steps, eager = fn_steps(cf, ins, outs, loop_feeds())
+    write_case(out_dir, "while_v2", gd, steps,
+               "control flow v2 in a tf.function, exported with its function library (not frozen, not inlined): "
+               "StatelessWhile nodes whose cond/body are FunctionDefs in graph_def.library; a simple loop, a "
+               "nested loop (the inner While inside the outer body function, with maximum_iterations) and a "
+               "matrix-power loop carrying a [3,3] tensor; steps n=5 and n=0 (zero iterations)",
+               outputs=dict(zip(outs, LOOP_OUTPUTS)), eager=eager)
+
+
+def case_cond_v2(out_dir):
+    @tf.function
+    def f(pred, branch, x):
+        y = tf.cond(pred, lambda: tf.square(x) + 1.0, lambda: tf.reduce_sum(x) * x)
+        z = tf.switch_case(branch, [lambda: x * 2.0, lambda: x - 1.0, lambda: tf.sin(x),
+                                    lambda: tf.reverse(x, [0])])
+        return y, z
+
+    cf = f.get_concrete_function(tf.TensorSpec([], tf.bool, name="pred"), tf.TensorSpec([], tf.int32, name="branch"),
+                                 tf.TensorSpec([3], tf.float32, name="x"))
+    gd = cf.graph.as_graph_def()
+    ins, outs = [t.name for t in cf.inputs], [t.name for t in cf.outputs]
+    x = np.array([0.5, -1.25, 2.0], np.float32)
+    feeds = [[np.array(True), np.array(0, np.int32), x],
+             [np.array(False), np.array(1, np.int32), x],
+             [np.array(True), np.array(2, np.int32), x],
+             [np.array(False), np.array(7, np.int32), x]]
+    steps, eager = fn_steps(cf, ins, outs, feeds)
+    write_case(out_dir, "cond_v2", gd, steps,
+               "control flow v2 in a tf.function with its function library: tf.cond on a fed bool "
+               "(StatelessIf, then/else branch functions) and tf.switch_case on a fed int32 (StatelessCase, "
+               "4 branch functions; an out-of-range index runs the last branch). steps: (true,0), (false,1), "
+               "(true,2), (false,7 -> default branch 3)",
+               outputs=dict(zip(outs, ["cond: x^2+1 if pred else sum(x)*x",
+                                       "switch_case: [2x, x-1, sin x, reverse x][branch]"])), eager=eager)
+
+
+def case_function_call(out_dir):
+    @tf.function
+    def inner(x, w):
+        return tf.nn.tanh(tf.linalg.matmul(x, w))
+
+    @tf.function
+    def middle(x, w):
+        return inner(x, w) * 0.5 + 1.0
+
+    w = tf.constant(np.linspace(-1.0, 1.0, 16, dtype=np.float32).reshape(4, 4))
+
+    @tf.function
+    def outer(x):
+        return inner(x, w) + inner(x * 2.0, w) - middle(x, w)
+
+    cf = outer.get_concrete_function(tf.TensorSpec([2, 4], tf.float32, name="x"))
+    gd = cf.graph.as_graph_def()
+    ins, outs = [t.name for t in cf.inputs], [t.name for t in cf.outputs]
+    rng = np.random.default_rng(8)
+    steps, eager = fn_steps(cf, ins, outs, [[rng.standard_normal([2, 4]).astype(np.float32)]])
+    write_case(out_dir, "function_call", gd, steps,
+               "a tf.function graph with its library, not inlined: outer calls inner twice and middle once, "
+               "middle calls inner (PartitionedCall nodes in the graph and inside a library function)",
+               outputs={outs[0]: "inner(x) + inner(2x) - middle(x)"}, eager=eager)
+
+
+def case_function_call_stateful(out_dir):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [3, 2], name="x")
+        v = tf1.Variable(np.array([1.0, -2.0], np.float32), name="acc", use_resource=True)
+
+        @tf.function
+        def scale(t):
+            return t * 3.0 - 1.0
+
+        @tf.function
+        def accumulate(t):
+            v.assign_add(tf.reduce_sum(scale(t), axis=0))
+            return v.read_value() * 2.0
+
+        tf.identity(accumulate(x), name="out")
+        tf.identity(scale(x), name="plain")
+        tf1.group(v.initializer, name="init")
+    gd = g.as_graph_def()
+    rng = np.random.default_rng(9)
+    steps = [{"feeds": {}, "fetches": [], "targets": ["init"]}]
+    for _ in range(3):
+        steps.append({"feeds": {"x:0": rng.standard_normal([3, 2]).astype(np.float32)},
+                      "fetches": ["out:0", "plain:0"], "targets": []})
+    write_case(out_dir, "function_call_stateful", gd, steps,
+               "tf.functions called from a tf.compat.v1 graph: accumulate() updates a resource variable "
+               "(StatefulPartitionedCall taking the variable's handle as an input; AssignAddVariableOp and "
+               "ReadVariableOp inside the library function) and calls scale() (PartitionedCall inside it); "
+               "scale() is also called from the graph. init step, then three steps; the variable accumulates",
+               outputs={"out:0": "2 * (acc after acc += sum(3x-1, axis 0))", "plain:0": "3x-1"})
+
+
+def case_while_v1(out_dir):
+    tf1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        n = tf1.placeholder(tf.int32, [], name="n")
+        x = tf1.placeholder(tf.float32, [3, 3], name="x")
+        names = ["count", "total", "nested_sum", "x_pow_n"]
+        outs = [tf.identity(t, name=nm) for t, nm in zip(build_loops(n, x), names)]
+    gd = g.as_graph_def()
+    fetches = [t.name for t in outs]
+    steps = [{"feeds": {"n:0": f[0], "x:0": f[1]}, "fetches": fetches, "targets": []} for f in loop_feeds()]
+    write_case(out_dir, "while_v1", gd, steps,
+               "control flow v1 (disable_control_flow_v2, tf.compat.v1 graph): the while_v2 loops as frames: "
+               "Enter/Merge/Switch/LoopCond/NextIteration/Exit, a nested frame (inner loop with "
+               "maximum_iterations) and a loop reading x through a constant Enter; steps n=5 and n=0 (zero "
+               "iterations)", outputs=dict(zip(fetches, LOOP_OUTPUTS)))
+
+
+def case_cond_v1(out_dir):
+    tf1.disable_control_flow_v2()
+    g = tf.Graph()
+    with g.as_default():
+        pred = tf1.placeholder(tf.bool, [], name="pred")
+        k = tf1.placeholder(tf.int32, [], name="k")
+        x = tf1.placeholder(tf.float32, [3], name="x")
+        y = tf1.cond(pred, lambda: tf.square(x) + 1.0, lambda: tf.reduce_sum(x) * x, name="cond")
+        nested = tf1.cond(pred,
+                          lambda: tf1.cond(x[0] > 0.0, lambda: x * 10.0, lambda: -x, name="inner"),
+                          lambda: tf.reverse(x, [0]), name="outer")
+        picked = tf1.case([(tf.equal(k, 0), lambda: x * 2.0), (tf.equal(k, 1), lambda: x - 1.0)],
+                          default=lambda: tf.sin(x), exclusive=False, name="case")
+        fetch_t = [tf.identity(y, name="y"), tf.identity(nested, name="nested"), tf.identity(picked, name="picked")]
+    gd = g.as_graph_def()
+    fetches = [t.name for t in fetch_t]
+    xa = np.array([0.5, -1.25, 2.0], np.float32)
+    xb = np.array([-0.75, 3.0, 1.5], np.float32)
+    feeds = [(True, 0, xa), (False, 1, xa), (True, 2, xb), (False, 5, xb)]
+    steps = [{"feeds": {"pred:0": np.array(p), "k:0": np.array(kk, np.int32), "x:0": xx},
+              "fetches": fetches, "targets": []} for p, kk, xx in feeds]
+    write_case(out_dir, "cond_v1", gd, steps,
+               "control flow v1 (disable_control_flow_v2, tf.compat.v1 graph): tf.compat.v1.cond (Switch/Merge "
+               "on a fed bool), a cond nested in a branch (inner pred from x), and tf.compat.v1.case with two "
+               "predicates and a default (a chain of conds). steps (pred,k,x): (T,0,xa) (F,1,xa) (T,2,xb) "
+               "(F,5,xb): both branches of each cond, every case arm",
+               outputs=dict(zip(fetches, ["x^2+1 if pred else sum(x)*x",
+                                          "pred ? (x0>0 ? 10x : -x) : reverse(x)",
+                                          "k==0: 2x, k==1: x-1, else sin x"])))
+
+
+def build_two_task_loop(n, x):
+    with tf.device(TASK1):
+        w = tf.constant(np.linspace(-0.5, 0.5, 16, dtype=np.float32).reshape(4, 4), name="w")
+
+    def body(i, s):
+        with tf.device(TASK0):
+            i2 = i + 1
+        with tf.device(TASK1):
+            s2 = tf.nn.tanh(tf.linalg.matmul(s, w) + x)
+        return i2, s2
+
+    with tf.device(TASK0):
+        i, s = tf.while_loop(lambda i, s: i < n, body, (tf.constant(0), tf.zeros([2, 4])), name="loop")
+        return tf.identity(i, name="i"), tf.identity(s, name="s")
+
+
+def two_task_steps():
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal([2, 4]).astype(np.float32)
+    return [{"feeds": {"n:0": np.array(n, np.int32), "x:0": x}, "fetches": ["i:0", "s:0"], "targets": []}
+            for n in (5, 0)]
+
+
+def two_task_case(out_dir, name, v2, note):
+    if not v2:
+        tf1.disable_control_flow_v2()
+    servers = two_task_servers()
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(TASK0):
+            n = tf1.placeholder(tf.int32, [], name="n")
+            x = tf1.placeholder(tf.float32, [2, 4], name="x")
+        build_two_task_loop(n, x)
+    gd = g.as_graph_def()
+    write_case(out_dir, name, gd, two_task_steps(), note, target=servers[0].target,
+               outputs={"i:0": "loop counter (task 0)", "s:0": "s <- tanh(s @ w + x), n times (task 1)"})
+
+
+def case_while_two_tasks(out_dir):
+    two_task_case(out_dir, "while_two_tasks", False,
+                  "control flow v1 loop across two tasks, run by TF's distributed runtime (2 in-process servers, "
+                  "session on task 0): the counter and the loop's frame nodes on /job:worker/task:0, the body's "
+                  "matmul/tanh (and w) on /job:worker/task:1, so the partitioner must build the loop's control "
+                  "frame on both tasks; steps n=5 and n=0")
+
+
+def case_while_v2_two_tasks(out_dir):
+    two_task_case(out_dir, "while_v2_two_tasks", True,
+                  "control flow v2 loop across two tasks: a While op on /job:worker/task:0 whose body function "
+                  "pins the counter to task 0 and matmul/tanh to /job:worker/task:1 (devices inside the library "
+                  "function); TF's session lowers it to Switch/Merge frames (_lower_using_switch_merge) before "
+                  "partitioning. Run by 2 in-process servers, session on task 0; steps n=5 and n=0")
+
+
+# ----------------------------------------------------------------------------
+
+CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
+ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "array_ops", "einsum_ops", "nn_ops",
+         "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
+         "while_two_tasks", "while_v2_two_tasks"]
+assert sorted(ORDER) == sorted(CASES), (ORDER, sorted(CASES))
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "--one":
+        _import_tf()
+        CASES[argv[2]](argv[1])
+        return 0
+    out_dir = argv[0] if argv else os.path.join("tests", "fixtures", "tf-graphs")
+    names = argv[1:] or ORDER
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        print("unknown cases:", unknown, "known:", ORDER, file=sys.stderr)
+        return 2
+    os.makedirs(out_dir, exist_ok=True)
+    failed = []
+    for name in names:
+        # One process per case: fresh function uids, fresh global control-flow mode.
+        rc = subprocess.call([sys.executable, os.path.abspath(__file__), "--one", out_dir, name])
+        if rc != 0:
+            failed.append(name)
+    if failed:
+        print("FAILED:", failed, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
