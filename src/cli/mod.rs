@@ -69,10 +69,11 @@ pub enum Command {
         /// Session target: "" (in process) or ringflow://host:port.
         #[arg(long, default_value = "", conflicts_with = "local_cluster")]
         target: String,
-        /// Start N worker tasks (/job:worker/task:0..N-1) as child processes
-        /// on loopback and run the cases through a session on task 0.
-        #[arg(long, value_name = "N")]
-        local_cluster: Option<usize>,
+        /// Start N worker tasks (/job:worker/task:0..N-1), or the jobs
+        /// listed (ps=1,worker=2), as child processes on loopback and run
+        /// the cases through a session on worker task 0.
+        #[arg(long, value_name = "N|JOB=N,...")]
+        local_cluster: Option<String>,
         /// Case directories.
         #[arg(required = true)]
         cases: Vec<PathBuf>,
@@ -250,30 +251,36 @@ fn dispatch(command: Command) -> Result<bool> {
         }
         Command::Verify { target, local_cluster, cases } => {
             let cluster = match local_cluster {
-                Some(n) => Some(crate::server::local_cluster::LocalCluster::start(
+                Some(jobs) => Some(crate::server::local_cluster::LocalCluster::start_jobs(
                     &crate::server::local_cluster::current_binary()?,
-                    n,
+                    &crate::server::local_cluster::parse_jobs(&jobs)?,
                     &Default::default(),
                 )?),
                 None => None,
             };
-            let target = cluster.as_ref().map_or(target, |c| c.target(0));
-            let tasks = cluster.as_ref().map_or(0, |c| c.len());
+            let target = cluster.as_ref().map_or(target, |c| c.default_target());
             let mut all_passed = true;
             for dir in &cases {
                 let name =
                     dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
                 let result = verify::verify_case(dir, &|case| {
-                    let needed = case.tasks_needed();
-                    if target.is_empty() && needed > 0 {
+                    let needed = case.jobs_needed();
+                    let wanted = match needed.as_slice() {
+                        [(job, n)] if job == "worker" => n.to_string(),
+                        _ => needed.iter().map(|(job, n)| format!("{job}={n}")).collect::<Vec<_>>().join(","),
+                    };
+                    if target.is_empty() && !needed.is_empty() {
                         return Err(Status::failed_precondition(format!(
-                            "the graph pins nodes to {needed} worker tasks; run with --local-cluster {needed} or --target"
+                            "the graph pins nodes to tasks of a cluster; run with --local-cluster {wanted} or --target"
                         )));
                     }
-                    if cluster.is_some() && needed > tasks {
-                        return Err(Status::failed_precondition(format!(
-                            "the graph pins nodes to {needed} worker tasks; the local cluster has {tasks}"
-                        )));
+                    if let Some(c) = &cluster {
+                        if let Some((job, n)) = needed.iter().find(|(job, n)| c.tasks_of(job) < *n) {
+                            return Err(Status::failed_precondition(format!(
+                                "the graph pins nodes to {n} tasks of job '{job}'; the local cluster has {} (try --local-cluster {wanted})",
+                                c.tasks_of(job)
+                            )));
+                        }
                     }
                     // A case expects fresh state: its session keeps its variables to itself.
                     let config = crate::master::SessionConfig { isolate_session_state: true, ..Default::default() };

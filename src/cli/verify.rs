@@ -96,6 +96,18 @@ impl GoldenCase {
             .unwrap_or(0)
     }
 
+    /// Per job the case pins nodes to, the number of tasks it needs.
+    pub fn jobs_needed(&self) -> Vec<(String, usize)> {
+        let mut needed: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &self.file.devices {
+            if let Ok(crate::cluster::DeviceName { job: Some(job), task: Some(task), .. }) = crate::cluster::DeviceName::parse(d) {
+                let n = needed.entry(job).or_default();
+                *n = (*n).max(task as usize + 1);
+            }
+        }
+        needed.into_iter().collect()
+    }
+
     /// Runs every step in `session`, comparing fetches.
     pub fn check(&self, session: &dyn Session) -> Result<()> {
         self.check_with(session, RunMode::Run)

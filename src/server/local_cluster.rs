@@ -1,6 +1,7 @@
-//! A cluster of `/job:worker/task:0..N-1` servers on loopback, each a child
-//! process of this binary: what `verify --local-cluster`, the demo, the
-//! remote benchmarks and the integration tests run against.
+//! A cluster of servers on loopback (`/job:worker/task:0..N-1`, or any
+//! jobs, e.g. `ps=1,worker=2`), each a child process of this binary: what
+//! `verify --local-cluster`, the demo, the remote benchmarks and the
+//! integration tests run against.
 //!
 //! Owns: choosing ports, starting the children (each dies with its
 //! parent), waiting until every one answers, and stopping them. Must not
@@ -25,8 +26,33 @@ pub struct LocalCluster {
     /// Each child's stdin stays open while we live: a child exits when it
     /// reads end-of-file, which the kernel delivers however we die.
     children: Vec<Child>,
+    /// `(job, task index)` of each child, in `children`'s order.
+    tasks: Vec<(String, usize)>,
     spec: ClusterSpec,
     spec_file: PathBuf,
+}
+
+/// Jobs and their task counts, as `--local-cluster` takes them: `N` (N
+/// worker tasks) or `ps=1,worker=2`.
+pub fn parse_jobs(text: &str) -> Result<Vec<(String, usize)>> {
+    let bad = || Status::invalid_argument(format!("'{text}' is not a task count (N) or a job list (ps=1,worker=2)"));
+    if let Ok(n) = text.trim().parse::<usize>() {
+        return if n == 0 { Err(bad()) } else { Ok(vec![("worker".to_string(), n)]) };
+    }
+    let mut jobs = Vec::new();
+    for part in text.split(',') {
+        let (job, count) = part.split_once('=').ok_or_else(bad)?;
+        let job = job.trim();
+        let count: usize = count.trim().parse().map_err(|_| bad())?;
+        if job.is_empty() || count == 0 || !job.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(bad());
+        }
+        if jobs.iter().any(|(j, _): &(String, usize)| j == job) {
+            return Err(Status::invalid_argument(format!("job '{job}' is listed twice in '{text}'")));
+        }
+        jobs.push((job.to_string(), count));
+    }
+    Ok(jobs)
 }
 
 /// Extra arguments for every server.
@@ -50,15 +76,20 @@ fn free_ports(n: usize) -> Result<Vec<u16>> {
 }
 
 impl LocalCluster {
-    /// Starts `tasks` servers from the binary at `exe`.
+    /// Starts `tasks` worker servers from the binary at `exe`.
     pub fn start(exe: &Path, tasks: usize, options: &LocalClusterOptions) -> Result<LocalCluster> {
-        if tasks == 0 {
+        LocalCluster::start_jobs(exe, &[("worker".to_string(), tasks)], options)
+    }
+
+    /// Starts the tasks of every job in `jobs` from the binary at `exe`.
+    pub fn start_jobs(exe: &Path, jobs: &[(String, usize)], options: &LocalClusterOptions) -> Result<LocalCluster> {
+        if jobs.iter().map(|(_, n)| n).sum::<usize>() == 0 {
             return Err(Status::invalid_argument("a local cluster needs at least one task"));
         }
         let mut last_error = None;
         // A port taken between reserving and binding fails one attempt.
         for _ in 0..3 {
-            match LocalCluster::try_start(exe, tasks, options) {
+            match LocalCluster::try_start(exe, jobs, options) {
                 Ok(c) => return Ok(c),
                 Err(e) => last_error = Some(e),
             }
@@ -66,21 +97,30 @@ impl LocalCluster {
         Err(last_error.unwrap_or_else(|| Status::internal("local cluster did not start")))
     }
 
-    fn try_start(exe: &Path, tasks: usize, options: &LocalClusterOptions) -> Result<LocalCluster> {
-        let ports = free_ports(tasks)?;
-        let spec = ClusterSpec::workers(ports.iter().map(|p| format!("127.0.0.1:{p}")).collect());
-        let spec_file = std::env::temp_dir().join(format!("ringflow-cluster-{}-{}.toml", std::process::id(), ports[0]));
+    fn try_start(exe: &Path, jobs: &[(String, usize)], options: &LocalClusterOptions) -> Result<LocalCluster> {
+        let total = jobs.iter().map(|(_, n)| n).sum();
+        let mut ports = free_ports(total)?.into_iter();
+        let mut spec = ClusterSpec::default();
+        for (job, n) in jobs {
+            spec.cluster.insert(job.clone(), ports.by_ref().take(*n).map(|p| format!("127.0.0.1:{p}")).collect());
+        }
+        let first_port = spec.cluster.values().flatten().next().cloned().unwrap_or_default();
+        let spec_file = std::env::temp_dir()
+            .join(format!("ringflow-cluster-{}-{}.toml", std::process::id(), first_port.replace([':', '.'], "_")));
         std::fs::write(&spec_file, spec.to_toml())
             .map_err(|e| Status::permission_denied(format!("cannot write {}: {e}", spec_file.display())))?;
-        let mut cluster = LocalCluster { children: Vec::with_capacity(tasks), spec, spec_file };
-        for task in 0..tasks {
+        // Children in the spec's task order, which `wait_ready` follows.
+        let tasks: Vec<(String, usize)> =
+            spec.cluster.iter().flat_map(|(job, addrs)| (0..addrs.len()).map(move |i| (job.clone(), i))).collect();
+        let mut cluster = LocalCluster { children: Vec::with_capacity(total), tasks: tasks.clone(), spec, spec_file };
+        for (job, task) in tasks {
             let mut command = Command::new(exe);
             command
                 .arg("server")
                 .arg("--cluster")
                 .arg(&cluster.spec_file)
                 .arg("--job")
-                .arg("worker")
+                .arg(&job)
                 .arg("--task")
                 .arg(task.to_string())
                 .arg("--exit-on-stdin-eof")
@@ -95,7 +135,7 @@ impl LocalCluster {
             }
             let child = command
                 .spawn()
-                .map_err(|e| Status::internal(format!("cannot start {} for task {task}: {e}", exe.display())))?;
+                .map_err(|e| Status::internal(format!("cannot start {} for /job:{job}/task:{task}: {e}", exe.display())))?;
             cluster.children.push(child);
         }
         cluster.wait_ready()?;
@@ -133,14 +173,32 @@ impl LocalCluster {
         &self.spec
     }
 
-    /// The address of task `i`.
+    /// The address of worker task `i`.
     pub fn address(&self, task: usize) -> &str {
         &self.spec.cluster["worker"][task]
     }
 
-    /// `ringflow://` target of task `i`'s master.
+    /// `ringflow://` target of worker task `i`'s master.
     pub fn target(&self, task: usize) -> String {
         format!("ringflow://{}", self.address(task))
+    }
+
+    /// `ringflow://` target of `/job:{job}/task:{task}`'s master, if it exists.
+    pub fn target_of(&self, job: &str, task: usize) -> Option<String> {
+        self.spec.cluster.get(job)?.get(task).map(|a| format!("ringflow://{a}"))
+    }
+
+    /// The target a client of the whole cluster uses: worker task 0, or
+    /// the first task of the first job when there is no worker job.
+    pub fn default_target(&self) -> String {
+        self.target_of("worker", 0)
+            .or_else(|| self.tasks.first().and_then(|(job, i)| self.target_of(job, *i)))
+            .unwrap_or_default()
+    }
+
+    /// How many tasks job `job` has here.
+    pub fn tasks_of(&self, job: &str) -> usize {
+        self.spec.cluster.get(job).map_or(0, Vec::len)
     }
 
     pub fn len(&self) -> usize {
@@ -151,10 +209,12 @@ impl LocalCluster {
         self.children.is_empty()
     }
 
-    /// Kills task `i` (to test failures).
+    /// Kills worker task `i` (to test failures).
     pub fn kill(&mut self, task: usize) {
-        let _ = self.children[task].kill();
-        let _ = self.children[task].wait();
+        if let Some(i) = self.tasks.iter().position(|(j, t)| j == "worker" && *t == task) {
+            let _ = self.children[i].kill();
+            let _ = self.children[i].wait();
+        }
     }
 
     /// Stops every server.
@@ -181,6 +241,7 @@ impl LocalCluster {
             let _ = child.wait();
         }
         self.children.clear();
+        self.tasks.clear();
         let _ = std::fs::remove_file(&self.spec_file);
     }
 }
@@ -188,6 +249,20 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_lists_parse() {
+        assert_eq!(parse_jobs("3").unwrap(), vec![("worker".to_string(), 3)]);
+        assert_eq!(parse_jobs("ps=1,worker=2").unwrap(), vec![("ps".to_string(), 1), ("worker".to_string(), 2)]);
+        for bad in ["0", "ps=0", "ps", "=2", "ps=1,ps=2", "p s=1", ""] {
+            assert!(parse_jobs(bad).is_err(), "{bad}");
+        }
     }
 }
 
