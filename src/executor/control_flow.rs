@@ -266,7 +266,7 @@ impl State {
         for (i, edge) in edges.iter().enumerate() {
             let dst = edge.dst as usize;
             let local = cf.local[dst] as usize;
-            let is_merge = matches!(plan.nodes[dst].kind, NodeKind::Merge);
+            let is_merge = cf.flags[dst] & ControlFlowPlan::MERGE != 0;
             let data_inputs = cf.num_data_inputs[dst];
             let (now_ready, now_dead) = if edge.port == CONTROL_PORT {
                 if is_merge {
@@ -314,7 +314,7 @@ impl State {
             };
             if now_ready {
                 // A ControlTrigger runs whatever its inputs were.
-                let dead = now_dead && plan.nodes[dst].op != "ControlTrigger";
+                let dead = now_dead && cf.flags[dst] & ControlFlowPlan::TRIGGER == 0;
                 state.outstanding_ops += 1;
                 ready.push(Tagged { id: edge.dst, frame, iter, dead });
             }
@@ -502,13 +502,11 @@ impl CfExecution {
 
     /// Whether `t` runs under the state lock: it neither waits, nor talks
     /// to the rendezvous or the call frame, nor is worth a thread.
+    #[inline]
     fn runs_locked(&self, t: Tagged) -> bool {
-        let plan = self.plan();
-        match plan.nodes[t.id as usize].kind {
-            NodeKind::Kernel { .. } => t.dead || !plan.hot[t.id as usize].has(HotNode::EXPENSIVE),
-            NodeKind::Arg(_) | NodeKind::Retval(_) | NodeKind::Send(_) | NodeKind::Recv(_) => false,
-            _ => true,
-        }
+        let flags = self.cf().flags[t.id as usize];
+        flags & ControlFlowPlan::LOCKED != 0
+            || (t.dead && matches!(self.plan().nodes[t.id as usize].kind, NodeKind::Kernel { .. }))
     }
 
     fn start_us(&self, t: Tagged) -> Option<u64> {
@@ -522,17 +520,17 @@ impl CfExecution {
         let cf = self.cf();
         let hot = &plan.hot[t.id as usize];
         let iteration = state.frame_mut(t.frame).iteration_mut(t.iter);
-        (0..hot.num_inputs)
-            .map(|i| {
-                let slot = (hot.input_base + i) as usize;
-                match &plan.slot_const[slot] {
-                    // Kernels borrow bound constants from the plan.
-                    Some(c) if !hot.has(HotNode::KERNEL) => Some(c.clone()),
-                    Some(_) => None,
-                    None => iteration.slots[cf.slot_local[slot] as usize].take(),
-                }
-            })
-            .collect()
+        let mut inputs = Values::new();
+        let base = hot.input_base as usize;
+        for slot in base..base + hot.num_inputs as usize {
+            inputs.push(match &plan.slot_const[slot] {
+                // Kernels borrow bound constants from the plan.
+                Some(c) if !hot.has(HotNode::KERNEL) => Some(c.clone()),
+                Some(_) => None,
+                None => iteration.slots[cf.slot_local[slot] as usize].take(),
+            });
+        }
+        inputs
     }
 
     /// A node run off the lock: a wait, a transfer, the call frame, or an
@@ -608,8 +606,12 @@ impl CfExecution {
                 self.wait_for(t, key);
                 return None;
             }
+            // Pass-throughs hand their input slots on as their outputs.
             NodeKind::Enter { .. } | NodeKind::Exit | NodeKind::NextIteration | NodeKind::LoopCond => {
-                take(inputs, 0, node).map(|v| smallvec![Some(v)])
+                match inputs.first() {
+                    Some(Some(_)) => Ok(std::mem::take(inputs)),
+                    _ => Err(Status::internal(format!("{}: input 0 missing", node.describe()))),
+                }
             }
             NodeKind::Switch => routed(inputs, node, n, |pred| switch_port(pred)),
             NodeKind::SwitchN(outs) => routed(inputs, node, n, |index| switch_n_port(index, *outs)),

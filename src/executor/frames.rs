@@ -51,6 +51,18 @@ pub(crate) struct ControlFlowPlan {
     pub num_data_inputs: Vec<u32>,
     /// Per node: for a `Merge`, whether anything reads its `value_index`.
     pub merge_index_used: Vec<bool>,
+    /// Per node: what the run loop asks of it on every activation, packed.
+    pub flags: Vec<u8>,
+}
+
+impl ControlFlowPlan {
+    /// A `Merge`: runs on its first live input.
+    pub const MERGE: u8 = 1;
+    /// A `ControlTrigger`: runs even when its inputs are dead.
+    pub const TRIGGER: u8 = 2;
+    /// Runs under the state lock: neither waits, nor touches the
+    /// rendezvous or the call frame, nor is worth a thread of its own.
+    pub const LOCKED: u8 = 4;
 }
 
 /// What the frame inference needs of an `Enter`.
@@ -61,9 +73,10 @@ pub(crate) struct EnterAttrs {
 
 impl ControlFlowPlan {
     /// Infers every node's frame. `nodes` are in topological order without
-    /// back edges, `out_edges[i]` are node `i`'s out edges (all of them,
-    /// before constants are bound), `input_base[i]`/`num_inputs[i]` its
-    /// slots, `enters[i]` the attrs of an `Enter`.
+    /// back edges, `out_edges[i]` are node `i`'s out edges (constants bound
+    /// to kernels already left out), `input_base[i]`/`num_inputs[i]` its
+    /// slots, `enters[i]` the attrs of an `Enter`, `expensive[i]` whether
+    /// its kernel is worth a thread.
     pub fn build(
         nodes: &[PlanNode],
         out_edges: &[Vec<OutEdge>],
@@ -71,6 +84,7 @@ impl ControlFlowPlan {
         num_inputs: &[u32],
         initial_pending: &[u32],
         enters: &[Option<EnterAttrs>],
+        expensive: &[bool],
         num_slots: usize,
     ) -> Result<ControlFlowPlan> {
         let n = nodes.len();
@@ -190,7 +204,38 @@ impl ControlFlowPlan {
             }
         }
         let merge_index_used = out_edges.iter().map(|edges| edges.iter().any(|e| e.port == 1)).collect();
-        Ok(ControlFlowPlan { frames, node_frame, local, slot_local, enter_child, num_data_inputs, merge_index_used })
+        let flags = nodes
+            .iter()
+            .zip(expensive)
+            .map(|(node, &expensive)| {
+                let mut f = 0;
+                if matches!(node.kind, NodeKind::Merge) {
+                    f |= ControlFlowPlan::MERGE;
+                }
+                if node.op == "ControlTrigger" {
+                    f |= ControlFlowPlan::TRIGGER;
+                }
+                let locked = match node.kind {
+                    NodeKind::Kernel { .. } => !expensive,
+                    NodeKind::Arg(_) | NodeKind::Retval(_) | NodeKind::Send(_) | NodeKind::Recv(_) => false,
+                    _ => true,
+                };
+                if locked {
+                    f |= ControlFlowPlan::LOCKED;
+                }
+                f
+            })
+            .collect();
+        Ok(ControlFlowPlan {
+            frames,
+            node_frame,
+            local,
+            slot_local,
+            enter_child,
+            num_data_inputs,
+            merge_index_used,
+            flags,
+        })
     }
 }
 

@@ -289,7 +289,17 @@ impl Plan {
         let control_flow = if has_control_flow {
             let bases: Vec<u32> = hot.iter().map(|h| h.input_base).collect();
             let counts: Vec<u32> = hot.iter().map(|h| h.num_inputs).collect();
-            Some(ControlFlowPlan::build(&nodes, &out_edges, &bases, &counts, &initial_pending, &enters, slot_deref.len())?)
+            let expensive: Vec<bool> = hot.iter().map(|h| h.has(HotNode::EXPENSIVE)).collect();
+            Some(ControlFlowPlan::build(
+                &nodes,
+                &out_edges,
+                &bases,
+                &counts,
+                &initial_pending,
+                &enters,
+                &expensive,
+                slot_deref.len(),
+            )?)
         } else {
             None
         };
