@@ -582,3 +582,60 @@ fn run_with_trace_prints_every_node_of_the_step_on_every_task() {
     assert!(row("y").contains("/job:worker/replica:0/task:1/") && row("y").contains(" AddV2 "), "{trace}");
     assert!(trace.lines().any(|l| l.contains(" _Send ")) && trace.lines().any(|l| l.contains(" _Recv ")), "{trace}");
 }
+
+/// `x` (string) fed and copied on task 0, read by an Identity pinned on
+/// task 1; a string constant on task 1 read back through task 0.
+fn string_two_task_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    b.set_device("/job:worker/task:0");
+    let x = b.placeholder("x", DType::String);
+    let x0 = b.unary("x0", "Identity", &x, DType::String);
+    b.set_device("/job:worker/task:1");
+    b.unary("y", "Identity", &x0, DType::String);
+    let names = Tensor::from_strings([3], &[&b"w"[..], b"", b"\xffbias"]).unwrap();
+    let c = b.constant("names", &names);
+    b.set_device("/job:worker/task:0");
+    b.unary("names_on_0", "Identity", &c, DType::String);
+    b.finish()
+}
+
+#[test]
+fn string_tensors_cross_between_tasks_and_back_to_the_client() {
+    let target = target();
+    let s = session_on(&target, string_two_task_graph());
+    let fed =
+        Tensor::from_strings([2, 2], &[&b"model.ckpt"[..], b"", b"\x00non-utf8\xfe", "x".repeat(10_000).as_bytes()])
+            .unwrap();
+    let traced = RunOptions { trace: true, ..RunOptions::default() };
+    let fetches: Vec<String> = ["y", "names_on_0", "x0"].iter().map(|s| s.to_string()).collect();
+    let (out, meta) = s.run(&traced, vec![("x".into(), fed.clone())], &fetches, &[]).unwrap();
+    assert!(out[0].bit_eq(&fed), "{:?}", out[0]);
+    assert_eq!(out[1].strings().unwrap().to_vec(), vec![&b"w"[..], b"", b"\xffbias"]);
+    assert!(out[2].bit_eq(&fed));
+    let on = |op: &str, task: &str| meta.step_stats.iter().any(|n| n.op == op && n.device.contains(task));
+    assert!(on("_Send", "task:0") && on("_Recv", "task:1"), "x0 crosses to task 1: {:?}", meta.step_stats);
+    assert!(on("_Send", "task:1") && on("_Recv", "task:0"), "names cross to task 0: {:?}", meta.step_stats);
+    let err = s.run_simple(&[("x", Tensor::scalar(1i32))], &["y"], &[]).unwrap_err();
+    assert!(err.message.contains("expects string"), "{err}");
+    s.close().unwrap();
+
+    // The same through `ringflow run`: a numpy bytes feed, printed fetches.
+    let dir = tempfile::tempdir().unwrap();
+    let graph_file = dir.path().join("strings.pb");
+    std::fs::write(&graph_file, ringflow::graph::graph_to_pb_bytes(&string_two_task_graph())).unwrap();
+    let feed_file = dir.path().join("x.npy");
+    let feed = Tensor::from_strings([2], &[&b"model.ckpt-7"[..], b"it's \xff"]).unwrap();
+    ringflow::tensor::npy::write_npy(&feed, &feed_file).unwrap();
+    let out = std::process::Command::new(binary())
+        .args(["run", "--graph"])
+        .arg(&graph_file)
+        .arg("--feed")
+        .arg(format!("x={}", feed_file.display()))
+        .args(["--fetch", "y", "--fetch", "names_on_0", "--target", &target])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("y (string [2]):\n[b'model.ckpt-7', b\"it's \\xff\"]"), "{stdout}");
+    assert!(stdout.contains("names_on_0 (string [3]):\n[b'w', b'', b'\\xffbias']"), "{stdout}");
+}

@@ -231,7 +231,8 @@ impl Region {
 
     /// A tensor whose bytes live in a slot of this region (so it can be sent
     /// from registered memory), filled by `fill`. `None` when the tensor does
-    /// not fit a slot or no slot is free.
+    /// not fit a slot, no slot is free, or `dtype` is string (whose length
+    /// is not the shape's).
     pub fn alloc_tensor(
         &self,
         dtype: DType,
@@ -239,7 +240,7 @@ impl Region {
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<crate::Result<Tensor>> {
         let shape = shape.into();
-        let len = shape.checked_num_elements()?.checked_mul(dtype.size())?;
+        let len = shape.checked_num_elements()?.checked_mul(dtype.size()?)?;
         if len > self.slot_bytes() {
             return None;
         }

@@ -1,6 +1,8 @@
 //! `ringflow run`: one step of a GraphDef in process, feeds from .npy files,
 //! fetches printed or written as .npy, and with `--trace` the step's
-//! per-node timings (RunMetadata's step stats) as a table.
+//! per-node timings (RunMetadata's step stats) as a table. String tensors
+//! travel as numpy bytes arrays (`|S<n>`, or `<U<n>` on input) and print as
+//! bytes literals, as numpy shows them.
 //!
 //! Owns: parsing `NAME=FILE.npy` feed arguments and writing outputs. Must
 //! not know how sessions work beyond the `Session` trait.
@@ -104,4 +106,39 @@ fn write_outputs(dir: &Path, outputs: &[(String, Tensor)]) -> Result<()> {
         npy::write_npy(tensor, dir.join(output_file_name(name)))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::builder::GraphBuilder;
+    use crate::tensor::DType;
+
+    #[test]
+    fn string_feeds_and_fetches_go_through_npy_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = GraphBuilder::new();
+        let x = b.placeholder("x", DType::String);
+        b.unary("y", "Identity", &x, DType::String);
+        let graph = dir.path().join("g.pb");
+        std::fs::write(&graph, crate::graph::graph_to_pb_bytes(&b.finish())).unwrap();
+        let feed = Tensor::from_strings([3], &[&b"save/Const"[..], b"", b"\xff\x01"]).unwrap();
+        let feed_file = dir.path().join("x.npy");
+        npy::write_npy(&feed, &feed_file).unwrap();
+        let out_dir = dir.path().join("out");
+        let args = RunArgs {
+            graph,
+            feeds: vec![format!("x:0={}", feed_file.display())],
+            fetches: vec!["y:0".into()],
+            targets: vec![],
+            out: Some(out_dir.clone()),
+            target: String::new(),
+            trace: false,
+        };
+        let outcome = run(&args).unwrap();
+        assert!(outcome.outputs[0].1.bit_eq(&feed));
+        assert_eq!(outcome.outputs[0].1.to_string(), r"[b'save/Const', b'', b'\xff\x01']");
+        let written = npy::read_npy(out_dir.join(output_file_name("y:0"))).unwrap();
+        assert!(written.bit_eq(&feed));
+    }
 }

@@ -8,7 +8,7 @@
 use super::function;
 use super::spec::{AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue};
 use crate::error::{Result, Status};
-use crate::tensor::DType;
+use crate::tensor::{DType, Shape, Tensor};
 use prost::Message;
 use std::collections::HashMap;
 use std::path::Path;
@@ -210,7 +210,7 @@ fn data_type_of(tf: i32) -> DataType {
         3 => DataType::Tensor(DType::I32),
         9 => DataType::Tensor(DType::I64),
         10 => DataType::Tensor(DType::Bool),
-        7 => DataType::String,
+        7 => DataType::Tensor(DType::String),
         20 => DataType::Resource,
         21 => DataType::Variant,
         other => DataType::Unsupported(other),
@@ -225,6 +225,7 @@ pub fn tf_number_of(dtype: DType) -> i32 {
         DType::I32 => 3,
         DType::I64 => 9,
         DType::Bool => 10,
+        DType::String => 7,
     }
 }
 
@@ -258,8 +259,11 @@ fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| Status::invalid_argument(format!("constant tensor shape {shape} overflows")))?;
+    let Some(width) = dtype.size() else {
+        return string_tensor_of(proto, dims, count);
+    };
     let byte_len = count
-        .checked_mul(dtype.size())
+        .checked_mul(width)
         .ok_or_else(|| Status::invalid_argument(format!("constant tensor shape {shape} overflows")))?;
     if !proto.tensor_content.is_empty() {
         if proto.tensor_content.len() != byte_len {
@@ -289,8 +293,69 @@ fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
         DType::I32 => expand(&proto.int_val, count, "int_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
         DType::I64 => expand(&proto.int64_val, count, "int64_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
         DType::Bool => expand(&proto.bool_val, count, "bool_val")?.iter().map(|&b| b as u8).collect(),
+        DType::String => return string_tensor_of(proto, dims, count),
     };
     Ok(TensorValue { dtype, dims, bytes })
+}
+
+/// A string constant from `string_val` (fewer values than elements repeat
+/// the last, none means empty strings) or from `tensor_content`, which
+/// TensorFlow encodes as every element's length as a varint32, then the
+/// elements' bytes back to back.
+fn string_tensor_of(proto: &proto::TensorProto, dims: Vec<u64>, count: usize) -> Result<TensorValue> {
+    let shape = Shape::from_vec(dims.iter().map(|&d| d as usize).collect());
+    let tensor = if !proto.tensor_content.is_empty() {
+        let values = decode_string_list(&proto.tensor_content, count)?;
+        Tensor::from_strings(shape, &values)?
+    } else {
+        let values = &proto.string_val;
+        if values.len() > count {
+            return Err(Status::invalid_argument(format!(
+                "string_val has {} values for {count} elements",
+                values.len()
+            )));
+        }
+        let fill: &[u8] = values.last().map_or(&[], |v| v);
+        let all: Vec<&[u8]> =
+            values.iter().map(Vec::as_slice).chain(std::iter::repeat_n(fill, count - values.len())).collect();
+        Tensor::from_strings(shape, &all)?
+    };
+    Ok(TensorValue::from_tensor(&tensor))
+}
+
+/// TensorFlow's string list encoding: `count` varint32 lengths, then the
+/// strings' bytes, which must use up `content` exactly.
+fn decode_string_list(content: &[u8], count: usize) -> Result<Vec<&[u8]>> {
+    let bad = |what: &str| Status::invalid_argument(format!("string tensor_content of {count} elements: {what}"));
+    let mut at = 0usize;
+    let mut lengths = Vec::with_capacity(count.min(content.len()));
+    for _ in 0..count {
+        let mut len = 0u64;
+        let mut shift = 0;
+        loop {
+            let byte = *content.get(at).ok_or_else(|| bad("lengths run past the content"))?;
+            at += 1;
+            if shift > 28 {
+                return Err(bad("a length is not a varint32"));
+            }
+            len |= u64::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        lengths.push(usize::try_from(len).map_err(|_| bad("a length is too large"))?);
+    }
+    let mut values = Vec::with_capacity(count);
+    for len in lengths {
+        let value = at.checked_add(len).and_then(|end| content.get(at..end)).ok_or_else(|| bad("bytes run short"))?;
+        values.push(value);
+        at += len;
+    }
+    if at != content.len() {
+        return Err(bad(&format!("{} bytes left over", content.len() - at)));
+    }
+    Ok(values)
 }
 
 fn attr_of(value: &proto::AttrValue) -> Result<AttrValue> {
@@ -432,15 +497,22 @@ fn attr_to_proto(value: &AttrValue) -> proto::AttrValue {
             .collect(),
         unknown_rank: s.dims.is_none(),
     };
-    let tensor = |t: &TensorValue| proto::TensorProto {
-        dtype: tf_number_of(t.dtype),
-        tensor_shape: Some(shape(&ShapeSpec { dims: Some(t.dims.iter().map(|&d| d as i64).collect()) })),
-        tensor_content: t.bytes.clone(),
-        ..Default::default()
+    let tensor = |t: &TensorValue| {
+        let mut out = proto::TensorProto {
+            dtype: tf_number_of(t.dtype),
+            tensor_shape: Some(shape(&ShapeSpec { dims: Some(t.dims.iter().map(|&d| d as i64).collect()) })),
+            ..Default::default()
+        };
+        // TensorFlow writes string constants as `string_val`. A malformed
+        // image goes out as raw content, for the importer to refuse.
+        match t.to_tensor().as_ref().map(Tensor::strings) {
+            Ok(Ok(strings)) => out.string_val = strings.iter().map(<[u8]>::to_vec).collect(),
+            _ => out.tensor_content = t.bytes.clone(),
+        }
+        out
     };
     let ty = |t: &DataType| match t {
         DataType::Tensor(d) => tf_number_of(*d),
-        DataType::String => 7,
         DataType::Resource => 20,
         DataType::Variant => 21,
         DataType::Unsupported(n) => *n,
@@ -562,6 +634,88 @@ mod tests {
         }
         let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![c], versions: None, library: None }.encode_to_vec()).unwrap_err();
         assert!(err.message.contains("node 'c'") && err.message.contains("tensor_content has 7 bytes"), "{err}");
+    }
+
+    fn string_const(name: &str, values: Vec<&[u8]>, content: Vec<u8>, dims: Vec<i64>) -> proto::NodeDef {
+        let tensor = proto::TensorProto {
+            dtype: 7,
+            tensor_shape: Some(proto::TensorShapeProto {
+                dim: dims
+                    .into_iter()
+                    .map(|size| proto::tensor_shape_proto::Dim { size, name: String::new() })
+                    .collect(),
+                unknown_rank: false,
+            }),
+            string_val: values.into_iter().map(<[u8]>::to_vec).collect(),
+            tensor_content: content,
+            ..Default::default()
+        };
+        let mut attr = HashMap::new();
+        attr.insert("value".to_string(), proto::AttrValue { value: Some(proto::attr_value::Value::Tensor(tensor)) });
+        attr.insert("dtype".to_string(), proto::AttrValue { value: Some(proto::attr_value::Value::Type(7)) });
+        proto::NodeDef { name: name.to_string(), op: "Const".to_string(), attr, ..Default::default() }
+    }
+
+    fn import_one(node: proto::NodeDef) -> Result<GraphSpec> {
+        graph_from_pb_bytes(&proto::GraphDef { node: vec![node], versions: None, library: None }.encode_to_vec())
+    }
+
+    fn strings_of(g: &GraphSpec) -> (Vec<usize>, Vec<Vec<u8>>) {
+        let t = g.nodes[0].attr_tensor("value").unwrap().to_tensor().unwrap();
+        (t.dims().to_vec(), t.strings().unwrap().iter().map(<[u8]>::to_vec).collect())
+    }
+
+    #[test]
+    fn string_constants_import_from_string_val() {
+        // A Saver's file name: a scalar.
+        let g = import_one(string_const("filename", vec![b"model.ckpt"], vec![], vec![])).unwrap();
+        assert_eq!(g.nodes[0].attr_dtype("dtype").unwrap(), DType::String);
+        assert_eq!(strings_of(&g), (vec![], vec![b"model.ckpt".to_vec()]));
+        // SaveV2's tensor names: a vector, with empty and non-UTF-8 elements.
+        let g = import_one(string_const("names", vec![b"w", b"", b"\xff\x00b"], vec![], vec![3])).unwrap();
+        assert_eq!(strings_of(&g), (vec![3], vec![b"w".to_vec(), vec![], b"\xff\x00b".to_vec()]));
+        // Fewer values than elements repeat the last; none means empty strings.
+        let g = import_one(string_const("c", vec![b"a", b"z"], vec![], vec![2, 2])).unwrap();
+        assert_eq!(strings_of(&g).1, vec![b"a".to_vec(), b"z".to_vec(), b"z".to_vec(), b"z".to_vec()]);
+        let g = import_one(string_const("c", vec![], vec![], vec![2])).unwrap();
+        assert_eq!(strings_of(&g).1, vec![Vec::<u8>::new(), vec![]]);
+        let g = import_one(string_const("c", vec![], vec![], vec![0, 3])).unwrap();
+        assert_eq!(strings_of(&g), (vec![0, 3], vec![]));
+        let err = import_one(string_const("c", vec![b"a", b"b", b"c"], vec![], vec![2])).unwrap_err();
+        assert!(err.message.contains("node 'c'") && err.message.contains("string_val has 3 values for 2"), "{err}");
+    }
+
+    #[test]
+    fn string_tensor_content_is_varint_lengths_then_bytes() {
+        // Lengths 1, 0, 200 (varint 0xc8 0x01), then the bytes.
+        let long = vec![b'q'; 200];
+        let mut content = vec![1, 0, 0xc8, 0x01, b'a'];
+        content.extend_from_slice(&long);
+        let g = import_one(string_const("c", vec![], content.clone(), vec![3])).unwrap();
+        assert_eq!(strings_of(&g).1, vec![b"a".to_vec(), vec![], long]);
+        let short = content[..content.len() - 1].to_vec();
+        let err = import_one(string_const("c", vec![], short, vec![3])).unwrap_err();
+        assert!(err.message.contains("bytes run short"), "{err}");
+        let mut extra = content.clone();
+        extra.push(b'!');
+        let err = import_one(string_const("c", vec![], extra, vec![3])).unwrap_err();
+        assert!(err.message.contains("1 bytes left over"), "{err}");
+        let err = import_one(string_const("c", vec![], vec![0x80, 0x80], vec![1])).unwrap_err();
+        assert!(err.message.contains("lengths run past"), "{err}");
+        let err = import_one(string_const("c", vec![], vec![0xff; 6], vec![1])).unwrap_err();
+        assert!(err.message.contains("not a varint32"), "{err}");
+    }
+
+    #[test]
+    fn string_constants_export_as_string_val_and_import_back() {
+        let g = import_one(string_const("names", vec![b"w", b"", b"\xff"], vec![], vec![3])).unwrap();
+        let bytes = graph_to_pb_bytes(&g);
+        let def = proto::GraphDef::decode(&bytes[..]).unwrap();
+        let Some(proto::attr_value::Value::Tensor(t)) = &def.node[0].attr["value"].value else {
+            panic!("value is not a tensor: {:?}", def.node[0].attr["value"]);
+        };
+        assert_eq!((t.dtype, t.string_val.len(), t.tensor_content.len()), (7, 3, 0));
+        assert_eq!(graph_from_pb_bytes(&bytes).unwrap(), g);
     }
 
     #[test]

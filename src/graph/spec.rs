@@ -67,12 +67,12 @@ impl fmt::Display for Endpoint {
     }
 }
 
-/// The type an attribute can name: a tensor element type, or one of the
-/// kinds the runtime knows of but does not compute with.
+/// The type an attribute can name: a tensor element type (string
+/// included), or one of the kinds the runtime knows of but does not
+/// compute with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub enum DataType {
     Tensor(DType),
-    String,
     Resource,
     Variant,
     /// A TensorFlow type number this runtime has no support for.
@@ -83,7 +83,6 @@ impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DataType::Tensor(d) => write!(f, "{d}"),
-            DataType::String => f.write_str("string"),
             DataType::Resource => f.write_str("resource"),
             DataType::Variant => f.write_str("variant"),
             DataType::Unsupported(n) => write!(f, "unsupported dtype #{n}"),
@@ -138,7 +137,8 @@ impl fmt::Display for ShapeSpec {
 }
 
 /// A constant tensor stored in a graph (a `Const` node's value): dense,
-/// row-major, little-endian bytes.
+/// row-major, little-endian bytes; for string, the image
+/// `tensor::strings` lays out (checked again by [`TensorValue::to_tensor`]).
 #[derive(Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 pub struct TensorValue {
     pub dtype: DType,
@@ -403,6 +403,24 @@ mod tests {
         let bytes = g.to_bytes().unwrap();
         assert_eq!(GraphSpec::from_bytes(&bytes).unwrap(), g);
         assert!(GraphSpec::from_bytes(&bytes[..bytes.len() / 2]).is_err());
+    }
+
+    #[test]
+    fn string_constants_archive_as_their_image() {
+        let names = Tensor::from_strings([2], &[&b"w"[..], b"\xff"]).unwrap();
+        let g = GraphSpec {
+            nodes: vec![
+                NodeSpec::new("names", "Const")
+                    .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&names)))
+                    .attr("dtype", AttrValue::Type(DataType::Tensor(DType::String))),
+            ],
+        };
+        let back = GraphSpec::from_bytes(&g.to_bytes().unwrap()).unwrap();
+        assert_eq!(back, g);
+        assert!(back.nodes[0].attr_tensor("value").unwrap().to_tensor().unwrap().bit_eq(&names));
+        let mut broken = TensorValue::from_tensor(&names);
+        broken.bytes.pop();
+        assert!(broken.to_tensor().is_err(), "a malformed string image is refused");
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //!                pad to 64 | payload 0 | pad to 64 | payload 1 | pad to 64 | ...
 //! ```
 //!
+//! A payload is its tensor's bytes: little-endian elements, or for a string
+//! tensor its image as `tensor::strings` lays it out (one u64 end offset per
+//! element, then the concatenated bytes), checked on receipt before any
+//! kernel sees it.
+//!
 //! Every length is 64-bit and every frame is a multiple of 64 bytes, so in a
 //! receive stream that starts 64-byte aligned every body and every payload is
 //! 64-byte aligned too, and tensors can point straight into the buffer the
@@ -450,10 +455,14 @@ impl ReceivedFrame {
                 dims.push(usize::try_from(dim).map_err(|_| bad(format!("dim {dim} too large")))?);
                 at += 8;
             }
-            let elements =
-                dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).and_then(|n| n.checked_mul(dtype.size()));
-            if elements.map(|n| n as u64) != Some(byte_len) {
-                return Err(bad(format!("{byte_len} bytes do not hold a {dtype} tensor of dims {dims:?}")));
+            // A string payload's length comes from its contents, which
+            // `from_borrowed` checks below.
+            if let Some(width) = dtype.size() {
+                let fixed_len =
+                    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).and_then(|n| n.checked_mul(width));
+                if fixed_len.map(|n| n as u64) != Some(byte_len) {
+                    return Err(bad(format!("{byte_len} bytes do not hold a {dtype} tensor of dims {dims:?}")));
+                }
             }
             let len = byte_len as usize;
             let padded = padded_payload_len(byte_len).unwrap_or(u64::MAX);
@@ -568,6 +577,43 @@ mod tests {
             assert!(got.buffer().contains(a.data_ptr()), "payload is not in the receive buffer");
             assert_eq!(a.data_ptr() as usize % PAYLOAD_ALIGN, 0);
         }
+    }
+
+    #[test]
+    fn string_payloads_cross_as_their_image_and_are_checked_on_receipt() {
+        let long = vec![0x5au8; 5000];
+        let tensors = vec![
+            Tensor::string_scalar("model.ckpt"),
+            Tensor::from_strings([2, 2], &[&b""[..], b"\xff\x00", &long, b"w"]).unwrap(),
+            Tensor::from_strings::<&str>([0, 3], &[]).unwrap(),
+            Tensor::zeros(DType::String, [3]).unwrap(),
+            Tensor::scalar(1.5f32),
+        ];
+        let frame = OutgoingFrame::new(FrameKind::Response, 3, 5, b"m", &tensors, &limits()).unwrap();
+        let wire = frame.to_vec();
+        let got = decode_frame(&wire, &limits()).unwrap();
+        for (a, b) in got.payloads().iter().zip(&tensors) {
+            assert!(a.bit_eq(b), "{a:?} != {b:?}");
+            assert!(a.byte_len() == 0 || got.buffer().contains(a.data_ptr()), "string payload was copied");
+        }
+        assert_eq!(got.payloads()[1].strings().unwrap().get(2), Some(&long[..]));
+
+        // An offset pointing past the string data is refused, not trusted.
+        let one = Tensor::from_strings([2], &["ab", "cd"]).unwrap();
+        let mut bad = OutgoingFrame::new(FrameKind::Push, 1, 1, b"", &[one], &limits()).unwrap().to_vec();
+        let payload_at = HEADER_BYTES + 64;
+        bad[payload_at..payload_at + 8].copy_from_slice(&99u64.to_le_bytes());
+        let err = decode_frame(&bad, &limits()).unwrap_err();
+        assert!(err.to_string().contains("bad payload 0") && err.to_string().contains("outside"), "{err}");
+        // So is a byte length too short for the offsets of its dims.
+        let table_at = HEADER_BYTES; // no metadata: the table comes first
+        let mut bad =
+            OutgoingFrame::new(FrameKind::Push, 1, 1, b"", &[Tensor::zeros(DType::String, [4]).unwrap()], &limits())
+                .unwrap()
+                .to_vec();
+        bad[table_at + 8..table_at + 16].copy_from_slice(&8u64.to_le_bytes());
+        let err = decode_frame(&bad, &limits()).unwrap_err();
+        assert!(err.to_string().contains("cannot hold the offsets of 4 strings"), "{err}");
     }
 
     #[test]

@@ -194,9 +194,10 @@ fn copy_columns<T: Element>(x: &[T], row_len: usize, start: usize, width: usize,
 
 /// Elements `start .. start + len` of `input` as a tensor of `shape`
 /// without a copy, when they start on an alignment boundary and are too
-/// large to store inline.
+/// large to store inline (never for strings, whose elements are not at
+/// fixed offsets).
 fn window(input: &Tensor, start: usize, len: usize, shape: &Shape) -> Option<Tensor> {
-    let size = input.dtype().size();
+    let size = input.dtype().size()?;
     let bytes = input.as_bytes().get(start * size..(start + len) * size)?;
     if bytes.len() <= INLINE_BYTES || bytes.as_ptr() as usize % TENSOR_ALIGN != 0 {
         return None;
@@ -253,5 +254,42 @@ mod tests {
         let t = Tensor::from_slice::<i64>([100], &[7; 100]).unwrap();
         let out = run1(&node("Identity").attr("T", ty(DType::I64)), std::slice::from_ref(&t)).unwrap();
         assert!(out.shares_bytes_with(&t));
+    }
+
+    #[test]
+    fn string_tensors_pass_through_const_identity_and_reshape() {
+        use crate::graph::spec::{AttrList, DataType};
+        use crate::ops::{ResourceMgr, Value, run_kernel_once};
+        let names = Tensor::from_strings([2, 2], &["w", "b", "", "global_step"]).unwrap();
+        let c = node("Const")
+            .attr("value", AttrValue::Tensor(TensorValue::from_tensor(&names)))
+            .attr("dtype", ty(DType::String));
+        assert!(run1(&c, &[]).unwrap().bit_eq(&names));
+        let out = run1(&node("Identity").attr("T", ty(DType::String)), std::slice::from_ref(&names)).unwrap();
+        assert!(out.shares_bytes_with(&names));
+        let n = node("IdentityN").attr(
+            "T",
+            AttrValue::List(AttrList::Type(vec![DataType::Tensor(DType::String), DataType::Tensor(DType::F32)])),
+        );
+        let inputs = vec![Value::Tensor(names.clone()), Value::Tensor(Tensor::scalar(1.0f32))];
+        let outs = run_kernel_once(&n, inputs, &ResourceMgr::default()).unwrap();
+        assert!(outs[0].clone().into_tensor().unwrap().bit_eq(&names));
+        let reshape = node("Reshape").attr("T", ty(DType::String)).attr("Tshape", ty(DType::I32));
+        let flat = run1(&reshape, &[names.clone(), Tensor::from_slice::<i32>([1], &[-1]).unwrap()]).unwrap();
+        assert_eq!(flat.dims(), &[4]);
+        assert_eq!(flat.strings().unwrap().get(3), Some(&b"global_step"[..]));
+    }
+
+    #[test]
+    fn arithmetic_and_numeric_kernels_refuse_strings_by_name() {
+        let err = run1(&node("AddV2").attr("T", ty(DType::String)), &[]).unwrap_err();
+        assert!(err.message.starts_with("AddV2 does not support dtype string (supported: "), "{err}");
+        let err = run1(&node("Neg").attr("T", ty(DType::String)), &[]).unwrap_err();
+        assert!(err.message.starts_with("Neg does not support dtype string"), "{err}");
+        // Kernels without a named list refuse through their dtype dispatch.
+        let sizes = Tensor::from_slice::<i32>([1], &[1]).unwrap();
+        let split = node("Split").attr("T", ty(DType::String)).attr("num_split", AttrValue::Int(1));
+        let err = run1(&split, &[Tensor::scalar(0i32), sizes]).unwrap_err();
+        assert!(err.message.contains("string tensors are not supported here"), "{err}");
     }
 }

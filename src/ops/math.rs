@@ -171,7 +171,7 @@ where
         DType::F64 => compute_unary::<f64, Op>,
         DType::I32 => compute_unary::<i32, Op>,
         DType::I64 => compute_unary::<i64, Op>,
-        DType::Bool => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -373,7 +373,7 @@ fn pick_binary<Op: RealBinary>(node: &NodeSpec, allowed: &[DType]) -> Result<Box
         DType::F64 => compute_binary::<f64, Op>,
         DType::I32 => compute_binary::<i32, Op>,
         DType::I64 => compute_binary::<i64, Op>,
-        DType::Bool => return Err(unsupported_dtype(&node.op, dtype, allowed)),
+        DType::Bool | DType::String => return Err(unsupported_dtype(&node.op, dtype, allowed)),
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -645,7 +645,7 @@ fn build_add_n(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::F64 => compute_add_n::<f64>,
         DType::I32 => compute_add_n::<i32>,
         DType::I64 => compute_add_n::<i64>,
-        DType::Bool => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
     };
     Ok(FnKernel::boxed(compute))
 }

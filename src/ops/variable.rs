@@ -114,7 +114,9 @@ fn add_values<const SUB: bool>(var: &str, current: &Tensor, value: &Tensor) -> R
         DType::F64 => go::<f64, SUB>(current, value),
         DType::I32 => go::<i32, SUB>(current, value),
         DType::I64 => go::<i64, SUB>(current, value),
-        DType::Bool => Err(unsupported_dtype(if SUB { "AssignSub" } else { "AssignAdd" }, DType::Bool, REAL)),
+        dtype @ (DType::Bool | DType::String) => {
+            Err(unsupported_dtype(if SUB { "AssignSub" } else { "AssignAdd" }, dtype, REAL))
+        }
     }
 }
 

@@ -117,3 +117,60 @@ fn an_error_inside_a_loop_ends_the_step_and_names_the_node() {
     let err = s.run_simple(&[("n", Tensor::scalar(5i32))], &["i_out"], &[]).unwrap_err();
     assert!(err.message.contains("loop/div"), "{err}");
 }
+
+/// A string riding a v1 loop as a loop variable (Enter, Merge, Switch,
+/// Identity, NextIteration, Exit) and picked by a cond (`pred ? name :
+/// "default"`).
+fn string_loop_and_cond_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let n = b.placeholder("n", DType::I32);
+    let name = b.placeholder("name", DType::String);
+    let i0 = b.constant("i0", &Tensor::scalar(0i32));
+    let s0 = b.constant("s0", &Tensor::scalar(0.0f32));
+    let (i_out, _) = b.counting_loop("loop", &n, &i0, &s0, 1);
+    b.add("i_out", "Identity", &[&i_out], vec![("T", ty(DType::I32))]);
+    let string = || ("T", ty(DType::String));
+    let enter = b.add(
+        "loop/enter_str",
+        "Enter",
+        &[&name],
+        vec![
+            string(),
+            ("frame_name", AttrValue::Bytes(b"loop".to_vec())),
+            ("is_constant", AttrValue::Bool(false)),
+            ("parallel_iterations", AttrValue::Int(1)),
+        ],
+    );
+    let merge =
+        b.add("loop/merge_str", "Merge", &[&enter, "loop/next_str:0"], vec![string(), ("N", AttrValue::Int(2))]);
+    b.add("loop/switch_str", "Switch", &[&merge, "loop/cond:0"], vec![string()]);
+    let exit = b.add("loop/exit_str", "Exit", &["loop/switch_str:0"], vec![string()]);
+    let body = b.add("loop/body_str", "Identity", &["loop/switch_str:1"], vec![string()]);
+    b.add("loop/next_str", "NextIteration", &[&body], vec![string()]);
+    b.add("str_out", "Identity", &[&exit], vec![string()]);
+
+    let pred = b.placeholder("pred", DType::Bool);
+    b.add("pick", "Switch", &[&name, &pred], vec![string()]);
+    let pivot = b.add("pick/else", "Identity", &["pick:0"], vec![string()]);
+    let taken = b.add("pick/then", "Identity", &["pick:1"], vec![string()]);
+    let default = b.constant("pick/default", &Tensor::string_scalar("default"));
+    b.control("pick/default", pivot.trim_end_matches(":0"));
+    b.add("picked", "Merge", &[&default, &taken], vec![string(), ("N", AttrValue::Int(2))]);
+    b.finish()
+}
+
+#[test]
+fn string_tensors_ride_loops_and_conds() {
+    let s = create_session(string_loop_and_cond_graph(), &SessionOptions::default()).unwrap();
+    let name = Tensor::string_scalar(b"model.ckpt-\xff");
+    for n in [0, 1, 4] {
+        let out =
+            s.run_simple(&[("n", Tensor::scalar(n)), ("name", name.clone())], &["i_out", "str_out"], &[]).unwrap();
+        assert_eq!(out[0].scalar_value::<i32>().unwrap(), n);
+        assert!(out[1].bit_eq(&name), "{:?} after {n} iterations", out[1]);
+    }
+    for (pred, want) in [(true, &b"model.ckpt-\xff"[..]), (false, b"default")] {
+        let out = s.run_simple(&[("name", name.clone()), ("pred", Tensor::scalar(pred))], &["picked"], &[]).unwrap();
+        assert_eq!(out[0].string_value().unwrap(), want);
+    }
+}

@@ -38,6 +38,38 @@ fn smoke_feed_fetch_identity() {
 }
 
 #[test]
+fn string_tensors_feed_and_fetch_through_identity_across_devices() {
+    let mut b = GraphBuilder::new();
+    b.set_device("/device:CPU:0");
+    let x = b.placeholder("x", DType::String);
+    let names = Tensor::from_strings([3], &[&b"w"[..], b"", b"\xffbias"]).unwrap();
+    let c = b.constant("names", &names);
+    b.set_device("/device:CPU:1");
+    b.unary("y", "Identity", &x, DType::String);
+    b.unary("z", "Identity", &c, DType::String);
+    let s = session_with(b.finish(), 2, 1);
+    let fed = Tensor::from_strings([2, 2], &["model.ckpt", "", "\u{e9}t\u{e9}", "x".repeat(1000).as_str()]).unwrap();
+    let out = s.run_simple(&[("x", fed.clone())], &["y", "z", "x"], &[]).unwrap();
+    assert!(out[0].bit_eq(&fed) && out[1].bit_eq(&names) && out[2].bit_eq(&fed), "{out:?}");
+    assert_eq!(out[0].strings().unwrap().get(2), Some("\u{e9}t\u{e9}".as_bytes()));
+    let err = s.run_simple(&[("x", Tensor::scalar(1.0f32))], &["y"], &[]).unwrap_err();
+    assert_eq!(err.message, "feed 'x:0' expects string, got a float32 tensor of shape []");
+    let out = s.run_simple(&[("x", Tensor::string_scalar("a"))], &["y"], &[]).unwrap();
+    assert_eq!(out[0].string_value().unwrap(), b"a");
+}
+
+#[test]
+fn arithmetic_on_strings_fails_naming_the_node_op_and_dtype() {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::String);
+    b.binary("sum", "AddV2", &x, &x, DType::String);
+    let err = create_session(b.finish(), &SessionOptions::default())
+        .and_then(|s| s.run_simple(&[("x", Tensor::string_scalar("a"))], &["sum"], &[]))
+        .unwrap_err();
+    assert!(err.message.contains("'sum'") && err.message.contains("AddV2 does not support dtype string"), "{err}");
+}
+
+#[test]
 fn parallel_branches_run_concurrently() {
     // Each _TestMeet returns only when both are inside compute at once.
     let meet = |name: &str| {

@@ -3,10 +3,14 @@
 //! Owns: the [`DType`] table (sizes, names, wire codes) and the [`Element`]
 //! trait that ties a Rust scalar to its `DType`. Knows nothing of graphs:
 //! TensorFlow's `DataType` numbers are mapped at the import boundary.
+//!
+//! `String` is the one dtype without a fixed element width and without an
+//! [`Element`] type: its bytes are laid out by [`super::strings`], so
+//! [`DType::size`] answers `None` for it and [`dispatch_dtype!`] refuses it.
 
 use std::fmt;
 
-/// The element types the runtime computes with.
+/// The element types a tensor can hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 #[rkyv(derive(Debug, Clone, Copy, PartialEq, Eq))]
 #[repr(u8)]
@@ -16,17 +20,27 @@ pub enum DType {
     I32 = 3,
     I64 = 4,
     Bool = 5,
+    /// Byte strings of any length (TensorFlow's `tf.string`).
+    String = 6,
 }
 
 impl DType {
-    pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+    /// Every dtype, string included.
+    pub const ALL: [DType; 6] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::String];
 
-    /// Bytes per element.
-    pub const fn size(self) -> usize {
+    /// The dtypes with a fixed-width [`Element`] type: what numeric kernels
+    /// and [`dispatch_dtype!`] compute with.
+    pub const NUMERIC: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+
+    /// Bytes per element; `None` for string, whose elements vary in length
+    /// (a string tensor's byte length comes from its contents, see
+    /// [`super::strings`]).
+    pub const fn size(self) -> Option<usize> {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::F32 | DType::I32 => Some(4),
+            DType::F64 | DType::I64 => Some(8),
+            DType::Bool => Some(1),
+            DType::String => None,
         }
     }
 
@@ -37,6 +51,7 @@ impl DType {
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::Bool => "bool",
+            DType::String => "string",
         }
     }
 
@@ -57,14 +72,16 @@ impl DType {
         DType::ALL.iter().copied().find(|d| d.code() == code)
     }
 
-    /// The numpy type string of this dtype (little-endian).
-    pub const fn npy_descr(self) -> &'static str {
+    /// The numpy type string of this dtype (little-endian); `None` for
+    /// string, whose numpy width (`|S<n>`) depends on the longest element.
+    pub const fn npy_descr(self) -> Option<&'static str> {
         match self {
-            DType::F32 => "<f4",
-            DType::F64 => "<f8",
-            DType::I32 => "<i4",
-            DType::I64 => "<i8",
-            DType::Bool => "|b1",
+            DType::F32 => Some("<f4"),
+            DType::F64 => Some("<f8"),
+            DType::I32 => Some("<i4"),
+            DType::I64 => Some("<i8"),
+            DType::Bool => Some("|b1"),
+            DType::String => None,
         }
     }
 }
@@ -129,11 +146,25 @@ impl Element for bool {
     const DTYPE: DType = DType::Bool;
 }
 
+/// The error [`dispatch_dtype!`] returns for a string tensor.
+pub fn string_not_computed() -> crate::error::Status {
+    crate::error::Status::invalid_argument(
+        "string tensors are not supported here: this kernel computes with numbers and bools only",
+    )
+}
+
 /// Calls `$body` with `$T` bound to the element type of `$dtype`.
+///
+/// String has no element type: for [`DType::String`] the macro returns
+/// `Err(`[`string_not_computed`]`())` from the enclosing function (or
+/// closure), which must therefore return a `Result` whose error comes from
+/// [`Status`](crate::error::Status). Kernels that name their supported
+/// dtypes refuse strings earlier, with `unsupported_dtype`.
 #[macro_export]
 macro_rules! dispatch_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
         match $dtype {
+            $crate::tensor::DType::String => return Err($crate::tensor::dtype::string_not_computed().into()),
             $crate::tensor::DType::F32 => {
                 type $T = f32;
                 $body
@@ -163,12 +194,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_round_trip_and_sizes_match_rust_types() {
+    fn codes_round_trip_and_sizes_match_rust_types() -> crate::error::Result<()> {
         for d in DType::ALL {
             assert_eq!(DType::from_code(d.code()), Some(d));
+        }
+        for d in DType::NUMERIC {
             let size = dispatch_dtype!(d, T => std::mem::size_of::<T>());
-            assert_eq!(size, d.size(), "{d}");
+            assert_eq!(Some(size), d.size(), "{d}");
+            assert!(d.npy_descr().is_some(), "{d}");
         }
         assert_eq!(DType::from_code(0), None);
+        assert_eq!(DType::String.size(), None);
+        Ok(())
+    }
+
+    #[test]
+    fn dispatch_refuses_strings_with_an_error() {
+        fn width(d: DType) -> crate::error::Result<usize> {
+            Ok(dispatch_dtype!(d, T => std::mem::size_of::<T>()))
+        }
+        assert_eq!(width(DType::I64).unwrap(), 8);
+        let err = width(DType::String).unwrap_err();
+        assert!(err.message.contains("string tensors are not supported"), "{err}");
     }
 }

@@ -1,19 +1,27 @@
 //! Tensors: a dtype, a shape and 64-byte aligned bytes shared by reference
 //! count, so feeding, forwarding and fetching a tensor never copies it.
 //!
-//! Owns: [`Tensor`], its constructors, typed and ndarray views, and .npy I/O
-//! ([`npy`]). Must not know about graphs, kernels or the network: the
-//! transport builds tensors over its receive buffers through
-//! [`Tensor::from_borrowed`], and that is the whole interface.
+//! Owns: [`Tensor`], its constructors, typed and ndarray views, string
+//! tensors' layout ([`strings`]) and .npy I/O ([`npy`]). Must not know about
+//! graphs, kernels or the network: the transport builds tensors over its
+//! receive buffers through [`Tensor::from_borrowed`], and that is the whole
+//! interface.
+//!
+//! A string tensor is the same `Tensor`: its storage holds the image
+//! [`strings`] lays out (offsets, then bytes), which is also what crosses
+//! the wire. Numeric views refuse it by dtype, so numeric paths never look
+//! at string bytes and pay nothing for them.
 
 pub mod dtype;
 pub mod npy;
 pub mod shape;
 mod storage;
+pub mod strings;
 
 pub use dtype::{DType, Element};
 pub use shape::Shape;
 pub use storage::{INLINE_BYTES, Keepalive, TENSOR_ALIGN};
+pub use strings::Strings;
 
 use crate::error::{Result, Status};
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn};
@@ -36,11 +44,38 @@ struct Inner {
     storage: Storage,
 }
 
-fn byte_len(dtype: DType, shape: &Shape) -> Result<usize> {
+/// Bytes of a tensor of `dtype` and `shape` whose bytes are all zero: for
+/// string, the offsets of that many empty strings.
+fn zeroed_byte_len(dtype: DType, shape: &Shape) -> Result<usize> {
+    let width = dtype.size().unwrap_or(strings::END_BYTES);
     shape
         .checked_num_elements()
-        .and_then(|n| n.checked_mul(dtype.size()))
+        .and_then(|n| n.checked_mul(width))
         .ok_or_else(|| Status::invalid_argument(format!("tensor shape {shape} of {dtype} overflows")))
+}
+
+/// Checks that foreign `bytes` are a valid tensor of `dtype` and `shape`:
+/// the exact length for fixed-width dtypes (and 0/1 bytes for bool), a
+/// well-formed image for string.
+fn check_foreign_bytes(dtype: DType, shape: &Shape, bytes: &[u8]) -> Result<()> {
+    if dtype == DType::String {
+        let elements = shape
+            .checked_num_elements()
+            .ok_or_else(|| Status::invalid_argument(format!("tensor shape {shape} of {dtype} overflows")))?;
+        return strings::check_image(bytes, elements)
+            .map_err(|e| e.context(format_args!("string tensor of shape {shape}")));
+    }
+    let len = zeroed_byte_len(dtype, shape)?;
+    if len != bytes.len() {
+        return Err(Status::invalid_argument(format!(
+            "{} bytes do not fill a {dtype} tensor of shape {shape} ({len} bytes)",
+            bytes.len()
+        )));
+    }
+    if dtype == DType::Bool {
+        check_bools(bytes)?;
+    }
+    Ok(())
 }
 
 fn check_bools(bytes: &[u8]) -> Result<()> {
@@ -55,14 +90,17 @@ fn check_bools(bytes: &[u8]) -> Result<()> {
 
 impl Tensor {
     fn from_parts(dtype: DType, shape: Shape, storage: Storage) -> Tensor {
-        debug_assert_eq!(storage.bytes().len(), shape.num_elements() * dtype.size());
+        debug_assert!(match dtype.size() {
+            Some(width) => storage.bytes().len() == shape.num_elements() * width,
+            None => strings::check_image(storage.bytes(), shape.num_elements()).is_ok(),
+        });
         Tensor { inner: Arc::new(Inner { dtype, shape, storage }) }
     }
 
-    /// A tensor of zeros (false for bool).
+    /// A tensor of zeros (false for bool, empty strings for string).
     pub fn zeros(dtype: DType, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
-        let len = byte_len(dtype, &shape)?;
+        let len = zeroed_byte_len(dtype, &shape)?;
         Ok(Tensor::from_parts(dtype, shape, Storage::zeroed(len)))
     }
 
@@ -85,14 +123,14 @@ impl Tensor {
         fill: impl FnOnce(&mut [MaybeUninit<T>]),
     ) -> Result<Tensor> {
         let shape = shape.into();
-        let len = byte_len(T::DTYPE, &shape)?;
+        let len = zeroed_byte_len(T::DTYPE, &shape)?;
         let fill_bytes = |bytes: &mut [MaybeUninit<u8>]| {
             debug_assert_eq!(bytes.as_ptr() as usize % TENSOR_ALIGN, 0);
             // SAFETY: tensor bytes are 64-byte aligned (so aligned for `T`)
             // and `len` is a whole number of `T`s; `MaybeUninit<T>` claims
             // nothing about them.
             let elements = unsafe {
-                std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), len / T::DTYPE.size())
+                std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<MaybeUninit<T>>(), len / size_of::<T>())
             };
             fill(elements);
         };
@@ -162,20 +200,29 @@ impl Tensor {
         Tensor::from_map(shape, values, |v| v)
     }
 
-    /// A tensor holding a copy of raw little-endian `bytes`.
+    /// A tensor holding a copy of raw little-endian `bytes` (for string,
+    /// an image as [`strings`] lays it out, which is checked).
     pub fn from_bytes(dtype: DType, shape: impl Into<Shape>, bytes: &[u8]) -> Result<Tensor> {
         let shape = shape.into();
-        let len = byte_len(dtype, &shape)?;
-        if len != bytes.len() {
-            return Err(Status::invalid_argument(format!(
-                "{} bytes do not fill a {dtype} tensor of shape {shape} ({len} bytes)",
-                bytes.len()
-            )));
-        }
-        if dtype == DType::Bool {
-            check_bools(bytes)?;
-        }
+        check_foreign_bytes(dtype, &shape, bytes)?;
         Ok(Tensor::from_parts(dtype, shape, Storage::copy_of(bytes)))
+    }
+
+    /// A string tensor of `shape` holding copies of `values`, row-major.
+    pub fn from_strings<S: AsRef<[u8]>>(shape: impl Into<Shape>, values: &[S]) -> Result<Tensor> {
+        let shape = shape.into();
+        Tensor::check_fill(&shape, values.len())?;
+        let len = strings::image_len(values).ok_or_else(|| {
+            Status::invalid_argument(format!("{} strings of shape {shape} overflow the address space", values.len()))
+        })?;
+        // SAFETY: `encode_into` writes every byte of an `image_len` buffer.
+        let storage = unsafe { Storage::written_by(len, |bytes| strings::encode_into(values, bytes)) };
+        Ok(Tensor::from_parts(DType::String, shape, storage))
+    }
+
+    /// A string scalar.
+    pub fn string_scalar(value: impl AsRef<[u8]>) -> Tensor {
+        Tensor::from_strings(Shape::scalar(), &[value]).expect("one string fills a scalar")
     }
 
     /// A tensor over memory someone else owns, without copying it.
@@ -191,11 +238,13 @@ impl Tensor {
         keepalive: Keepalive,
     ) -> Result<Tensor> {
         let shape = shape.into();
-        let expected = byte_len(dtype, &shape)?;
-        if expected != len {
-            return Err(Status::invalid_argument(format!(
-                "{len} bytes do not fill a {dtype} tensor of shape {shape} ({expected} bytes)"
-            )));
+        if let Some(width) = dtype.size() {
+            let expected = zeroed_byte_len(dtype, &shape)?;
+            if expected != len {
+                return Err(Status::invalid_argument(format!(
+                    "{len} bytes do not fill a {dtype} tensor of shape {shape} ({expected} bytes of {width} per element)"
+                )));
+            }
         }
         if ptr.as_ptr() as usize % TENSOR_ALIGN != 0 {
             return Err(Status::invalid_argument(format!(
@@ -205,9 +254,7 @@ impl Tensor {
         }
         // SAFETY: forwarded from this function's contract.
         let storage = unsafe { Storage::borrowed(ptr, len, keepalive) };
-        if dtype == DType::Bool {
-            check_bools(storage.bytes())?;
-        }
+        check_foreign_bytes(dtype, &shape, storage.bytes())?;
         Ok(Tensor::from_parts(dtype, shape, storage))
     }
 
@@ -281,7 +328,7 @@ impl Tensor {
         // constructor guarantees a valid bit pattern for `T` (zeroed, copied
         // from `T`s, written in full by `build_uninit`'s fill, or checked
         // bools).
-        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / T::DTYPE.size()) })
+        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size_of::<T>()) })
     }
 
     /// Writable elements, if this is a `T` tensor whose bytes nobody else sees.
@@ -294,7 +341,30 @@ impl Tensor {
         let bytes = inner.storage.bytes_mut()?;
         // SAFETY: as in `as_slice`; `&mut` access is unique because the Arc
         // is unique and the storage is owned. Writes of `T` keep it valid.
-        Some(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / T::DTYPE.size()) })
+        Some(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / size_of::<T>()) })
+    }
+
+    /// The elements of a string tensor, read in place.
+    pub fn strings(&self) -> Result<Strings<'_>> {
+        if self.dtype() != DType::String {
+            return Err(Status::invalid_argument(format!(
+                "expected a string tensor, got {} of shape {}",
+                self.dtype(),
+                self.shape()
+            )));
+        }
+        // Every string tensor's bytes were built or checked as an image of
+        // its element count.
+        Ok(Strings::over_checked(self.as_bytes(), self.num_elements()))
+    }
+
+    /// The single string of a scalar or one-element string tensor.
+    pub fn string_value(&self) -> Result<&[u8]> {
+        let strings = self.strings()?;
+        match (strings.len(), strings.get(0)) {
+            (1, Some(s)) => Ok(s),
+            _ => Err(Status::invalid_argument(format!("expected a single string, got shape {}", self.shape()))),
+        }
     }
 
     /// The single element of a scalar or one-element tensor.
@@ -358,11 +428,42 @@ impl Tensor {
         self.dtype() == other.dtype() && self.shape() == other.shape() && self.as_bytes() == other.as_bytes()
     }
 
-    /// Converts every element to f64, for comparisons and printing.
+    /// Converts every element to f64, for comparisons and printing. A
+    /// string has no number: each converts to NaN.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        crate::dispatch_dtype!(self.dtype(), T => {
-            self.as_slice::<T>().expect("dtype matches").iter().map(|v| v.to_f64()).collect()
-        })
+        fn convert<T: Element>(t: &Tensor) -> Vec<f64> {
+            t.as_slice::<T>().expect("dtype matches").iter().map(|v| v.to_f64()).collect()
+        }
+        match self.dtype() {
+            DType::F32 => convert::<f32>(self),
+            DType::F64 => convert::<f64>(self),
+            DType::I32 => convert::<i32>(self),
+            DType::I64 => convert::<i64>(self),
+            DType::Bool => convert::<bool>(self),
+            DType::String => vec![f64::NAN; self.num_elements()],
+        }
+    }
+
+    /// Each element as numpy prints it (`1.5`, `true`, `b'abc'`).
+    fn element_texts(&self) -> Vec<String> {
+        fn texts<T: Element>(t: &Tensor) -> Vec<String> {
+            t.as_slice::<T>().expect("dtype matches").iter().map(|v| format!("{v:?}")).collect()
+        }
+        match self.dtype() {
+            DType::F32 => texts::<f32>(self),
+            DType::F64 => texts::<f64>(self),
+            DType::I32 => texts::<i32>(self),
+            DType::I64 => texts::<i64>(self),
+            DType::Bool => texts::<bool>(self),
+            DType::String => Strings::over_checked(self.as_bytes(), self.num_elements())
+                .iter()
+                .map(|s| {
+                    let mut text = String::new();
+                    strings::write_bytes_literal(&mut text, s).expect("writing to a String cannot fail");
+                    text
+                })
+                .collect(),
+        }
     }
 
     /// Compares with `expected` as numpy's `allclose` does:
@@ -374,6 +475,16 @@ impl Tensor {
         }
         if self.shape() != expected.shape() {
             return Err(format!("shape {} != expected {}", self.shape(), expected.shape()));
+        }
+        if let (Ok(got), Ok(want)) = (self.strings(), expected.strings()) {
+            return match got.iter().zip(want.iter()).position(|(g, w)| g != w) {
+                None => Ok(()),
+                Some(i) => Err(format!(
+                    "element {i}: got {}, expected {}",
+                    self.element_texts()[i],
+                    expected.element_texts()[i]
+                )),
+            };
         }
         let (got, want) = (self.to_f64_vec(), expected.to_f64_vec());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -389,7 +500,11 @@ impl Tensor {
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Tensor<{}{}>", self.dtype(), self.shape())?;
-        let values = self.to_f64_vec();
+        let values: Vec<String> = if self.dtype() == DType::String {
+            self.element_texts()
+        } else {
+            self.to_f64_vec().iter().map(|v| v.to_string()).collect()
+        };
         const SHOWN: usize = 8;
         write!(f, "[")?;
         for (i, v) in values.iter().take(SHOWN).enumerate() {
@@ -422,10 +537,7 @@ impl fmt::Display for Tensor {
             }
             f.write_str("]")
         }
-        let values: Vec<String> = crate::dispatch_dtype!(self.dtype(), T => {
-            self.as_slice::<T>().expect("dtype matches").iter().map(|v| format!("{v:?}")).collect()
-        });
-        nested(f, self.dims(), &values)
+        nested(f, self.dims(), &self.element_texts())
     }
 }
 
@@ -518,6 +630,89 @@ mod tests {
         assert!(a.all_close(&b, 1e-5, 1e-6).is_ok());
         let c = Tensor::from_slice::<f32>([2], &[1.1, f32::NAN]).unwrap();
         assert!(a.all_close(&c, 1e-5, 1e-6).unwrap_err().contains("element 0"));
+    }
+
+    #[test]
+    fn string_tensors_hold_any_bytes_in_one_image() {
+        let big = vec![0xabu8; 3 << 20];
+        let values: [&[u8]; 5] = [b"", b"abc", b"\xff\xfe\x00not utf-8", &big, b""];
+        let t = Tensor::from_strings([5], &values).unwrap();
+        assert_eq!(t.dtype(), DType::String);
+        assert_eq!(t.byte_len(), 5 * 8 + 3 + 12 + big.len());
+        assert_eq!(t.data_ptr() as usize % TENSOR_ALIGN, 0);
+        let view = t.strings().unwrap();
+        assert_eq!(view.len(), 5);
+        assert_eq!(view.to_vec(), values.to_vec());
+        assert_eq!(view.get(3).unwrap().len(), 3 << 20);
+        // The image is the whole story: copying its bytes rebuilds the tensor.
+        let again = Tensor::from_bytes(DType::String, [5], t.as_bytes()).unwrap();
+        assert!(again.bit_eq(&t));
+        // Numeric views refuse strings, and string views refuse numbers.
+        let err = t.as_slice::<f32>().unwrap_err();
+        assert_eq!(err.message, "expected a float32 tensor, got string of shape [5]");
+        assert!(t.scalar_value::<i64>().is_err() && t.view::<bool>().is_err());
+        let err = Tensor::scalar(1.0f32).strings().unwrap_err();
+        assert_eq!(err.message, "expected a string tensor, got float32 of shape []");
+    }
+
+    #[test]
+    fn string_scalars_zeros_and_empty_string_tensors() {
+        let s = Tensor::string_scalar("model.ckpt");
+        assert_eq!((s.rank(), s.string_value().unwrap()), (0, &b"model.ckpt"[..]));
+        assert!(s.byte_len() <= INLINE_BYTES, "a short scalar stays inline");
+        let zeros = Tensor::zeros(DType::String, [2, 3]).unwrap();
+        assert_eq!(zeros.byte_len(), 48);
+        assert!(zeros.strings().unwrap().iter().all(|s| s.is_empty()));
+        assert!(zeros.bit_eq(&Tensor::from_strings([2, 3], &[""; 6]).unwrap()));
+        for dims in [[0usize, 4], [3, 0]] {
+            let empty = Tensor::from_strings::<&[u8]>(dims, &[]).unwrap();
+            assert_eq!((empty.byte_len(), empty.strings().unwrap().len()), (0, 0));
+            assert!(empty.bit_eq(&Tensor::zeros(DType::String, dims).unwrap()));
+        }
+        let err = Tensor::from_strings([2], &["a"]).unwrap_err();
+        assert!(err.message.contains("1 values do not fill shape [2]"), "{err}");
+        assert!(Tensor::from_strings([3], &["a", "b", "c"]).unwrap().string_value().is_err());
+    }
+
+    #[test]
+    fn foreign_string_images_are_checked() {
+        let good = Tensor::from_strings([2], &["ab", "c"]).unwrap();
+        let bytes = good.as_bytes();
+        let err = Tensor::from_bytes(DType::String, [3], bytes).unwrap_err();
+        assert!(err.message.contains("string tensor of shape [3]"), "{err}");
+        let mut backwards = bytes.to_vec();
+        backwards[0..8].copy_from_slice(&9u64.to_le_bytes());
+        assert!(Tensor::from_bytes(DType::String, [2], &backwards).is_err());
+        // Borrowed bytes (a receive buffer) are checked the same way.
+        let owner = Tensor::from_strings([1], &[vec![b'x'; 100]]).unwrap();
+        let ptr = NonNull::new(owner.data_ptr() as *mut u8).unwrap();
+        let keepalive: Keepalive = std::sync::Arc::new(owner.clone());
+        // SAFETY: `owner`'s bytes are immutable and kept alive.
+        let view = unsafe { Tensor::from_borrowed(DType::String, [1], ptr, owner.byte_len(), keepalive.clone()) };
+        assert!(view.unwrap().bit_eq(&owner));
+        // SAFETY: as above; one byte short of the image.
+        let short = unsafe { Tensor::from_borrowed(DType::String, [1], ptr, owner.byte_len() - 1, keepalive) };
+        assert!(short.unwrap_err().message.contains("outside"));
+    }
+
+    #[test]
+    fn string_tensors_reshape_copy_compare_and_print() {
+        let long = "x".repeat(70);
+        let t = Tensor::from_strings([2, 2], &["a", "it's", "\n\u{e9}", long.as_str()]).unwrap();
+        let r = t.reshaped([4]).unwrap();
+        assert!(r.shares_bytes_with(&t), "large string tensors reshape without a copy");
+        assert_eq!(r.strings().unwrap().get(1), Some(&b"it's"[..]));
+        assert!(t.reshaped([3]).is_err());
+        assert!(t.deep_copy().bit_eq(&t));
+        assert!(t.all_close(&t.deep_copy(), 0.0, 0.0).is_ok());
+        let other = Tensor::from_strings([2, 2], &["a", "its", "\n\u{e9}", long.as_str()]).unwrap();
+        assert_eq!(t.all_close(&other, 1.0, 1.0).unwrap_err(), r#"element 1: got b"it's", expected b'its'"#);
+        assert!(t.all_close(&Tensor::zeros(DType::F32, [2, 2]).unwrap(), 1.0, 1.0).is_err());
+        let small = Tensor::from_strings([2, 2], &["a", "it's", "\n\u{e9}", ""]).unwrap();
+        assert_eq!(small.to_string(), "[[b'a', b\"it's\"],\n [b'\\n\\xc3\\xa9', b'']]");
+        assert_eq!(Tensor::string_scalar(b"\x00").to_string(), r"b'\x00'");
+        assert_eq!(format!("{small:?}"), "Tensor<string[2,2]>[b'a', b\"it's\", b'\\n\\xc3\\xa9', b'']");
+        assert!(small.to_f64_vec().iter().all(|v| v.is_nan()));
     }
 
     #[test]

@@ -2,21 +2,39 @@
 //!
 //! Owns: the mapping between numpy type strings and [`DType`], and reading
 //! and writing whole tensors. Errors name the file.
+//!
+//! String tensors are written as numpy's fixed-width bytes (`|S<n>`, `n` the
+//! longest element, at least 1) and read from it or from unicode (`<U<n>`,
+//! stored as UTF-8). numpy drops trailing NUL bytes of `S` elements, so a
+//! string ending in NULs comes back without them.
 
 use super::{DType, Shape, Tensor};
 use crate::error::{Result, Status};
 use std::io::{Read, Write};
 use std::path::Path;
 
-fn dtype_of_descr(descr: &str) -> Option<DType> {
+/// How the elements of a numpy type are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NpyKind {
+    Fixed(DType),
+    /// `S<n>` (or `a<n>`): bytes, trailing NULs dropped.
+    Bytes,
+    /// `U<n>`: code points, kept as UTF-8.
+    Unicode,
+}
+
+fn kind_of_descr(descr: &str) -> Option<NpyKind> {
     // Byte order is handled by npyz; only the kind and size matter here.
     let kind = descr.trim_start_matches(['<', '>', '|', '=']);
+    let sized = |prefix: char| kind.strip_prefix(prefix).is_some_and(|n| n.parse::<u64>().is_ok());
     match kind {
-        "f4" => Some(DType::F32),
-        "f8" => Some(DType::F64),
-        "i4" => Some(DType::I32),
-        "i8" => Some(DType::I64),
-        "b1" => Some(DType::Bool),
+        "f4" => Some(NpyKind::Fixed(DType::F32)),
+        "f8" => Some(NpyKind::Fixed(DType::F64)),
+        "i4" => Some(NpyKind::Fixed(DType::I32)),
+        "i8" => Some(NpyKind::Fixed(DType::I64)),
+        "b1" => Some(NpyKind::Fixed(DType::Bool)),
+        _ if sized('S') || sized('a') => Some(NpyKind::Bytes),
+        _ if sized('U') => Some(NpyKind::Unicode),
         _ => None,
     }
 }
@@ -29,7 +47,7 @@ pub fn read_npy_from(reader: impl Read, what: &str) -> Result<Tensor> {
         npyz::DType::Plain(type_str) => type_str.to_string(),
         other => other.descr(),
     };
-    let dtype = dtype_of_descr(&descr)
+    let kind = kind_of_descr(&descr)
         .ok_or_else(|| Status::unimplemented(format!("{what}: numpy dtype {descr} is not supported")))?;
     if file.order() == npyz::Order::Fortran {
         return Err(Status::unimplemented(format!(
@@ -43,11 +61,20 @@ pub fn read_npy_from(reader: impl Read, what: &str) -> Result<Tensor> {
         .collect::<std::result::Result<_, _>>()
         .map_err(|_| Status::invalid_argument(format!("{what}: dimension too large")))?;
     let shape = Shape::from_vec(dims);
-    let tensor = crate::dispatch_dtype!(dtype, T => {
+    let tensor = match kind {
+        NpyKind::Bytes => Tensor::from_strings(shape, &file.into_vec::<Vec<u8>>().map_err(bad)?),
+        NpyKind::Unicode => Tensor::from_strings(shape, &file.into_vec::<String>().map_err(bad)?),
+        NpyKind::Fixed(dtype) => read_fixed(file, dtype, shape, what),
+    };
+    tensor.map_err(|e| e.context(what))
+}
+
+fn read_fixed(file: npyz::NpyFile<impl Read>, dtype: DType, shape: Shape, what: &str) -> Result<Tensor> {
+    let bad = |e: std::io::Error| Status::invalid_argument(format!("{what}: not a readable .npy file: {e}"));
+    crate::dispatch_dtype!(dtype, T => {
         let values: Vec<T> = file.into_vec::<T>().map_err(bad)?;
         Tensor::from_slice::<T>(shape, &values)
-    });
-    tensor.map_err(|e| e.context(what))
+    })
 }
 
 /// Reads an .npy file.
@@ -62,6 +89,24 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<Tensor> {
 pub fn write_npy_to(tensor: &Tensor, writer: impl Write) -> Result<()> {
     let dims: Vec<u64> = tensor.dims().iter().map(|&d| d as u64).collect();
     let io = |e: std::io::Error| Status::internal(format!("writing .npy: {e}"));
+    if let Ok(strings) = tensor.strings() {
+        use npyz::WriterBuilder;
+        let width = strings.iter().map(<[u8]>::len).max().unwrap_or(0).max(1);
+        let descr: npyz::TypeStr = format!("|S{width}")
+            .parse()
+            .map_err(|e| Status::internal(format!("numpy type for strings of {width} bytes: {e}")))?;
+        let mut w = npyz::WriteOptions::<[u8]>::new()
+            .dtype(npyz::DType::Plain(descr))
+            .shape(&dims)
+            .writer(writer)
+            .begin_nd()
+            .map_err(io)?;
+        for s in strings.iter() {
+            w.push(s).map_err(io)?;
+        }
+        w.finish().map_err(io)?;
+        return Ok(());
+    }
     crate::dispatch_dtype!(tensor.dtype(), T => {
         use npyz::WriterBuilder;
         let mut w = npyz::WriteOptions::<T>::new()
@@ -105,6 +150,50 @@ mod tests {
             let back = read_npy_from(&bytes[..], "memory").unwrap();
             assert!(back.bit_eq(&t), "{t:?} -> {back:?}");
         }
+    }
+
+    #[test]
+    fn string_tensors_round_trip_as_fixed_width_bytes() {
+        let long = vec![b'z'; 1000];
+        let tensors = [
+            Tensor::from_strings([2, 2], &[&b"ab"[..], b"", b"\xff\x00mid", &long]).unwrap(),
+            Tensor::string_scalar("checkpoint/model.ckpt"),
+            Tensor::from_strings([3], &["", "", ""]).unwrap(),
+            Tensor::from_strings::<&str>([0, 2], &[]).unwrap(),
+        ];
+        for t in tensors {
+            let mut bytes = Vec::new();
+            write_npy_to(&t, &mut bytes).unwrap();
+            let back = read_npy_from(&bytes[..], "memory").unwrap();
+            assert!(back.bit_eq(&t), "{t:?} -> {back:?}");
+        }
+        // The width is the longest element; an empty tensor still gets S1.
+        let mut bytes = Vec::new();
+        write_npy_to(&Tensor::from_strings([2], &["a", "abc"]).unwrap(), &mut bytes).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).contains("'descr': '|S3'"));
+        // numpy drops trailing NULs of S elements.
+        let mut bytes = Vec::new();
+        write_npy_to(&Tensor::string_scalar(b"x\0\0"), &mut bytes).unwrap();
+        assert_eq!(read_npy_from(&bytes[..], "memory").unwrap().string_value().unwrap(), b"x");
+    }
+
+    /// `np.save` of `np.array(['h\u00e9', 'abc'])` (dtype `<U3`).
+    #[test]
+    fn unicode_arrays_are_read_as_utf8() {
+        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+        let mut header = "{'descr': '<U3', 'fortran_order': False, 'shape': (2,), }".to_string();
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        npy.extend_from_slice(header.as_bytes());
+        for c in ['h', '\u{e9}', '\0', 'a', 'b', 'c'] {
+            npy.extend_from_slice(&(c as u32).to_le_bytes());
+        }
+        let t = read_npy_from(&npy[..], "memory").unwrap();
+        assert_eq!(t.dtype(), DType::String);
+        assert_eq!(t.strings().unwrap().to_vec(), vec!["h\u{e9}".as_bytes(), b"abc"]);
     }
 
     #[test]

@@ -203,12 +203,12 @@ fn gather<T: Element, I: IndexElem>(params: &Tensor, indices: &Tensor, g: &Geome
 type GatherFn = fn(&Tensor, &Tensor, &Geometry) -> Result<Tensor>;
 
 /// The gather for params of `dtype` and indices of `index`, chosen once.
-fn gather_fn(dtype: DType, index: DType) -> GatherFn {
-    if index == DType::I32 {
+fn gather_fn(dtype: DType, index: DType) -> Result<GatherFn> {
+    Ok(if index == DType::I32 {
         dispatch_dtype!(dtype, T => gather::<T, i32> as GatherFn)
     } else {
         dispatch_dtype!(dtype, T => gather::<T, i64> as GatherFn)
-    }
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -225,7 +225,7 @@ fn build_gather_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(GatherKernel {
         batch_dims: init.node.attr_int_or("batch_dims", 0)?,
         has_axis: true,
-        gather: gather_fn(init.node.attr_dtype("Tparams")?, index_type_attr(init.node, "Tindices")?),
+        gather: gather_fn(init.node.attr_dtype("Tparams")?, index_type_attr(init.node, "Tindices")?)?,
     }))
 }
 
@@ -233,7 +233,7 @@ fn build_gather(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(GatherKernel {
         batch_dims: 0,
         has_axis: false,
-        gather: gather_fn(init.node.attr_dtype("Tparams")?, index_type_attr(init.node, "Tindices")?),
+        gather: gather_fn(init.node.attr_dtype("Tparams")?, index_type_attr(init.node, "Tindices")?)?,
     }))
 }
 
@@ -276,7 +276,7 @@ fn build_resource_gather(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(ResourceGatherKernel {
         dtype,
         batch_dims: init.node.attr_int_or("batch_dims", 0)?,
-        gather: gather_fn(dtype, index_type_attr(init.node, "Tindices")?),
+        gather: gather_fn(dtype, index_type_attr(init.node, "Tindices")?)?,
     }))
 }
 

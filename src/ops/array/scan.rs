@@ -51,7 +51,7 @@ fn build_scan<const PROD: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKerne
         DType::F64 => scan::<f64, PROD>,
         DType::I32 => scan::<i32, PROD>,
         DType::I64 => scan::<i64, PROD>,
-        DType::Bool => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
     };
     let attrs = ScanAttrs {
         exclusive: init.node.attr_bool_or("exclusive", false)?,

@@ -71,8 +71,8 @@ fn piece<T: Element>(input: &Tensor, axis: usize, start: usize, size: usize, sha
 
 type PieceFn = fn(&Tensor, usize, usize, usize, Shape) -> Result<Tensor>;
 
-fn piece_fn(dtype: DType) -> PieceFn {
-    dispatch_dtype!(dtype, T => piece::<T> as PieceFn)
+fn piece_fn(dtype: DType) -> Result<PieceFn> {
+    Ok(dispatch_dtype!(dtype, T => piece::<T> as PieceFn))
 }
 
 /// `split_dim` normalised into `[0, rank)`, with Split's message.
@@ -109,7 +109,7 @@ struct SplitKernel {
 fn build_split(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(SplitKernel {
         num_split: attr_count(init.node, "num_split", 1)?,
-        piece: piece_fn(init.node.attr_dtype("T")?),
+        piece: piece_fn(init.node.attr_dtype("T")?)?,
     }))
 }
 
@@ -150,7 +150,7 @@ struct SplitVKernel {
 fn build_split_v(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(SplitVKernel {
         num_split: attr_count(init.node, "num_split", 1)?,
-        piece: piece_fn(init.node.attr_dtype("T")?),
+        piece: piece_fn(init.node.attr_dtype("T")?)?,
     }))
 }
 
@@ -235,7 +235,7 @@ fn build_unpack(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(UnpackKernel {
         num: attr_count(init.node, "num", 0)?,
         axis: init.node.attr_int_or("axis", 0)?,
-        piece: piece_fn(init.node.attr_dtype("T")?),
+        piece: piece_fn(init.node.attr_dtype("T")?)?,
     }))
 }
 
