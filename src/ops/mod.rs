@@ -27,6 +27,7 @@ pub mod resource;
 pub mod shape_ops;
 #[cfg(test)]
 pub mod test_kernels;
+pub mod training;
 pub mod variable;
 
 pub use registry::{Builtin, Implementation, OpDef, lookup};

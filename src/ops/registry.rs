@@ -97,6 +97,12 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
+            super::training::grad::DEFS,
+            super::training::optimizer::DEFS,
+            super::training::plumbing::DEFS,
+            super::training::segment::DEFS,
+            super::training::sparse::DEFS,
+            super::training::xent::DEFS,
             super::variable::DEFS,
             BUILTINS,
             #[cfg(test)]
@@ -346,6 +352,94 @@ mod tests {
         rows.push(("TopKV2", t("TopKV2").attr("index_type", ty(DType::I64)), vec![F, I32], vec![F, I64]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
+        // Training: gradients.
+        for op in [
+            "ReluGrad",
+            "Relu6Grad",
+            "EluGrad",
+            "SoftplusGrad",
+            "SoftsignGrad",
+            "LeakyReluGrad",
+            "SigmoidGrad",
+            "TanhGrad",
+            "RsqrtGrad",
+            "SqrtGrad",
+            "ReciprocalGrad",
+            "InvGrad",
+        ] {
+            rows.push((op, t(op), vec![F, F], vec![F]));
+        }
+        for op in ["BiasAddGrad", "L2Loss", "PreventGradient", "Snapshot"] {
+            rows.push((op, t(op), vec![F], vec![F]));
+        }
+        rows.push(("SoftmaxCrossEntropyWithLogits", t("SoftmaxCrossEntropyWithLogits"), vec![F, F], vec![F, F]));
+        let sparse_xent = t("SparseSoftmaxCrossEntropyWithLogits");
+        rows.push(("SparseSoftmaxCrossEntropyWithLogits", sparse_xent.clone(), vec![F, I64], vec![F, F]));
+        let sparse_xent = sparse_xent.attr("Tlabels", ty(DType::I32));
+        rows.push(("SparseSoftmaxCrossEntropyWithLogits", sparse_xent, vec![F, I32], vec![F, F]));
+        let bga = NodeSpec::new("n", "BroadcastGradientArgs");
+        rows.push(("BroadcastGradientArgs", bga.clone(), vec![I32, I32], vec![I32, I32]));
+        let bga = bga.attr("T", ty(DType::I64));
+        rows.push(("BroadcastGradientArgs", bga, vec![I64, I64], vec![I64, I64]));
+        let shape_n = t("ShapeN").attr("N", AttrValue::Int(2));
+        rows.push(("ShapeN", shape_n.clone(), vec![F, F], vec![I32, I32]));
+        rows.push(("ShapeN", shape_n.attr("out_type", ty(DType::I64)), vec![F, F], vec![I64, I64]));
+        let concat_offset = NodeSpec::new("n", "ConcatOffset").attr("N", AttrValue::Int(2));
+        rows.push(("ConcatOffset", concat_offset, vec![I32, I32, I32], vec![I32, I32]));
+        rows.push(("InvertPermutation", NodeSpec::new("n", "InvertPermutation"), vec![I32], vec![I32]));
+        for op in ["DynamicStitch", "ParallelDynamicStitch"] {
+            rows.push((op, t(op).attr("N", AttrValue::Int(2)), vec![I32, I32, F, F], vec![F]));
+        }
+        for op in ["UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd"] {
+            rows.push((op, t(op).attr("Tindices", ty(DType::I64)), vec![F, I64, I32], vec![F]));
+        }
+        rows.push(("Unique", t("Unique"), vec![F], vec![F, I32]));
+        // Training: dense optimizers, (ref form, resource form, variables,
+        // other inputs).
+        let dense: [(Option<&'static str>, &'static str, usize, usize); 7] = [
+            (Some("ApplyGradientDescent"), "ResourceApplyGradientDescent", 1, 2),
+            (Some("ApplyMomentum"), "ResourceApplyMomentum", 2, 3),
+            (None, "ResourceApplyKerasMomentum", 2, 3),
+            (Some("ApplyAdam"), "ResourceApplyAdam", 3, 7),
+            (Some("ApplyAdagrad"), "ResourceApplyAdagrad", 2, 2),
+            (Some("ApplyAdagradV2"), "ResourceApplyAdagradV2", 2, 3),
+            (Some("ApplyRMSProp"), "ResourceApplyRMSProp", 3, 5),
+        ];
+        for (ref_form, resource_form, vars, args) in dense {
+            rows.push((resource_form, t(resource_form), [vec![RES; vars], vec![F; args]].concat(), vec![]));
+            if let Some(op) = ref_form {
+                rows.push((op, t(op), [vec![REF; vars], vec![F; args]].concat(), vec![REF]));
+            }
+        }
+        // Training: sparse optimizers (inputs after var and accum) and
+        // scatters.
+        let with_indices = |op: &'static str| t(op).attr("Tindices", ty(DType::I32));
+        let sparse: [(Option<&'static str>, &'static str, Vec<ValueType>); 4] = [
+            (Some("SparseApplyAdagrad"), "ResourceSparseApplyAdagrad", vec![F, F, I32]),
+            (Some("SparseApplyAdagradV2"), "ResourceSparseApplyAdagradV2", vec![F, F, F, I32]),
+            (Some("SparseApplyMomentum"), "ResourceSparseApplyMomentum", vec![F, F, I32, F]),
+            (None, "ResourceSparseApplyKerasMomentum", vec![F, F, I32, F]),
+        ];
+        for (ref_form, resource_form, args) in sparse {
+            rows.push((resource_form, with_indices(resource_form), [vec![RES, RES], args.clone()].concat(), vec![]));
+            if let Some(op) = ref_form {
+                rows.push((op, with_indices(op), [vec![REF, REF], args].concat(), vec![REF]));
+            }
+        }
+        let scatters = [
+            ("ScatterAdd", "ResourceScatterAdd"),
+            ("ScatterSub", "ResourceScatterSub"),
+            ("ScatterUpdate", "ResourceScatterUpdate"),
+            ("ScatterMul", "ResourceScatterMul"),
+            ("ScatterDiv", "ResourceScatterDiv"),
+            ("ScatterMin", "ResourceScatterMin"),
+            ("ScatterMax", "ResourceScatterMax"),
+        ];
+        for (ref_form, resource_form) in scatters {
+            rows.push((ref_form, with_indices(ref_form), vec![REF, I32, F], vec![REF]));
+            let node = dtype(resource_form).attr("Tindices", ty(DType::I64));
+            rows.push((resource_form, node, vec![RES, I64, F], vec![]));
+        }
         rows
     }
 
@@ -361,6 +455,12 @@ mod tests {
             };
             build(&KernelInit { node: &node, signature: &sig }).unwrap_or_else(|e| panic!("{op} does not build: {e}"));
         }
+    }
+
+    /// The optimizer and scatter ops: they rewrite variables.
+    fn is_training_update(op: &str) -> bool {
+        let op = op.strip_prefix("Resource").unwrap_or(op);
+        ["Apply", "SparseApply", "Scatter"].iter().any(|p| op.starts_with(p))
     }
 
     #[test]
@@ -383,7 +483,7 @@ mod tests {
                     | "VarIsInitializedOp"
                     | "DestroyResourceOp"
                     | "ResourceGather"
-            );
+            ) || is_training_update(op);
             assert_eq!(def.stateful, want, "{op}");
         }
     }

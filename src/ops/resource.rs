@@ -8,13 +8,16 @@
 //!
 //! A variable's value is a [`Tensor`]; an assignment installs a new tensor
 //! rather than writing into the old one, so a reader holding the previous
-//! value never sees a torn update.
+//! value never sees a torn update. Updates in place (the optimizers) go
+//! through a [`VariableGuard`], which writes into the value's own bytes only
+//! when no reader holds them and copies them first otherwise (copy on
+//! write, as TensorFlow's resource variables do).
 
 use crate::error::{Result, Status};
 use crate::graph::spec::ShapeSpec;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::{DType, Element, Tensor};
 use foldhash::HashMap;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use std::sync::{Arc, OnceLock};
 
 /// A named, typed, mutable slot for a tensor.
@@ -53,12 +56,20 @@ impl Variable {
 
     /// The current value, or FailedPrecondition naming the variable.
     pub fn read(&self) -> Result<Tensor> {
-        self.value.read().clone().ok_or_else(|| {
-            Status::failed_precondition(format!(
-                "Attempting to use uninitialized value {} (variable '{}' has not been assigned)",
-                self.name, self.name
-            ))
-        })
+        self.value.read().clone().ok_or_else(|| self.uninitialized())
+    }
+
+    fn uninitialized(&self) -> Status {
+        Status::failed_precondition(format!(
+            "Attempting to use uninitialized value {} (variable '{}' has not been assigned)",
+            self.name, self.name
+        ))
+    }
+
+    /// Exclusive access to the value until the guard drops: the write lock
+    /// every update takes, so no reader or other update sees it half done.
+    pub fn lock(&self) -> VariableGuard<'_> {
+        VariableGuard { var: self, slot: self.value.write() }
     }
 
     fn check_dtype(&self, value: &Tensor) -> Result<()> {
@@ -101,12 +112,7 @@ impl Variable {
     /// other updates, and returns the new value.
     pub fn update(&self, update: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
         let mut slot = self.value.write();
-        let current = slot.as_ref().ok_or_else(|| {
-            Status::failed_precondition(format!(
-                "Attempting to use uninitialized value {} (variable '{}' has not been assigned)",
-                self.name, self.name
-            ))
-        })?;
+        let current = slot.as_ref().ok_or_else(|| self.uninitialized())?;
         let next = update(current)?;
         self.check_dtype(&next)?;
         if next.shape() != current.shape() {
@@ -123,6 +129,44 @@ impl Variable {
 
     fn clear(&self) {
         *self.value.write() = None;
+    }
+}
+
+/// A variable held for an update in place (see [`Variable::lock`]). It never
+/// changes the value's dtype or shape.
+pub struct VariableGuard<'a> {
+    var: &'a Variable,
+    slot: RwLockWriteGuard<'a, Option<Tensor>>,
+}
+
+impl VariableGuard<'_> {
+    pub fn variable(&self) -> &Variable {
+        self.var
+    }
+
+    /// The current value, or FailedPrecondition naming the variable.
+    pub fn value(&self) -> Result<&Tensor> {
+        self.slot.as_ref().ok_or_else(|| self.var.uninitialized())
+    }
+
+    /// The value's elements, writable. They are the value's own bytes when
+    /// nobody else holds them; otherwise a copy is installed first, so a
+    /// reader holding the old value keeps it unchanged.
+    pub fn elements_mut<T: Element>(&mut self) -> Result<&mut [T]> {
+        let var = self.var;
+        let value = self.slot.as_mut().ok_or_else(|| var.uninitialized())?;
+        if value.dtype() != T::DTYPE {
+            return Err(Status::invalid_argument(format!(
+                "variable '{}' holds {}, updated as {}",
+                var.name,
+                value.dtype(),
+                T::DTYPE
+            )));
+        }
+        if value.try_slice_mut::<T>().is_none() {
+            *value = value.deep_copy();
+        }
+        value.try_slice_mut::<T>().ok_or_else(|| Status::internal("a fresh copy of a variable is not writable"))
     }
 }
 
@@ -216,5 +260,26 @@ mod tests {
         mgr.clear(&[]);
         assert!(mgr.lookup("", "v").is_none());
         assert!(!v.is_initialized());
+    }
+
+    #[test]
+    fn guards_write_in_place_unless_a_reader_holds_the_value() {
+        let v = Variable::new("w", DType::F32);
+        assert_eq!(v.lock().elements_mut::<f32>().unwrap_err().code, crate::error::Code::FailedPrecondition);
+        v.assign(Tensor::from_slice::<f32>([2], &[1., 2.]).unwrap(), true).unwrap();
+        let before = v.read().unwrap();
+        {
+            let mut guard = v.lock();
+            guard.elements_mut::<f32>().unwrap()[0] = 10.;
+            assert!(guard.elements_mut::<i32>().is_err(), "dtype is checked");
+        }
+        // The reader's tensor is untouched: the update went to a copy.
+        assert_eq!(before.as_slice::<f32>().unwrap(), &[1., 2.]);
+        drop(before);
+        let ptr = v.read().unwrap().data_ptr();
+        v.lock().elements_mut::<f32>().unwrap()[1] = 20.;
+        let after = v.read().unwrap();
+        assert_eq!(after.as_slice::<f32>().unwrap(), &[10., 20.]);
+        assert_eq!(after.data_ptr(), ptr, "no reader, no copy");
     }
 }

@@ -1,0 +1,26 @@
+//! The training golden cases (exported by `tools/golden/training.py`)
+//! through the in-process session: TF1 graphs as `tf.compat.v1` optimizers
+//! build them, a few steps each, every loss and the final variables against
+//! TensorFlow's.
+
+use ringflow::cli::verify::{GoldenCase, RunMode};
+use ringflow::session::{SessionOptions, create_session};
+use std::path::PathBuf;
+
+fn check(case: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs").join(case);
+    let golden = GoldenCase::load(&dir).unwrap();
+    let session = create_session(golden.graph.clone(), &SessionOptions::default()).unwrap();
+    golden.check_with(session.as_ref(), RunMode::Run).unwrap_or_else(|e| panic!("{case}: {e}"));
+    session.close().unwrap();
+}
+
+#[test]
+fn mlp_with_nesterov_momentum_on_ref_variables() {
+    check("train_mlp_momentum_ref");
+}
+
+#[test]
+fn embedding_with_adam_on_resource_variables() {
+    check("train_embedding_adam_resource");
+}
