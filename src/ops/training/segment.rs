@@ -125,7 +125,7 @@ fn build_segment<R: SegmentReducer>(init: &KernelInit<'_>) -> Result<Box<dyn OpK
         DType::F64 => segment::<R, f64>,
         DType::I32 => segment::<R, i32>,
         DType::I64 => segment::<R, i64>,
-        DType::Bool => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -260,6 +260,7 @@ fn build_unique(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::I32 => pick!(i32),
         DType::I64 => pick!(i64),
         DType::Bool => pick!(bool),
+        DType::String => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
     };
     Ok(FnKernel::boxed(compute))
 }
