@@ -63,6 +63,8 @@ pub enum Command {
         /// Binary GraphDef (.pb).
         graph: PathBuf,
     },
+    /// Print every op this runtime runs, one per line.
+    Ops,
     /// Check golden case directories (graph.pb + case.json) against their
     /// expected outputs; exits 0 only if all pass.
     Verify {
@@ -241,6 +243,12 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             if trace {
                 print!("{}", run::format_trace(&outcome.step_stats));
+            }
+            Ok(true)
+        }
+        Command::Ops => {
+            for name in crate::ops::registry::op_names() {
+                println!("{name}");
             }
             Ok(true)
         }
