@@ -613,7 +613,7 @@ impl CfExecution {
                     _ => Err(Status::internal(format!("{}: input 0 missing", node.describe()))),
                 }
             }
-            NodeKind::Switch => routed(inputs, node, n, |pred| switch_port(pred)),
+            NodeKind::Switch => routed(inputs, node, n, switch_port),
             NodeKind::SwitchN(outs) => routed(inputs, node, n, |index| switch_n_port(index, *outs)),
             NodeKind::Merge => match inputs.iter().position(Option::is_some) {
                 // The index is built only for a graph that reads it.

@@ -8,7 +8,7 @@
 //! disagree is an error naming it. Must not hold per-step state: the
 //! frames and iterations of a running step are `control_flow.rs`'s.
 
-use super::plan::{CONTROL_PORT, NodeKind, OutEdge, PlanNode};
+use super::plan::{CONTROL_PORT, HotNode, NodeKind, OutEdge, PlanNode};
 use crate::error::{Result, Status};
 use std::collections::HashMap;
 
@@ -73,20 +73,20 @@ pub(crate) struct EnterAttrs {
 
 impl ControlFlowPlan {
     /// Infers every node's frame. `nodes` are in topological order without
-    /// back edges, `out_edges[i]` are node `i`'s out edges (constants bound
-    /// to kernels already left out), `input_base[i]`/`num_inputs[i]` its
-    /// slots, `enters[i]` the attrs of an `Enter`, `expensive[i]` whether
-    /// its kernel is worth a thread.
+    /// back edges, `hot[i]` their run-loop records (input slots, expense),
+    /// `out_edges[i]` node `i`'s out edges (constants bound to kernels
+    /// already left out), `enters[i]` the attrs of an `Enter`.
     pub fn build(
         nodes: &[PlanNode],
+        hot: &[HotNode],
         out_edges: &[Vec<OutEdge>],
-        input_base: &[u32],
-        num_inputs: &[u32],
         initial_pending: &[u32],
         enters: &[Option<EnterAttrs>],
-        expensive: &[bool],
         num_slots: usize,
     ) -> Result<ControlFlowPlan> {
+        let input_base: Vec<u32> = hot.iter().map(|h| h.input_base).collect();
+        let num_inputs: Vec<u32> = hot.iter().map(|h| h.num_inputs).collect();
+        let expensive: Vec<bool> = hot.iter().map(|h| h.has(HotNode::EXPENSIVE)).collect();
         let n = nodes.len();
         let mut in_edges: Vec<Vec<(u32, OutEdge)>> = vec![Vec::new(); n];
         for (src, edges) in out_edges.iter().enumerate() {
@@ -206,7 +206,7 @@ impl ControlFlowPlan {
         let merge_index_used = out_edges.iter().map(|edges| edges.iter().any(|e| e.port == 1)).collect();
         let flags = nodes
             .iter()
-            .zip(expensive)
+            .zip(&expensive)
             .map(|(node, &expensive)| {
                 let mut f = 0;
                 if matches!(node.kind, NodeKind::Merge) {

@@ -287,19 +287,7 @@ impl Plan {
         }
         let has_control_flow = nodes.iter().any(|n| n.kind.is_control_flow());
         let control_flow = if has_control_flow {
-            let bases: Vec<u32> = hot.iter().map(|h| h.input_base).collect();
-            let counts: Vec<u32> = hot.iter().map(|h| h.num_inputs).collect();
-            let expensive: Vec<bool> = hot.iter().map(|h| h.has(HotNode::EXPENSIVE)).collect();
-            Some(ControlFlowPlan::build(
-                &nodes,
-                &out_edges,
-                &bases,
-                &counts,
-                &initial_pending,
-                &enters,
-                &expensive,
-                slot_deref.len(),
-            )?)
+            Some(ControlFlowPlan::build(&nodes, &hot, &out_edges, &initial_pending, &enters, slot_deref.len())?)
         } else {
             None
         };

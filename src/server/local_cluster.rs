@@ -252,6 +252,11 @@ impl Drop for LocalCluster {
     }
 }
 
+/// This binary, for starting children (tests pass the built binary instead).
+pub fn current_binary() -> Result<PathBuf> {
+    std::env::current_exe().map_err(|e| Status::internal(format!("cannot locate this binary: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,9 +269,4 @@ mod tests {
             assert!(parse_jobs(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// This binary, for starting children (tests pass the built binary instead).
-pub fn current_binary() -> Result<PathBuf> {
-    std::env::current_exe().map_err(|e| Status::internal(format!("cannot locate this binary: {e}")))
 }
