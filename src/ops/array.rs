@@ -7,7 +7,8 @@
 //! - Split, SplitV and Unpack in [`split`];
 //! - Where (the one-input form; SelectV2 lives in `math`) in [`where_true`];
 //! - Cumsum and Cumprod in [`scan`], TopKV2 in [`top_k`];
-//! - ReverseV2, SpaceToBatchND/BatchToSpaceND and MatrixDiag* in [`layout`].
+//! - ReverseV2, SpaceToBatchND/BatchToSpaceND and MatrixDiag* in [`layout`];
+//! - Pad, PadV2 and MirrorPad in [`pad`].
 //!
 //! Owns: these kernels and their signatures, plus the few helpers the
 //! submodules share (below). Shape-manipulating ops that never index
@@ -18,6 +19,7 @@
 pub mod gather;
 pub mod layout;
 pub mod one_hot;
+pub mod pad;
 pub mod range;
 pub mod scan;
 pub mod split;

@@ -86,6 +86,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::gather::DEFS,
             super::array::layout::DEFS,
             super::array::one_hot::DEFS,
+            super::array::pad::DEFS,
             super::array::range::DEFS,
             super::array::scan::DEFS,
             super::array::split::DEFS,
