@@ -5,6 +5,8 @@
 //! math's unary driver (in place when the input is uniquely owned). Must
 //! not hold state beyond parsed attributes.
 
+pub mod conv;
+
 use super::math::{FLOAT, REAL, Unary, build_float_unary, build_real_unary, unary_signature};
 use super::numeric::{Float, Num};
 use super::registry::OpDef;

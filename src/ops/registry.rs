@@ -96,6 +96,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::math::DEFS,
             super::matmul::DEFS,
             super::nn::DEFS,
+            super::nn::conv::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
             super::training::grad::DEFS,
