@@ -79,12 +79,14 @@ macro_rules! golden_remote {
 
 golden_remote!(
     add_scalar,
+    array_ops,
     broadcast_reduce,
     cond_v1,
     cond_v2,
     counter_resource_var,
     function_call,
     function_call_stateful,
+    keras_cnn,
     keras_embedding,
     while_v1,
     while_v2,
@@ -124,10 +126,8 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
 /// Golden cases that need what this runtime does not have yet (each fails
 /// with an error naming the missing op or feature).
 const NOT_YET_SUPPORTED: &[&str] = &[
-    // Conv2D, DepthwiseConv2dNative, pooling, Pad, FusedBatchNormV3.
-    "keras_cnn",
+    // Conv2DBackpropInput (a transposed convolution).
     "nn_ops",
-    "array_ops",
     // Einsum, Erfc.
     "einsum_ops",
     "keras_attention",

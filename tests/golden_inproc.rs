@@ -24,12 +24,14 @@ macro_rules! golden {
 
 golden!(
     add_scalar,
+    array_ops,
     broadcast_reduce,
     cond_v1,
     cond_v2,
     counter_resource_var,
     function_call,
     function_call_stateful,
+    keras_cnn,
     keras_embedding,
     mlp2_frozen,
     ref_variable,
