@@ -155,6 +155,17 @@ impl ControlFlowPlan {
         // run in the same loop.
         for id in 0..n {
             for &(src, _) in &in_edges[id] {
+                if is_next(src as usize) && node_frame[src as usize] == 0 && node_frame[id] != 0 {
+                    // Its body value came from another device: the loop was
+                    // split by partitioning.
+                    return Err(Status::unimplemented(format!(
+                        "{}: loop frame '{}' spans devices or tasks (its NextIteration '{}' is fed from another \
+                         device); loops whose body spans devices or tasks are not supported yet",
+                        nodes[id].describe(),
+                        frame_label(&frames, node_frame[id]),
+                        nodes[src as usize].name
+                    )));
+                }
                 if is_next(src as usize) && node_frame[src as usize] != node_frame[id] {
                     return Err(Status::invalid_argument(format!(
                         "{}: the NextIteration '{}' feeding it runs in loop frame '{}', not in this node's '{}'",
