@@ -58,3 +58,19 @@ fn step_remote_reports_the_bare_relay_of_its_messages_beside_the_raw_round_trip(
     assert!(relay_us > 0.0 && step_us > 0.0, "{relay} {step}");
     assert!((over["value"].as_f64().unwrap() - step_us / relay_us).abs() < 1e-9, "{over}");
 }
+
+#[test]
+fn while_loop_and_conv_report_per_unit_figures_with_their_direct_kernel_baselines() {
+    let lines = bench(&["while-loop", "conv", "--iterations", "5", "--json"]);
+    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (scenario, metric, unit) in [("while-loop", "per_iteration", "ns"), ("conv", "p50", "us")] {
+        let f = figures
+            .iter()
+            .find(|f| f["scenario"] == scenario && f["metric"] == metric)
+            .unwrap_or_else(|| panic!("a {scenario} {metric} figure: {lines:?}"));
+        assert_eq!(f["unit"], unit, "{f}");
+        let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
+        assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
+        assert!((f["ratio"].as_f64().unwrap() - value / baseline).abs() < 1e-9, "{f}");
+    }
+}

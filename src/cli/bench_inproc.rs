@@ -188,6 +188,71 @@ pub fn while_loop(opts: &BenchOptions) -> Result<Vec<Figure>> {
     ])
 }
 
+/// `conv`: a 3×3 SAME convolution of a [4, 32, 32, 32] image to 64
+/// channels (a ResNet-style layer), 1 pool thread.
+const CONV_INPUT: [usize; 4] = [4, 32, 32, 32];
+const CONV_OUT: usize = 64;
+
+/// Conv2D through a callable, against the gemm it reduces to (the same
+/// [rows, 9·C] × [9·C, out] products on an already-built patch matrix,
+/// called directly): what im2col and the runtime add to the library call.
+pub fn conv(opts: &BenchOptions) -> Result<Vec<Figure>> {
+    let iters = iters_or(opts, 200);
+    let [n, h, w, c] = CONV_INPUT;
+    let patch = 9 * c;
+    let mut b = crate::graph::builder::GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    let weights: Vec<f32> = (0..patch * CONV_OUT).map(|i| ((i * 7919) % 13) as f32 / 13.0 - 0.5).collect();
+    let f = b.constant("f", &Tensor::from_slice::<f32>([3, 3, c, CONV_OUT], &weights)?);
+    let ints = |v: &[i64]| AttrValue::List(crate::graph::AttrList::Int(v.to_vec()));
+    b.add(
+        "y",
+        "Conv2D",
+        &[&x, &f],
+        vec![
+            ("T", AttrValue::Type(DataType::Tensor(DType::F32))),
+            ("strides", ints(&[1, 1, 1, 1])),
+            ("padding", AttrValue::Bytes(b"SAME".to_vec())),
+        ],
+    );
+    let options = SessionOptions { threads_per_device: 1, ..SessionOptions::default() };
+    let session = create_session(b.finish(), &options)?;
+    let handle = callable(session.as_ref(), &["x:0"], &["y:0"])?;
+    let image: Vec<f32> = (0..n * h * w * c).map(|i| (i % 17) as f32 / 17.0).collect();
+    let xt = Tensor::from_slice::<f32>(CONV_INPUT, &image)?;
+    let run_options = RunOptions::default();
+    let steps = time_each(iters, || {
+        let (out, _) = session.run_callable(handle, vec![xt.clone()], &run_options)?;
+        std::hint::black_box(out);
+        Ok(())
+    })?;
+    session.close()?;
+    let rows = h * w;
+    let cols: Vec<f32> = (0..rows * patch).map(|i| (i % 17) as f32 / 17.0).collect();
+    let mut out = vec![0.0f32; rows * CONV_OUT];
+    let direct = time_each(iters, || {
+        for _ in 0..n {
+            <f32 as Gemm>::gemm_over(
+                [rows, patch, CONV_OUT],
+                Strided::row_major(&cols, patch),
+                Strided::row_major(&weights, CONV_OUT),
+                &mut out,
+            );
+        }
+        std::hint::black_box(&out);
+        Ok(())
+    })?;
+    let note = "Conv2D 3x3 SAME [4,32,32,32] -> 64, callable, 1 thread; baseline: its gemms called directly";
+    Ok(vec![
+        Figure::new("conv", "p50", steps.percentile_us(50.0), "us", 1)
+            .with_baseline(direct.percentile_us(50.0))
+            .with_note(note),
+        Figure::new("conv", "p99", steps.percentile_us(99.0), "us", 1)
+            .with_baseline(direct.percentile_us(99.0))
+            .with_note(note),
+    ])
+}
+
 const FANOUT_BRANCHES: usize = 8;
 const FANOUT_SIZE: usize = 256;
 

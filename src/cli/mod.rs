@@ -319,7 +319,7 @@ fn dispatch(command: Command) -> Result<bool> {
             against,
         } => {
             let scenarios = if scenarios.is_empty() {
-                ["step-inproc", "chain", "while-loop", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
+                ["step-inproc", "chain", "while-loop", "conv", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
                     .map(String::from)
                     .to_vec()
             } else {
@@ -367,6 +367,7 @@ fn dispatch(command: Command) -> Result<bool> {
                     "step-inproc" => bench_inproc::step_inproc(&inproc)?,
                     "chain" => bench_inproc::chain(&inproc)?,
                     "while-loop" => bench_inproc::while_loop(&inproc)?,
+                    "conv" => bench_inproc::conv(&inproc)?,
                     "fanout" => bench_inproc::fanout(&inproc)?,
                     "pingpong" => net_bench::bench_pingpong(&net)?,
                     "bulk" => net_bench::bench_bulk(&net)?,
@@ -375,7 +376,7 @@ fn dispatch(command: Command) -> Result<bool> {
                     "scale" => bench_remote::scale(&remote)?,
                     other => {
                         return Err(Status::invalid_argument(format!(
-                            "unknown bench scenario '{other}' (known: step-inproc, chain, while-loop, fanout, pingpong, bulk, step-remote, transfer-remote, scale)"
+                            "unknown bench scenario '{other}' (known: step-inproc, chain, while-loop, conv, fanout, pingpong, bulk, step-remote, transfer-remote, scale)"
                         )));
                     }
                 };
