@@ -1,7 +1,8 @@
 //! Elementwise functions written so the loops calling them vectorise:
 //! no branches (both sides computed, one selected), no libm calls.
 //!
-//! Owns: `tanh` on f32, computed in f64. Must not be used where a result
+//! Owns: `tanh` on f32, computed in f64, and the f64 `exp` that serves
+//! f32 results (`math::erf` uses it too). Must not be used where a result
 //! must be bit-identical to libm's; each function states its accuracy,
 //! checked by a sweep over f32 inputs in the tests below.
 
@@ -16,7 +17,7 @@ const ROUND_MAGIC: f64 = 6_755_399_441_055_744.0;
 /// e^y for y in [-1000, 1000] (2^k must stay a normal f64), relative
 /// error < 3e-10: far below an f32 ulp (6e-8), which is all it serves.
 #[inline(always)]
-fn exp_for_f32(y: f64) -> f64 {
+pub(super) fn exp_for_f32(y: f64) -> f64 {
     let shifted = y * LOG2E + ROUND_MAGIC;
     let k = shifted - ROUND_MAGIC;
     // y = k ln2 + r with |r| <= ln2 / 2.

@@ -1,5 +1,6 @@
 //! Elementwise math: unary functions, binary arithmetic with broadcasting,
-//! comparisons, logical ops, AddN and Select.
+//! comparisons, logical ops, AddN and Select; Einsum in [`einsum`], erf and
+//! erfc's scalar code in `erf`.
 //!
 //! Owns: these kernels, their signatures, and the generic unary/binary
 //! drivers other modules reuse ([`Unary`], [`build_real_unary`],
@@ -27,6 +28,9 @@ use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Element, Shape, Tensor};
 use smallvec::SmallVec;
 
+pub mod einsum;
+mod erf;
+
 pub const DEFS: &[OpDef] = &[
     // Unary, any real type.
     OpDef::kernel("Abs", unary_signature, build_real_unary::<Abs>),
@@ -49,6 +53,8 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Cos", unary_signature, build_float_unary::<Cos>),
     OpDef::kernel("Floor", unary_signature, build_float_unary::<Floor>),
     OpDef::kernel("Ceil", unary_signature, build_float_unary::<Ceil>),
+    OpDef::kernel("Erf", unary_signature, build_float_unary::<Erf>),
+    OpDef::kernel("Erfc", unary_signature, build_float_unary::<Erfc>),
     // Float predicates.
     OpDef::kernel("IsNan", predicate_signature, build_predicate::<IsNan>),
     OpDef::kernel("IsFinite", predicate_signature, build_predicate::<IsFinite>),
@@ -239,6 +245,37 @@ impl Unary<f64> for Tanh {
     #[inline(always)]
     fn apply(x: f64) -> f64 {
         x.tanh()
+    }
+}
+
+/// The error function: on f32 branch-free so the loop vectorises, both
+/// within an ulp or two of the exact value (`erf`).
+pub struct Erf;
+impl Unary<f32> for Erf {
+    #[inline(always)]
+    fn apply(x: f32) -> f32 {
+        erf::erf_f32(x)
+    }
+}
+impl Unary<f64> for Erf {
+    #[inline(always)]
+    fn apply(x: f64) -> f64 {
+        erf::erf_f64(x)
+    }
+}
+
+/// 1 − erf(x), accurate where it is tiny (`erf`).
+pub struct Erfc;
+impl Unary<f32> for Erfc {
+    #[inline(always)]
+    fn apply(x: f32) -> f32 {
+        erf::erfc_f32(x)
+    }
+}
+impl Unary<f64> for Erfc {
+    #[inline(always)]
+    fn apply(x: f64) -> f64 {
+        erf::erfc_f64(x)
     }
 }
 
@@ -831,6 +868,47 @@ mod tests {
             assert_eq!(got.dtype(), DType::F32);
             close(&got, want);
         }
+    }
+
+    #[test]
+    fn erf_and_erfc_match_tensorflow() {
+        // tf.math.erf / tf.math.erfc in TensorFlow 2.21. Its float32 erf is
+        // Eigen's own approximation (erf(3) is 1.6 ulps above the exact
+        // value); ours are within an ulp of exact, so compare within 2.
+        let x = f32s(&[9], &[-3., -1., -0.5, 0., 0.1, 0.5, 1., 3., 4.]);
+        let erf = run1(&op("Erf", DType::F32), std::slice::from_ref(&x)).unwrap();
+        let want = [-0.999978, -0.84270084, -0.5204999, 0.0, 0.112462915, 0.5204999, 0.84270084, 0.999978, 1.0];
+        for (&got, want) in erf.as_slice::<f32>().unwrap().iter().zip(want) {
+            assert!((got - want).abs() <= 2.0 * f32::EPSILON * want.abs().max(0.5), "erf: {got} vs {want}");
+        }
+        let x = f32s(&[9], &[-3., -1., -0.5, 0., 0.1, 0.5, 1., 3., 9.]);
+        let erfc = run1(&op("Erfc", DType::F32), std::slice::from_ref(&x)).unwrap();
+        let want = [1.999978, 1.8427007, 1.5205, 1.0, 0.88753706, 0.4795001, 0.15729922, 2.2090497e-5, 4.1370317e-37];
+        for (&got, want) in erfc.as_slice::<f32>().unwrap().iter().zip(want) {
+            assert!((got - want).abs() <= 2.0 * f32::EPSILON * want.abs(), "erfc: {got} vs {want}");
+        }
+        // float64: the correctly rounded values (mpmath), each within an ulp
+        // of TensorFlow's (-0.9999779095030015, -0.5204998778130466,
+        // 0.1124629160182849, 0.8427007929497148).
+        let x = Tensor::from_slice::<f64>([4], &[-3., -0.5, 0.1, 1.]).unwrap();
+        let erf = run1(&op("Erf", DType::F64), &[x]).unwrap();
+        assert_eq!(
+            erf.as_slice::<f64>().unwrap(),
+            &[-0.9999779095030014, -0.5204998778130465, 0.1124629160182849, 0.8427007929497149]
+        );
+        assert!(run1(&op("Erfc", DType::I32), &[i32s(&[1], &[1])]).unwrap_err().message.contains("int32"));
+    }
+
+    /// GELU as TensorFlow 2.21 freezes `tf.nn.gelu(x, approximate=False)`:
+    /// `0.5 · x · erfc(−x / √2)` out of Mul, Neg and Erfc.
+    #[test]
+    fn gelu_from_its_kernels_matches_tensorflow() {
+        let x = f32s(&[7], &[-3., -1., -0.5, 0., 0.5, 1., 3.]);
+        let k = |name: &str, inputs: &[Tensor]| run1(&op(name, DType::F32), inputs).unwrap();
+        let half_x = k("Mul", &[Tensor::scalar(0.5f32), x.clone()]);
+        let scaled = k("Mul", &[k("Neg", &[x]), Tensor::scalar(std::f32::consts::FRAC_1_SQRT_2)]);
+        let gelu = k("Mul", &[half_x, k("Erfc", &[scaled])]);
+        close(&gelu, &[-0.0040496956, -0.15865526, -0.15426877, 0.0, 0.34573123, 0.8413447, 2.9959502]);
     }
 
     #[test]

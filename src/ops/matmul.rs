@@ -4,8 +4,9 @@
 //! Owns: these kernels and [`Gemm`], the one matrix-multiply primitive:
 //! float32/float64 go to the `matrixmultiply` crate's sgemm/dgemm, which
 //! take arbitrary strides, so a transposed operand is read in place rather
-//! than copied; int32/int64 use a plain loop (wrapping, as TF's Eigen
-//! integer products do). Tiny products skip the gemm's packing overhead.
+//! than copied (an output may be strided too: Einsum writes products into
+//! a permuted output in place); int32/int64 use a plain loop (wrapping, as
+//! TF's Eigen integer products do). Tiny products skip the gemm's packing overhead.
 //! Must not spawn threads: the executor decides what runs in parallel, and
 //! these kernels say they are expensive so it can.
 
@@ -55,12 +56,38 @@ impl<'a, T> Strided<'a, T> {
     }
 }
 
-/// One strided matrix product `c = op(a) · op(b)`, `[m, k, n]` its sizes,
-/// into a row-major `m x n` buffer whose every element it writes, whatever
-/// the buffer held (it may be uninitialised: a fresh output is not zeroed
-/// first).
+/// The output of a product as the gemm writes it: element `(i, j)` is at
+/// `ptr + i * rows + j * cols`. A raw pointer, not a slice: Einsum writes
+/// products straight into a permuted output, where one product's elements
+/// interleave with another's (possibly on another thread).
+#[derive(Clone, Copy)]
+pub struct StridedOut<T> {
+    pub ptr: *mut T,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// One strided matrix product `c = op(a) · op(b)`, `[m, k, n]` its sizes.
+/// Every element of the `m x n` output is written, whatever it held (it may
+/// be uninitialised: a fresh output is not zeroed first).
 pub trait Gemm: Num {
-    fn gemm(mkn: [usize; 3], a: Strided<'_, Self>, b: Strided<'_, Self>, c: &mut [MaybeUninit<Self>]);
+    /// The product into a strided output.
+    ///
+    /// # Safety
+    /// For every `i < m` and `j < n`, `c.ptr + i * c.rows + j * c.cols` must
+    /// be valid for writes of a `Self`, distinct from every other `(i, j)`'s,
+    /// and touched by nothing else during the call. (`a` and `b` are
+    /// bounds-checked.)
+    unsafe fn gemm_strided(mkn: [usize; 3], a: Strided<'_, Self>, b: Strided<'_, Self>, c: StridedOut<Self>);
+
+    /// The product into a row-major `m x n` buffer.
+    fn gemm(mkn: [usize; 3], a: Strided<'_, Self>, b: Strided<'_, Self>, c: &mut [MaybeUninit<Self>]) {
+        let [m, _, n] = mkn;
+        assert!(c.len() >= m * n, "gemm output smaller than {m} x {n}");
+        let out = StridedOut { ptr: c.as_mut_ptr().cast::<Self>(), rows: n, cols: 1 };
+        // SAFETY: a row-major `m x n` block inside `c`, a unique borrow.
+        unsafe { Self::gemm_strided(mkn, a, b, out) }
+    }
 
     /// [`Gemm::gemm`] over a buffer of initialised elements, all overwritten.
     fn gemm_over(mkn: [usize; 3], a: Strided<'_, Self>, b: Strided<'_, Self>, c: &mut [Self]) {
@@ -71,26 +98,38 @@ pub trait Gemm: Num {
     }
 }
 
-/// Zeros over the first `len` elements of `c`, as initialised values.
-fn zero_fill<T: Num>(c: &mut [MaybeUninit<T>], len: usize) -> &mut [T] {
-    let c = &mut c[..len];
-    c.fill(MaybeUninit::new(T::default()));
-    // SAFETY: every element was just written.
-    unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<T>(), len) }
-}
-
 /// The loop every type can use: i-p-j order, so with a row-major `b` the
-/// inner loop runs along contiguous rows of `b` and `c`. It accumulates,
-/// so `c` starts zeroed.
-fn direct<T: Num>([m, k, n]: [usize; 3], a: Strided<'_, T>, b: Strided<'_, T>, c: &mut [MaybeUninit<T>]) {
-    let c = zero_fill(c, m * n);
+/// inner loop runs along contiguous rows of `b` and `c`. It accumulates, so
+/// each row of `c` is zeroed first.
+///
+/// # Safety
+/// As [`Gemm::gemm_strided`].
+unsafe fn direct<T: Num>([m, k, n]: [usize; 3], a: Strided<'_, T>, b: Strided<'_, T>, c: StridedOut<T>) {
     for i in 0..m {
-        let c_row = &mut c[i * n..(i + 1) * n];
-        for p in 0..k {
-            let x = a.data[i * a.rows + p * a.cols];
-            let b_row = p * b.rows;
-            for (j, cj) in c_row.iter_mut().enumerate() {
-                *cj = cj.add(x.mul(b.data[b_row + j * b.cols]));
+        // SAFETY (all pointer use below): the caller vouches for every
+        // element `(i, j)` of `c`; each is written before it is read.
+        let c_row = unsafe { c.ptr.add(i * c.rows) };
+        for j in 0..n {
+            unsafe { c_row.add(j * c.cols).write(T::ZERO) };
+        }
+        if c.cols == 1 {
+            // A contiguous row, now initialised: let the loop vectorise.
+            let c_row = unsafe { std::slice::from_raw_parts_mut(c_row, n) };
+            for p in 0..k {
+                let x = a.data[i * a.rows + p * a.cols];
+                let b_row = p * b.rows;
+                for (j, cj) in c_row.iter_mut().enumerate() {
+                    *cj = cj.add(x.mul(b.data[b_row + j * b.cols]));
+                }
+            }
+        } else {
+            for p in 0..k {
+                let x = a.data[i * a.rows + p * a.cols];
+                let b_row = p * b.rows;
+                for j in 0..n {
+                    let cj = unsafe { &mut *c_row.add(j * c.cols) };
+                    *cj = cj.add(x.mul(b.data[b_row + j * b.cols]));
+                }
             }
         }
     }
@@ -99,25 +138,22 @@ fn direct<T: Num>([m, k, n]: [usize; 3], a: Strided<'_, T>, b: Strided<'_, T>, c
 macro_rules! float_gemm {
     ($t:ty, $f:path) => {
         impl Gemm for $t {
-            fn gemm(mkn: [usize; 3], a: Strided<'_, $t>, b: Strided<'_, $t>, c: &mut [MaybeUninit<$t>]) {
+            unsafe fn gemm_strided(mkn: [usize; 3], a: Strided<'_, $t>, b: Strided<'_, $t>, c: StridedOut<$t>) {
                 let [m, k, n] = mkn;
                 if m == 0 || n == 0 || k == 0 || m * n * k <= DIRECT_LIMIT {
                     // (An empty sum is zero: `direct` zeroes `c` first.)
-                    return direct(mkn, a, b, c);
+                    // SAFETY: the caller's promise about `c` is passed on.
+                    return unsafe { direct(mkn, a, b, c) };
                 }
                 // The gemm reads through raw pointers: prove the extents.
-                assert!(
-                    a.fits(m, k) && b.fits(k, n) && c.len() >= m * n,
-                    "gemm operands smaller than their strides imply"
-                );
+                assert!(a.fits(m, k) && b.fits(k, n), "gemm operands smaller than their strides imply");
                 // SAFETY: the assert above shows every element the gemm
-                // reads of `a` and `b` and writes of `c` (rows `m`, cols `n`,
-                // row stride `n`) lies inside the slices; `c` is a unique
-                // borrow, so nothing aliases the writes. Strides are element
-                // counts of in-memory slices, so they fit in isize. With
-                // beta = 0 the gemm writes every element of `c` without
-                // reading it (its documented contract), so `c` may be
-                // uninitialised.
+                // reads of `a` and `b` lies inside the slices; the caller
+                // vouches for every element of `c` it writes (distinct,
+                // writable, unshared). Strides are element counts within
+                // allocations, so they fit in isize. With beta = 0 the gemm
+                // writes every element of `c` without reading it (its
+                // documented contract), so `c` may be uninitialised.
                 unsafe {
                     $f(
                         m,
@@ -131,9 +167,9 @@ macro_rules! float_gemm {
                         b.rows as isize,
                         b.cols as isize,
                         0.0,
-                        c.as_mut_ptr().cast::<$t>(),
-                        n as isize,
-                        1,
+                        c.ptr,
+                        c.rows as isize,
+                        c.cols as isize,
                     )
                 }
             }
@@ -147,8 +183,9 @@ float_gemm!(f64, matrixmultiply::dgemm);
 macro_rules! int_gemm {
     ($t:ty) => {
         impl Gemm for $t {
-            fn gemm(mkn: [usize; 3], a: Strided<'_, $t>, b: Strided<'_, $t>, c: &mut [MaybeUninit<$t>]) {
-                direct(mkn, a, b, c)
+            unsafe fn gemm_strided(mkn: [usize; 3], a: Strided<'_, $t>, b: Strided<'_, $t>, c: StridedOut<$t>) {
+                // SAFETY: the caller's promise about `c` is passed on.
+                unsafe { direct(mkn, a, b, c) }
             }
         }
     };
@@ -195,10 +232,10 @@ fn pick(op: &str, dtype: DType, f32: MatMulFn, f64: MatMulFn, i32: MatMulFn, i64
 
 /// Fewest multiply-adds worth a chunk of their own on another thread (about
 /// 50 µs of sgemm here): below it, a hand-off costs more than it saves.
-const CHUNK_MIN_MACS: usize = 1 << 20;
+pub(super) const CHUNK_MIN_MACS: usize = 1 << 20;
 /// Fewest rows in a chunk: the gemm packs `b` once per call, so thin row
 /// blocks would repack it for little work.
-const CHUNK_MIN_ROWS: usize = 16;
+pub(super) const CHUNK_MIN_ROWS: usize = 16;
 
 /// `c = op(a) · op(b)` (`m x k` times `k x n`) with `c`'s rows cut into
 /// chunks run across `pool`'s threads. Each row block is the same gemm on a
@@ -278,7 +315,7 @@ impl OpKernel for MatMulKernel {
 
 /// A product with fewer multiply-adds than this (32³: a few microseconds)
 /// runs on the thread that made it ready: a hop to the pool would cost more.
-const INLINE_MAX_MACS: usize = 1 << 15;
+pub(super) const INLINE_MAX_MACS: usize = 1 << 15;
 
 // ---------------------------------------------------------------------------
 // BatchMatMul
@@ -418,6 +455,63 @@ mod tests {
             let mut ci = vec![i64::MIN; m * n];
             i64::gemm_over([m, k, n], Strided::row_major(&ai, k), Strided::row_major(&bi, n), &mut ci);
             assert_eq!(ci.iter().map(|&x| x as f64).collect::<Vec<_>>(), want, "i64 {m}x{k}x{n}");
+        }
+    }
+
+    /// A strided output: column-major, and rows spread apart with other
+    /// data between them (as Einsum writes a slab of a permuted output).
+    /// Elements outside the `m x n` block are never touched.
+    #[test]
+    fn strided_outputs_land_where_their_strides_say() {
+        for &(m, k, n) in &[(2, 3, 4), (33, 17, 29), (5, 0, 3)] {
+            let a = values(m * k, 7);
+            let b = values(k * n, 8);
+            let want = reference(&a, &b, m, k, n);
+            for (rows, cols) in [(1, m), (2 * n + 3, 2)] {
+                let len = (m - 1) * rows + (n - 1) * cols + 1;
+                let (a32, b32): (Vec<f32>, Vec<f32>) =
+                    (a.iter().map(|&x| x as f32).collect(), b.iter().map(|&x| x as f32).collect());
+                let mut c32 = vec![f32::NAN; len];
+                let mut c64 = vec![f64::NAN; len];
+                let mut ci = vec![i64::MIN; len];
+                let (ai, bi): (Vec<i64>, Vec<i64>) =
+                    (a.iter().map(|&x| x as i64).collect(), b.iter().map(|&x| x as i64).collect());
+                // SAFETY: (i, j) -> i * rows + j * cols is injective for these
+                // strides (one of them exceeds the other's whole extent) and
+                // stays below `len`; each buffer is a unique borrow.
+                unsafe {
+                    f32::gemm_strided(
+                        [m, k, n],
+                        Strided::row_major(&a32, k),
+                        Strided::row_major(&b32, n),
+                        StridedOut { ptr: c32.as_mut_ptr(), rows, cols },
+                    );
+                    f64::gemm_strided(
+                        [m, k, n],
+                        Strided::row_major(&a, k),
+                        Strided::row_major(&b, n),
+                        StridedOut { ptr: c64.as_mut_ptr(), rows, cols },
+                    );
+                    i64::gemm_strided(
+                        [m, k, n],
+                        Strided::row_major(&ai, k),
+                        Strided::row_major(&bi, n),
+                        StridedOut { ptr: ci.as_mut_ptr(), rows, cols },
+                    );
+                }
+                let mut written = vec![false; len];
+                for i in 0..m {
+                    for j in 0..n {
+                        let at = i * rows + j * cols;
+                        written[at] = true;
+                        let w = want[i * n + j];
+                        assert_eq!((c32[at] as f64, c64[at], ci[at] as f64), (w, w, w), "{m}x{k}x{n} ({i},{j})");
+                    }
+                }
+                for (at, _) in written.iter().enumerate().filter(|(_, w)| !**w) {
+                    assert!(c32[at].is_nan() && c64[at].is_nan() && ci[at] == i64::MIN, "{m}x{k}x{n} touched {at}");
+                }
+            }
         }
     }
 
@@ -579,6 +673,72 @@ mod tests {
         })
         .unwrap();
         assert!(kernel.is_expensive());
+    }
+
+    #[test]
+    fn batch_matmul_v2_broadcasts_rank_3_against_rank_4_with_adjoints() {
+        // [2,1,3,4] x [5,4,6] -> [2,5,3,6]: batch [2,1] against [5].
+        let (m, k, n) = (3, 4, 6);
+        let a_vals = values(2 * m * k, 5);
+        let b_vals = values(5 * k * n, 6);
+        for (adj_x, adj_y) in [(false, false), (true, false), (false, true), (true, true)] {
+            // Store each batch's matrix as the op reads it under its adjoint.
+            let a_stored: Vec<f64> = (0..2)
+                .flat_map(|i| {
+                    let mat = &a_vals[i * m * k..(i + 1) * m * k];
+                    if adj_x { transpose(mat, m, k) } else { mat.to_vec() }
+                })
+                .collect();
+            let b_stored: Vec<f64> = (0..5)
+                .flat_map(|j| {
+                    let mat = &b_vals[j * k * n..(j + 1) * k * n];
+                    if adj_y { transpose(mat, k, n) } else { mat.to_vec() }
+                })
+                .collect();
+            let a_dims: [usize; 4] = if adj_x { [2, 1, k, m] } else { [2, 1, m, k] };
+            let b_dims: [usize; 3] = if adj_y { [5, n, k] } else { [5, k, n] };
+            for dtype in [DType::F32, DType::F64, DType::I32] {
+                let mk = |dims: &[usize], v: &[f64]| {
+                    match dtype {
+                        DType::F32 => Tensor::from_slice::<f32>(dims, &v.iter().map(|&x| x as f32).collect::<Vec<_>>()),
+                        DType::F64 => Tensor::from_slice::<f64>(dims, v),
+                        _ => Tensor::from_slice::<i32>(dims, &v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
+                    }
+                    .unwrap()
+                };
+                let op = node("BatchMatMulV2")
+                    .attr("T", ty(dtype))
+                    .attr("adj_x", AttrValue::Bool(adj_x))
+                    .attr("adj_y", AttrValue::Bool(adj_y));
+                let out = run1(&op, &[mk(&a_dims, &a_stored), mk(&b_dims, &b_stored)]).unwrap();
+                assert_eq!(out.dims(), &[2, 5, 3, 6]);
+                let got = out.to_f64_vec();
+                for i in 0..2 {
+                    for j in 0..5 {
+                        let want = reference(
+                            &a_vals[i * m * k..(i + 1) * m * k],
+                            &b_vals[j * k * n..(j + 1) * k * n],
+                            m,
+                            k,
+                            n,
+                        );
+                        let at = (i * 5 + j) * m * n;
+                        assert_eq!(
+                            &got[at..at + m * n],
+                            &want[..],
+                            "{dtype} adj_x={adj_x} adj_y={adj_y} batch {i},{j}"
+                        );
+                    }
+                }
+            }
+        }
+        // TensorFlow's value: tf.linalg.matmul(a, b) with a = arange(24)
+        // reshaped [2,1,3,4], b = arange(120) reshaped [5,4,6] has 9490 at
+        // [1,4,2,5] (float32).
+        let a = Tensor::from_slice::<f32>([2, 1, 3, 4], &(0..24).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+        let b = Tensor::from_slice::<f32>([5, 4, 6], &(0..120).map(|v| v as f32).collect::<Vec<_>>()).unwrap();
+        let out = run1(&node("BatchMatMulV2").attr("T", ty(DType::F32)), &[a, b]).unwrap();
+        assert_eq!(out.as_slice::<f32>().unwrap()[((5 + 4) * 3 + 2) * 6 + 5], 9490.0);
     }
 
     #[test]

@@ -363,4 +363,136 @@ mod tests {
         let err = run1(&op("Softmax", DType::F32), &[Tensor::scalar(1.0f32)]).unwrap_err();
         assert!(err.message.contains(">= 1 dimension"), "{err}");
     }
+
+    #[test]
+    fn softmax_over_the_last_axis_of_any_rank() {
+        // tf.nn.softmax / tf.nn.log_softmax in TensorFlow 2.21 (float32).
+        let x1 = f32s(&[4], &[1., 2., 3., 0.5]);
+        let sm = run1(&op("Softmax", DType::F32), std::slice::from_ref(&x1)).unwrap();
+        assert_eq!(sm.dims(), &[4]);
+        close(&sm, &[0.08536889, 0.23205672, 0.63079554, 0.05177885]);
+        let lsm = run1(&op("LogSoftmax", DType::F32), &[x1]).unwrap();
+        close(&lsm, &[-2.4607735, -1.4607735, -0.4607735, -2.9607735]);
+        let x3 = f32s(&[2, 2, 3], &[1., 2., 3., -1., 0., 1., 0.5, 0.5, 0.5, 10., -10., 0.]);
+        let sm = run1(&op("Softmax", DType::F32), std::slice::from_ref(&x3)).unwrap();
+        assert_eq!(sm.dims(), &[2, 2, 3]);
+        close(
+            &sm,
+            &[
+                0.09003057,
+                0.24472848,
+                0.66524094,
+                0.09003057,
+                0.24472848,
+                0.66524094,
+                0.33333334,
+                0.33333334,
+                0.33333334,
+                0.9999546,
+                2.06106e-9,
+                4.539787e-5,
+            ],
+        );
+        let lsm = run1(&op("LogSoftmax", DType::F32), &[x3]).unwrap();
+        close(
+            &lsm,
+            &[
+                -2.407606,
+                -1.4076059,
+                -0.40760595,
+                -2.407606,
+                -1.4076059,
+                -0.40760595,
+                -1.0986123,
+                -1.0986123,
+                -1.0986123,
+                -4.5417706e-5,
+                -20.000046,
+                -10.000046,
+            ],
+        );
+        let x4 = f32s(&[1, 2, 2, 2], &[-1., -0.5, 0., 0.5, 1., 1.5, 2., 2.5]);
+        let sm = run1(&op("Softmax", DType::F32), std::slice::from_ref(&x4)).unwrap();
+        assert_eq!(sm.dims(), &[1, 2, 2, 2]);
+        close(&sm, &[0.37754068, 0.62245935].repeat(4));
+        let lsm = run1(
+            &op("LogSoftmax", DType::F64),
+            &[Tensor::from_slice::<f64>([1, 2, 2, 2], &[-1., -0.5, 0., 0.5, 1., 1.5, 2., 2.5]).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(lsm.dims(), &[1, 2, 2, 2]);
+        for (i, v) in lsm.as_slice::<f64>().unwrap().iter().enumerate() {
+            // log(1 / (1 + e^±0.5)).
+            let want = if i % 2 == 0 { -0.9740769841801067 } else { -0.4740769841801067 };
+            assert!((v - want).abs() < 1e-15, "{i}: {v}");
+        }
+    }
+
+    /// Keras's LayerNormalization as TensorFlow 2.21 freezes it, kernel by
+    /// kernel: mean = Mean(x, -1, keep_dims); variance =
+    /// Mean(SquaredDifference(x, StopGradient(mean)), -1, keep_dims);
+    /// inv = Rsqrt(variance + eps) * gamma; out = x * inv + (beta - mean * inv)
+    /// (the graph's Neg/Mul/AddV2 spelling of the last term).
+    #[test]
+    fn layer_norm_from_its_kernels_matches_keras() {
+        let x = f32s(
+            &[2, 2, 4],
+            &[
+                0.32299984,
+                -0.10213006,
+                -0.44512004,
+                -0.70597005,
+                -0.88468003,
+                -0.98125005,
+                -0.99568,
+                -0.92796993,
+                -0.7781199,
+                -0.54612994,
+                -0.23199981,
+                0.1642704,
+                0.6426803,
+                1.2032301,
+                1.8459208,
+                2.5707507,
+            ],
+        );
+        let gamma = f32s(&[1, 1, 4], &[1.5, -0.5, 2.0, 0.25]);
+        let beta = f32s(&[1, 1, 4], &[0.1, 0.2, -0.3, 0.0]);
+        let last = Tensor::from_slice::<i32>([1], &[-1]).unwrap();
+        let mean_op = op("Mean", DType::F32).attr("keep_dims", AttrValue::Bool(true));
+        let k = |name: &str, inputs: &[Tensor]| run1(&op(name, DType::F32), inputs).unwrap();
+        let mean = run1(&mean_op, &[x.clone(), last.clone()]).unwrap();
+        assert_eq!(mean.dims(), &[2, 2, 1]);
+        let centred = k("SquaredDifference", &[x.clone(), k("StopGradient", std::slice::from_ref(&mean))]);
+        assert_eq!(centred.dims(), &[2, 2, 4]);
+        let variance = run1(&mean_op, &[centred, last]).unwrap();
+        let inv = k("Mul", &[k("Rsqrt", &[k("AddV2", &[variance, Tensor::scalar(1e-3f32)])]), gamma]);
+        assert_eq!(inv.dims(), &[2, 2, 4]);
+        let shift = k("AddV2", &[k("Mul", &[k("Neg", &[mean]), inv.clone()]), beta]);
+        let out = k("AddV2", &[k("Mul", &[x, inv]), shift]);
+        assert_eq!(out.dims(), &[2, 2, 4]);
+        // tf.keras.layers.LayerNormalization(epsilon=1e-3) with these gamma
+        // and beta, in TensorFlow 2.21.
+        close(
+            &out,
+            &[
+                2.2535264,
+                0.031475574,
+                -1.3986356,
+                -0.30585384,
+                1.8328873,
+                0.51181906,
+                -2.0788963,
+                0.08945608,
+                -1.7173656,
+                0.47905374,
+                0.35346967,
+                0.36073738,
+                -1.821732,
+                0.45153177,
+                0.47809237,
+                0.34879303,
+            ],
+        );
+    }
 }

@@ -94,6 +94,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::top_k::DEFS,
             super::array::where_true::DEFS,
             super::math::DEFS,
+            super::math::einsum::DEFS,
             super::matmul::DEFS,
             super::nn::DEFS,
             super::nn::conv::DEFS,
@@ -211,6 +212,8 @@ mod tests {
             "Cos",
             "Floor",
             "Ceil",
+            "Erf",
+            "Erfc",
             "Relu",
             "Relu6",
             "Elu",
@@ -269,6 +272,18 @@ mod tests {
             rows.push((op, NodeSpec::new("n", op), vec![B, B], vec![B]));
         }
         rows.push(("LogicalNot", NodeSpec::new("n", "LogicalNot"), vec![B], vec![B]));
+        rows.push((
+            "Einsum",
+            t("Einsum").attr("N", AttrValue::Int(2)).attr("equation", AttrValue::Bytes(b"ij,jk->ik".to_vec())),
+            vec![F, F],
+            vec![F],
+        ));
+        rows.push((
+            "Einsum",
+            t("Einsum").attr("N", AttrValue::Int(1)).attr("equation", AttrValue::Bytes(b"ii->".to_vec())),
+            vec![F],
+            vec![F],
+        ));
         rows.push(("AddN", t("AddN").attr("N", AttrValue::Int(3)), vec![F, F, F], vec![F]));
         for op in ["Select", "SelectV2"] {
             rows.push((op, t(op), vec![B, F, F], vec![F]));
