@@ -84,8 +84,10 @@ golden_remote!(
     cond_v1,
     cond_v2,
     counter_resource_var,
+    einsum_ops,
     function_call,
     function_call_stateful,
+    keras_attention,
     keras_cnn,
     keras_embedding,
     while_v1,
@@ -128,9 +130,6 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
 const NOT_YET_SUPPORTED: &[&str] = &[
     // Conv2DBackpropInput (a transposed convolution).
     "nn_ops",
-    // Einsum, Erfc.
-    "einsum_ops",
-    "keras_attention",
     // Loops whose body spans tasks.
     "while_two_tasks",
     "while_v2_two_tasks",
