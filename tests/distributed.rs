@@ -116,7 +116,11 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     // Every case either passes or fails with its reason; none crashes the run.
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("PASS ") || l.starts_with("FAIL ")).count(), cases.len(), "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("PASS ") || l.starts_with("FAIL ")).count(),
+        cases.len(),
+        "{stdout}"
+    );
     for case in cases.iter().filter_map(|c| c.file_name()).map(|n| n.to_string_lossy().into_owned()) {
         if !NOT_YET_SUPPORTED.contains(&case.as_str()) {
             assert!(stdout.contains(&format!("PASS {case}\n")), "{case} should pass:\n{stdout}");

@@ -177,7 +177,8 @@ pub fn while_loop(opts: &BenchOptions) -> Result<Vec<Figure>> {
         Ok(())
     })?;
     let per_iteration = |rec: &LatencyRecorder, p: f64| rec.percentile_ns(p) / LOOP_ITERATIONS as f64;
-    let note = "v1 while loop, 10,000 iterations a step, callable; baseline: the body's two AddV2 kernels called directly";
+    let note =
+        "v1 while loop, 10,000 iterations a step, callable; baseline: the body's two AddV2 kernels called directly";
     Ok(vec![
         Figure::new("while-loop", "per_iteration", per_iteration(&steps, 50.0), "ns", options.threads_per_device)
             .with_baseline(per_iteration(&direct, 50.0))

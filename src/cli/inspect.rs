@@ -88,7 +88,8 @@ pub fn inspect(path: &Path) -> Result<Report> {
 fn check_nodes(graph: &GraphSpec, report: &mut Report) {
     for node in &graph.nodes {
         if let Err(e) = resolve_node(node) {
-            let entry = report.unsupported.entry(node.op.clone()).or_insert_with(|| (0, node.name.clone(), e.message.clone()));
+            let entry =
+                report.unsupported.entry(node.op.clone()).or_insert_with(|| (0, node.name.clone(), e.message.clone()));
             entry.0 += 1;
         }
     }
@@ -205,10 +206,8 @@ mod tests {
         let mut g = trivial_add_graph();
         g.nodes.push(NodeSpec::new("mystery", "FrobnicateV7").input("y", 0));
         let mut bad = NodeSpec::new("h", "Identity").input("x", 0);
-        bad.attrs.insert(
-            "T".into(),
-            crate::graph::spec::AttrValue::Type(crate::graph::spec::DataType::Unsupported(19)),
-        );
+        bad.attrs
+            .insert("T".into(), crate::graph::spec::AttrValue::Type(crate::graph::spec::DataType::Unsupported(19)));
         g.nodes.push(bad);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.pb");

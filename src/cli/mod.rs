@@ -319,9 +319,20 @@ fn dispatch(command: Command) -> Result<bool> {
             against,
         } => {
             let scenarios = if scenarios.is_empty() {
-                ["step-inproc", "chain", "while-loop", "conv", "fanout", "pingpong", "bulk", "step-remote", "transfer-remote", "scale"]
-                    .map(String::from)
-                    .to_vec()
+                [
+                    "step-inproc",
+                    "chain",
+                    "while-loop",
+                    "conv",
+                    "fanout",
+                    "pingpong",
+                    "bulk",
+                    "step-remote",
+                    "transfer-remote",
+                    "scale",
+                ]
+                .map(String::from)
+                .to_vec()
             } else {
                 scenarios
             };

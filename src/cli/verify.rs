@@ -100,7 +100,9 @@ impl GoldenCase {
     pub fn jobs_needed(&self) -> Vec<(String, usize)> {
         let mut needed: BTreeMap<String, usize> = BTreeMap::new();
         for d in &self.file.devices {
-            if let Ok(crate::cluster::DeviceName { job: Some(job), task: Some(task), .. }) = crate::cluster::DeviceName::parse(d) {
+            if let Ok(crate::cluster::DeviceName { job: Some(job), task: Some(task), .. }) =
+                crate::cluster::DeviceName::parse(d)
+            {
                 let n = needed.entry(job).or_default();
                 *n = (*n).max(task as usize + 1);
             }

@@ -323,7 +323,14 @@ impl State {
 
     /// Node `t` finished with `outputs` (dead ones `None`): moves them
     /// along by its kind's rule.
-    fn propagate(&mut self, plan: &Plan, cf: &ControlFlowPlan, t: Tagged, outputs: &mut Values, ready: &mut Vec<Tagged>) {
+    fn propagate(
+        &mut self,
+        plan: &Plan,
+        cf: &ControlFlowPlan,
+        t: Tagged,
+        outputs: &mut Values,
+        ready: &mut Vec<Tagged>,
+    ) {
         match plan.nodes[t.id as usize].kind {
             NodeKind::Enter { is_constant } => {
                 let child = self.child_frame(cf, t.frame, t.iter, cf.enter_child[t.id as usize]);
@@ -471,9 +478,9 @@ impl CfExecution {
                 while let Some(t) = next {
                     let mut inputs = self.take_inputs(&mut state, t);
                     let start_us = self.start_us(t);
-                    let outputs = self.outputs_of(t, &mut inputs).unwrap_or_else(|| {
-                        Err(Status::internal("a node that waits ran under the state lock"))
-                    });
+                    let outputs = self
+                        .outputs_of(t, &mut inputs)
+                        .unwrap_or_else(|| Err(Status::internal("a node that waits ran under the state lock")));
                     drop(inputs);
                     if let Some(start_us) = start_us {
                         self.record(t, start_us);
@@ -674,7 +681,11 @@ impl CfExecution {
             start_us,
             end_us: self.step.stats_clock_us(),
             thread: thread_number(),
-            frame: if frame == 0 || frame == NO_FRAME { String::new() } else { self.cf().frames[frame as usize].name.clone() },
+            frame: if frame == 0 || frame == NO_FRAME {
+                String::new()
+            } else {
+                self.cf().frames[frame as usize].name.clone()
+            },
             iter: t.iter,
         });
     }

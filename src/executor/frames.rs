@@ -113,8 +113,9 @@ impl ControlFlowPlan {
                 if is_next(src as usize) {
                     continue;
                 }
-                let out = frame_after(&nodes[src as usize], node_frame[src as usize], enter_child[src as usize], &frames)
-                    .map_err(|e| e.context(nodes[id].describe()))?;
+                let out =
+                    frame_after(&nodes[src as usize], node_frame[src as usize], enter_child[src as usize], &frames)
+                        .map_err(|e| e.context(nodes[id].describe()))?;
                 match frame {
                     None => frame = Some(out),
                     Some(f) if f == out => {}
@@ -186,7 +187,12 @@ impl ControlFlowPlan {
                 frames[node_frame[id] as usize].exits.push(id as u32);
             }
             let in_loop = node_frame[id] != 0;
-            if in_loop && matches!(nodes[id].kind, NodeKind::Send(_) | NodeKind::Recv(_) | NodeKind::Arg(_) | NodeKind::Retval(_)) {
+            if in_loop
+                && matches!(
+                    nodes[id].kind,
+                    NodeKind::Send(_) | NodeKind::Recv(_) | NodeKind::Arg(_) | NodeKind::Retval(_)
+                )
+            {
                 return Err(Status::unimplemented(format!(
                     "{}: runs inside loop frame '{}'; loops whose body spans devices or tasks, and feeds or \
                      fetches inside a loop, are not supported yet",

@@ -21,7 +21,9 @@ use crate::ops::{Builtin, ComputeFn, Implementation, KernelInit, OpContext, OpKe
 use std::collections::HashMap;
 
 pub(crate) enum NodeKind {
-    Kernel { kernel: Box<dyn OpKernel> },
+    Kernel {
+        kernel: Box<dyn OpKernel>,
+    },
     Arg(usize),
     Retval(usize),
     Send(RendezvousKey),
@@ -213,7 +215,9 @@ impl Plan {
                 Implementation::Builtin(Builtin::Retval) => NodeKind::Retval(index_attr(spec)?),
                 Implementation::Builtin(Builtin::Send) => NodeKind::Send(key_of(spec)?),
                 Implementation::Builtin(Builtin::Recv) => NodeKind::Recv(key_of(spec)?),
-                Implementation::Builtin(Builtin::Enter) => NodeKind::Enter { is_constant: spec.attr_bool_or("is_constant", false)? },
+                Implementation::Builtin(Builtin::Enter) => {
+                    NodeKind::Enter { is_constant: spec.attr_bool_or("is_constant", false)? }
+                }
                 Implementation::Builtin(Builtin::Exit) => NodeKind::Exit,
                 Implementation::Builtin(Builtin::NextIteration) => NodeKind::NextIteration,
                 Implementation::Builtin(Builtin::Switch) => NodeKind::Switch,
@@ -224,7 +228,8 @@ impl Plan {
             enters.push(match kind {
                 NodeKind::Enter { .. } => Some(EnterAttrs {
                     frame_name: spec.attr_str_or("frame_name", "")?,
-                    parallel_iterations: u32::try_from(spec.attr_int_or("parallel_iterations", 10)?.max(1)).unwrap_or(u32::MAX),
+                    parallel_iterations: u32::try_from(spec.attr_int_or("parallel_iterations", 10)?.max(1))
+                        .unwrap_or(u32::MAX),
                 }),
                 _ => None,
             });

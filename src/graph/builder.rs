@@ -171,7 +171,14 @@ impl GraphBuilder {
     /// Adds the v1 loop `while i < n: i += 1; s += 1.0` named `frame`
     /// (nodes `frame/...`) over `i` (int32), `s` (float) and the bound `n`;
     /// returns the loop's outputs `(i, s)`.
-    pub fn counting_loop(&mut self, frame: &str, n: &str, i: &str, s: &str, parallel_iterations: i64) -> (String, String) {
+    pub fn counting_loop(
+        &mut self,
+        frame: &str,
+        n: &str,
+        i: &str,
+        s: &str,
+        parallel_iterations: i64,
+    ) -> (String, String) {
         let enter = |b: &mut Self, name: &str, input: &str, dtype: DType, constant: bool| {
             b.add(
                 &format!("{frame}/{name}"),
@@ -197,12 +204,24 @@ impl GraphBuilder {
         let merge_s = merge(self, "merge_s", &enter_s, &next_s, DType::F32);
         let less = self.binary(&format!("{frame}/less"), "Less", &merge_i, &enter_n, DType::I32);
         let cond = self.add(&format!("{frame}/cond"), "LoopCond", &[&less], vec![]);
-        let switch_i = self.add(&format!("{frame}/switch_i"), "Switch", &[&merge_i, &cond], vec![("T", ty(DType::I32))]);
-        let switch_s = self.add(&format!("{frame}/switch_s"), "Switch", &[&merge_s, &cond], vec![("T", ty(DType::F32))]);
+        let switch_i =
+            self.add(&format!("{frame}/switch_i"), "Switch", &[&merge_i, &cond], vec![("T", ty(DType::I32))]);
+        let switch_s =
+            self.add(&format!("{frame}/switch_s"), "Switch", &[&merge_s, &cond], vec![("T", ty(DType::F32))]);
         let exit_i = self.add(&format!("{frame}/exit_i"), "Exit", &[&switch_i], vec![("T", ty(DType::I32))]);
         let exit_s = self.add(&format!("{frame}/exit_s"), "Exit", &[&switch_s], vec![("T", ty(DType::F32))]);
-        let body_i = self.add(&format!("{frame}/body_i"), "Identity", &[&format!("{frame}/switch_i:1")], vec![("T", ty(DType::I32))]);
-        let body_s = self.add(&format!("{frame}/body_s"), "Identity", &[&format!("{frame}/switch_s:1")], vec![("T", ty(DType::F32))]);
+        let body_i = self.add(
+            &format!("{frame}/body_i"),
+            "Identity",
+            &[&format!("{frame}/switch_i:1")],
+            vec![("T", ty(DType::I32))],
+        );
+        let body_s = self.add(
+            &format!("{frame}/body_s"),
+            "Identity",
+            &[&format!("{frame}/switch_s:1")],
+            vec![("T", ty(DType::F32))],
+        );
         let one_i = self.constant(&format!("{frame}/one_i"), &Tensor::scalar(1i32));
         let one_f = self.constant(&format!("{frame}/one_f"), &Tensor::scalar(1.0f32));
         // Constants run in the loop's frame: a control edge from the body.

@@ -114,10 +114,9 @@ fn classify(node: &NodeSpec, library: &Library) -> Result<Kind> {
 fn func_attr(node: &NodeSpec, key: &str) -> Result<String> {
     match node.get_attr(key) {
         Some(AttrValue::Func(name)) => Ok(name.clone()),
-        _ => Err(Status::invalid_argument(format!(
-            "node '{}' ({}): missing function attr '{key}'",
-            node.name, node.op
-        ))),
+        _ => {
+            Err(Status::invalid_argument(format!("node '{}' ({}): missing function attr '{key}'", node.name, node.op)))
+        }
     }
 }
 
@@ -166,7 +165,8 @@ fn instantiate(
                 None => Err(Status::invalid_argument(here(&format!("input '{raw}' names no arg or node")))),
             },
             [name, index] => {
-                let index: u32 = index.parse().map_err(|_| Status::invalid_argument(here(&format!("bad input '{raw}'"))))?;
+                let index: u32 =
+                    index.parse().map_err(|_| Status::invalid_argument(here(&format!("bad input '{raw}'"))))?;
                 match arg_index.get(name) {
                     Some(&i) if index == 0 => Ok(args[i].clone()),
                     _ if op_of.contains_key(name) => Ok(Endpoint::new(format!("{prefix}{name}"), index)),
@@ -174,7 +174,8 @@ fn instantiate(
                 }
             }
             [name, out_arg, index] => {
-                let index: u32 = index.parse().map_err(|_| Status::invalid_argument(here(&format!("bad input '{raw}'"))))?;
+                let index: u32 =
+                    index.parse().map_err(|_| Status::invalid_argument(here(&format!("bad input '{raw}'"))))?;
                 let op = op_of
                     .get(name)
                     .ok_or_else(|| Status::invalid_argument(here(&format!("input '{raw}' names no node"))))?;
@@ -227,7 +228,10 @@ fn instantiate(
         .outputs
         .iter()
         .map(|(name, _)| {
-            let raw = f.ret.get(name).ok_or_else(|| Status::invalid_argument(here(&format!("output '{name}' is not returned"))))?;
+            let raw = f
+                .ret
+                .get(name)
+                .ok_or_else(|| Status::invalid_argument(here(&format!("output '{name}' is not returned"))))?;
             resolve(raw)
         })
         .collect::<Result<Vec<_>>>()?;
@@ -248,7 +252,9 @@ fn output_port(op: &str, arg: &str, index: u32) -> Option<u32> {
         "FusedBatchNormGrad" | "FusedBatchNormGradV2" => {
             &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"]
         }
-        "FusedBatchNormGradV3" => &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"],
+        "FusedBatchNormGradV3" => {
+            &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"]
+        }
         "TopK" | "TopKV2" => &["values", "indices"],
         "Unique" => &["y", "idx"],
         "UniqueWithCounts" => &["y", "idx", "count"],
@@ -343,10 +349,8 @@ fn lower_branches(
 ) -> Result<Vec<NodeSpec>> {
     let name = &node.name;
     let device = node.device.as_str();
-    let (sel_input, data) = node
-        .inputs
-        .split_first()
-        .ok_or_else(|| Status::invalid_argument("missing the branch selector input"))?;
+    let (sel_input, data) =
+        node.inputs.split_first().ok_or_else(|| Status::invalid_argument("missing the branch selector input"))?;
     let n = branches.len();
     let mut out = Vec::new();
     let (switch_op, sel_type) = match selector {
@@ -388,7 +392,11 @@ fn lower_branches(
         .collect();
     let tin = type_list(node, "Tin")?;
     if tin.len() != data.len() {
-        return Err(Status::invalid_argument(format!("attr 'Tin' lists {} types for {} inputs", tin.len(), data.len())));
+        return Err(Status::invalid_argument(format!(
+            "attr 'Tin' lists {} types for {} inputs",
+            tin.len(),
+            data.len()
+        )));
     }
     let input_switches: Vec<String> = data
         .iter()
@@ -481,7 +489,12 @@ fn lower_while(node: &NodeSpec, cond: &Function, body: &Function, library: &Libr
         e.control_inputs = node.control_inputs.clone();
         out.push(e);
         let m = format!("{name}/merge_{i}");
-        out.push(merge(m.clone(), vec![Endpoint::new(enter, 0), Endpoint::new(format!("{name}/next_{i}"), 0)], t, device));
+        out.push(merge(
+            m.clone(),
+            vec![Endpoint::new(enter, 0), Endpoint::new(format!("{name}/next_{i}"), 0)],
+            t,
+            device,
+        ));
         merges.push(m);
     }
     let merged: Vec<Endpoint> = merges.iter().map(|m| Endpoint::new(m.clone(), 0)).collect();
@@ -567,7 +580,10 @@ mod tests {
             inputs: vec![("x".into(), Some(DataType::Tensor(DType::F32)))],
             outputs: vec![("y".into(), Some(DataType::Tensor(DType::F32)))],
             nodes: vec![
-                FunctionNode { spec: NodeSpec::new("add", "AddV2").attr("T", f32()), inputs: vec!["x".into(), "x".into()] },
+                FunctionNode {
+                    spec: NodeSpec::new("add", "AddV2").attr("T", f32()),
+                    inputs: vec!["x".into(), "x".into()],
+                },
                 FunctionNode { spec: NodeSpec::new("c", "Const"), inputs: vec![] },
             ],
             ret: HashMap::from([("y".to_string(), "add:z:0".to_string())]),

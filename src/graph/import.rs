@@ -440,7 +440,10 @@ pub fn graph_from_proto(def: &proto::GraphDef) -> Result<GraphSpec> {
 
 fn arg_of(arg: &proto::ArgDef) -> Result<(String, Option<DataType>)> {
     if !arg.number_attr.is_empty() || !arg.type_list_attr.is_empty() {
-        return Err(Status::unimplemented(format!("arg '{}' is a list of tensors, which functions here cannot take", arg.name)));
+        return Err(Status::unimplemented(format!(
+            "arg '{}' is a list of tensors, which functions here cannot take",
+            arg.name
+        )));
     }
     Ok((arg.name.clone(), if arg.type_attr.is_empty() { Some(data_type_of(arg.r#type)) } else { None }))
 }
@@ -602,7 +605,8 @@ mod tests {
 
     #[test]
     fn compact_float_val_is_expanded() {
-        let def = proto::GraphDef { node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])], versions: None, library: None };
+        let def =
+            proto::GraphDef { node: vec![float_const("c", vec![1.0, 2.0], vec![2, 2])], versions: None, library: None };
         let g = graph_from_pb_bytes(&def.encode_to_vec()).unwrap();
         let t = g.nodes[0].attr_tensor("value").unwrap().to_tensor().unwrap();
         assert_eq!(t.as_slice::<f32>().unwrap(), &[1.0, 2.0, 2.0, 2.0]);
@@ -616,12 +620,16 @@ mod tests {
             input: vec!["a".into(), "b:1".into(), "^c".into()],
             ..Default::default()
         };
-        let g =
-            graph_from_pb_bytes(&proto::GraphDef { node: vec![n.clone()], versions: None, library: None }.encode_to_vec()).unwrap();
+        let g = graph_from_pb_bytes(
+            &proto::GraphDef { node: vec![n.clone()], versions: None, library: None }.encode_to_vec(),
+        )
+        .unwrap();
         assert_eq!(g.nodes[0].inputs, vec![Endpoint::new("a", 0), Endpoint::new("b", 1)]);
         assert_eq!(g.nodes[0].control_inputs, vec!["c".to_string()]);
         n.input = vec!["^c".into(), "a".into()];
-        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![n], versions: None, library: None }.encode_to_vec()).unwrap_err();
+        let err =
+            graph_from_pb_bytes(&proto::GraphDef { node: vec![n], versions: None, library: None }.encode_to_vec())
+                .unwrap_err();
         assert!(err.message.contains("node 'n'") && err.message.contains("follows a control input"), "{err}");
     }
 
@@ -632,7 +640,9 @@ mod tests {
         if let Some(proto::attr_value::Value::Tensor(t)) = &mut c.attr.get_mut("value").unwrap().value {
             t.tensor_content = vec![0; 7];
         }
-        let err = graph_from_pb_bytes(&proto::GraphDef { node: vec![c], versions: None, library: None }.encode_to_vec()).unwrap_err();
+        let err =
+            graph_from_pb_bytes(&proto::GraphDef { node: vec![c], versions: None, library: None }.encode_to_vec())
+                .unwrap_err();
         assert!(err.message.contains("node 'c'") && err.message.contains("tensor_content has 7 bytes"), "{err}");
     }
 

@@ -303,7 +303,11 @@ mod tests {
     fn a_loops_back_edge_is_no_cycle_but_other_cycles_through_a_loop_are() {
         let t = || AttrValue::Type(DataType::Tensor(DType::F32));
         let merge = |inputs: [&str; 2]| {
-            NodeSpec::new("m", "Merge").input(inputs[0], 0).input(inputs[1], 0).attr("T", t()).attr("N", AttrValue::Int(2))
+            NodeSpec::new("m", "Merge")
+                .input(inputs[0], 0)
+                .input(inputs[1], 0)
+                .attr("T", t())
+                .attr("N", AttrValue::Int(2))
         };
         let next = NodeSpec::new("next", "NextIteration").input("body", 0).attr("T", t());
         let body = identity("body", "m");

@@ -105,8 +105,11 @@ impl LocalCluster {
             spec.cluster.insert(job.clone(), ports.by_ref().take(*n).map(|p| format!("127.0.0.1:{p}")).collect());
         }
         let first_port = spec.cluster.values().flatten().next().cloned().unwrap_or_default();
-        let spec_file = std::env::temp_dir()
-            .join(format!("ringflow-cluster-{}-{}.toml", std::process::id(), first_port.replace([':', '.'], "_")));
+        let spec_file = std::env::temp_dir().join(format!(
+            "ringflow-cluster-{}-{}.toml",
+            std::process::id(),
+            first_port.replace([':', '.'], "_")
+        ));
         std::fs::write(&spec_file, spec.to_toml())
             .map_err(|e| Status::permission_denied(format!("cannot write {}: {e}", spec_file.display())))?;
         // Children in the spec's task order, which `wait_ready` follows.
@@ -133,9 +136,9 @@ impl LocalCluster {
             if options.threads_per_device > 0 {
                 command.arg("--threads").arg(options.threads_per_device.to_string());
             }
-            let child = command
-                .spawn()
-                .map_err(|e| Status::internal(format!("cannot start {} for /job:{job}/task:{task}: {e}", exe.display())))?;
+            let child = command.spawn().map_err(|e| {
+                Status::internal(format!("cannot start {} for /job:{job}/task:{task}: {e}", exe.display()))
+            })?;
             cluster.children.push(child);
         }
         cluster.wait_ready()?;

@@ -76,7 +76,8 @@ fn a_cond_takes_each_branch_and_says_which() {
 #[test]
 fn fetching_an_untaken_branch_is_an_error_naming_it() {
     let s = create_session(cond_graph(), &SessionOptions::default()).unwrap();
-    let err = s.run_simple(&[("x", Tensor::scalar(3.0f32)), ("pred", Tensor::scalar(true))], &["else"], &[]).unwrap_err();
+    let err =
+        s.run_simple(&[("x", Tensor::scalar(3.0f32)), ("pred", Tensor::scalar(true))], &["else"], &[]).unwrap_err();
     assert!(err.message.contains("dead") && err.message.contains("not taken"), "{err}");
     // The session keeps serving.
     let out = s.run_simple(&[("x", Tensor::scalar(3.0f32)), ("pred", Tensor::scalar(false))], &["else"], &[]).unwrap();
@@ -113,7 +114,10 @@ fn an_error_inside_a_loop_ends_the_step_and_names_the_node() {
     b.binary("loop/div", "FloorDiv", &three, &gap, DType::I32);
     b.control("loop/next_i", "loop/div");
     let s = create_session(b.finish(), &SessionOptions::default()).unwrap();
-    assert_eq!(s.run_simple(&[("n", Tensor::scalar(2i32))], &["i_out"], &[]).unwrap()[0].scalar_value::<i32>().unwrap(), 2);
+    assert_eq!(
+        s.run_simple(&[("n", Tensor::scalar(2i32))], &["i_out"], &[]).unwrap()[0].scalar_value::<i32>().unwrap(),
+        2
+    );
     let err = s.run_simple(&[("n", Tensor::scalar(5i32))], &["i_out"], &[]).unwrap_err();
     assert!(err.message.contains("loop/div"), "{err}");
 }

@@ -149,6 +149,6 @@ pub fn parse_target(target: &str) -> Result<&str> {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod control_flow_tests;
+#[cfg(test)]
+mod tests;

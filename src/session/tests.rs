@@ -172,7 +172,10 @@ fn a_client_cancel_ends_a_blocked_step_and_the_session_stays_usable() {
 fn operation_timeout_applies_to_every_step() {
     let g = GraphSpec { nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(300))] };
     let options = SessionOptions {
-        config: SessionConfig { operation_timeout: Some(std::time::Duration::from_millis(20)), ..SessionConfig::default() },
+        config: SessionConfig {
+            operation_timeout: Some(std::time::Duration::from_millis(20)),
+            ..SessionConfig::default()
+        },
         ..SessionOptions::default()
     };
     let s = create_session(g, &options).unwrap();

@@ -121,7 +121,11 @@ fn block_and_pads(ctx: &OpContext<'_>, rank: usize, what: &str) -> Result<(Vec<u
     }
     let block: Vec<usize> = index_values(block_t, "block_shape")?
         .iter()
-        .map(|&b| usize::try_from(b).ok().filter(|&b| b >= 1).ok_or_else(|| Status::invalid_argument(format!("All values in block_shape must be positive, got value, {b}"))))
+        .map(|&b| {
+            usize::try_from(b).ok().filter(|&b| b >= 1).ok_or_else(|| {
+                Status::invalid_argument(format!("All values in block_shape must be positive, got value, {b}"))
+            })
+        })
         .collect::<Result<_>>()?;
     let flat = index_values(pads_t, what)?;
     let pads: Vec<[usize; 2]> = flat
@@ -163,13 +167,20 @@ fn space_batch(ctx: &mut OpContext<'_>, forward: bool) -> Result<()> {
         (dims[0], (0..m).map(|i| padded[i] / block[i]).collect(), dims[1..1 + m].to_vec())
     } else {
         if dims[0] % block_count != 0 {
-            bail!(invalid_argument, "Input batch dimension ({}) is not divisible by product of block sizes ({block_count})", dims[0]);
+            bail!(
+                invalid_argument,
+                "Input batch dimension ({}) is not divisible by product of block sizes ({block_count})",
+                dims[0]
+            );
         }
         let full: Vec<usize> = (0..m).map(|i| dims[1 + i] * block[i]).collect();
         let mut out = Vec::with_capacity(m);
         for i in 0..m {
             let cropped = full[i].checked_sub(pads[i][0] + pads[i][1]).ok_or_else(|| {
-                Status::invalid_argument(format!("Negative output dimension size caused by overly large crop values: crops[{i}] = {:?}", pads[i]))
+                Status::invalid_argument(format!(
+                    "Negative output dimension size caused by overly large crop values: crops[{i}] = {:?}",
+                    pads[i]
+                ))
             })?;
             out.push(cropped);
         }
@@ -257,7 +268,10 @@ fn matrix_diag(ctx: &mut OpContext<'_>) -> Result<()> {
     let rows = if rows < 0 { if cols < 0 { min_rows } else { cols - k } } else { rows };
     let cols = if cols < 0 { rows + k } else { cols };
     if rows < min_rows || cols < min_cols || (rows != min_rows && cols != min_cols) {
-        bail!(invalid_argument, "The number of diagonal elements should match the number of rows or columns: rows {rows}, cols {cols}, diagonal length {len}, k {k}");
+        bail!(
+            invalid_argument,
+            "The number of diagonal elements should match the number of rows or columns: rows {rows}, cols {cols}, diagonal length {len}, k {k}"
+        );
     }
     let (rows, cols) = (rows as usize, cols as usize);
     let size = fixed_size(diag)?;

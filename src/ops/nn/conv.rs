@@ -80,7 +80,10 @@ fn axis(input: usize, window: usize, stride: usize, dilation: usize, padding: Pa
             let [before, after] = pads[index];
             let padded = input + before + after;
             if padded < effective {
-                bail!(invalid_argument, "Computed output size would be negative: padded input {padded}, window {effective}");
+                bail!(
+                    invalid_argument,
+                    "Computed output size would be negative: padded input {padded}, window {effective}"
+                );
             }
             ((padded - effective) / stride + 1, before)
         }
@@ -134,7 +137,10 @@ fn window_of(node: &NodeSpec, dilations: bool) -> Result<Window> {
         "EXPLICIT" => {
             let p = attr_int_list_or(node, "explicit_paddings", &[])?;
             if p.len() != 8 || p.iter().any(|&x| x < 0) || p[0] != 0 || p[1] != 0 || p[6] != 0 || p[7] != 0 {
-                bail!(invalid_argument, "explicit_paddings must be 8 non-negative values, zero for batch and depth, got {p:?}");
+                bail!(
+                    invalid_argument,
+                    "explicit_paddings must be 8 non-negative values, zero for batch and depth, got {p:?}"
+                );
             }
             Padding::Explicit([[p[2] as usize, p[3] as usize], [p[4] as usize, p[5] as usize]])
         }
@@ -171,7 +177,10 @@ impl OpKernel for Conv {
 
     fn worth_a_thread(&self, inputs: &[Option<crate::ops::Value>], lent: &[Option<crate::ops::Value>]) -> bool {
         let size = |i: usize| {
-            inputs.get(i).and_then(|v| v.as_ref()).or_else(|| lent.get(i).and_then(|v| v.as_ref()))
+            inputs
+                .get(i)
+                .and_then(|v| v.as_ref())
+                .or_else(|| lent.get(i).and_then(|v| v.as_ref()))
                 .and_then(|v| v.as_tensor())
                 .map_or(0, |t| t.num_elements())
         };
@@ -195,7 +204,9 @@ fn conv<T: Float + Gemm>(k: &Conv, ctx: &mut OpContext<'_>) -> Result<()> {
         bail!(invalid_argument, "input depth must be evenly divisible by filter depth: {c} vs {fc}");
     }
     if !k.depthwise && fc != c {
-        return Err(Status::unimplemented(format!("grouped convolution (input depth {c}, filter depth {fc}) is not supported")));
+        return Err(Status::unimplemented(format!(
+            "grouped convolution (input depth {c}, filter depth {fc}) is not supported"
+        )));
     }
     let win = &k.window;
     let ay = axis(h, kh, win.strides[0], win.dilations[0], win.padding, 0)?;
@@ -208,8 +219,14 @@ fn conv<T: Float + Gemm>(k: &Conv, ctx: &mut OpContext<'_>) -> Result<()> {
         Tensor::build::<T>([n, ay.output, ax.output, out_c], |o| depthwise(xs, fs, o, [n, h, w, c], m, &ay, &ax))?
     } else {
         let patch = kh * kw * c;
-        let direct_gemm = kh == 1 && kw == 1 && ay.stride == 1 && ax.stride == 1 && ay.before == 0 && ax.before == 0
-            && ay.output == h && ax.output == w;
+        let direct_gemm = kh == 1
+            && kw == 1
+            && ay.stride == 1
+            && ax.stride == 1
+            && ay.before == 0
+            && ax.before == 0
+            && ay.output == h
+            && ax.output == w;
         Tensor::build::<T>([n, ay.output, ax.output, out_c], |o| {
             if direct_gemm {
                 T::gemm_over([n * h * w, c, m], Strided::row_major(xs, c), Strided::row_major(fs, m), o);
@@ -256,10 +273,9 @@ fn depthwise<T: Float>(xs: &[T], fs: &[T], o: &mut [T], [n, h, w, c]: [usize; 4]
                         let Some(ix) = ax.at(ox, kx) else { continue };
                         let pixel = &xs[((b * h + iy) * w + ix) * c..][..c];
                         let taps = &fs[(ky * ax.window + kx) * out_c..][..out_c];
-                        for ch in 0..c {
-                            for q in 0..m {
-                                let j = ch * m + q;
-                                acc[j] = acc[j].add(pixel[ch].mul(taps[j]));
+                        for ((&v, acc), taps) in pixel.iter().zip(acc.chunks_mut(m)).zip(taps.chunks(m)) {
+                            for (a, &t) in acc.iter_mut().zip(taps) {
+                                *a = a.add(v.mul(t));
                             }
                         }
                     }
@@ -387,7 +403,11 @@ impl OpKernel for BatchNorm {
         let params: Vec<&Tensor> = (1..5).map(|i| ctx.input(i)).collect::<Result<_>>()?;
         for (name, p) in ["scale", "offset", "mean", "variance"].iter().zip(&params) {
             if p.dims() != [c] {
-                bail!(invalid_argument, "{name} must have the same number of elements as the channels of x, got {:?} and {c}", p.dims());
+                bail!(
+                    invalid_argument,
+                    "{name} must have the same number of elements as the channels of x, got {:?} and {c}",
+                    p.dims()
+                );
             }
         }
         let [scale, offset, mean, var] =
@@ -451,7 +471,8 @@ mod tests {
                             for kx in 0..fd[1] {
                                 if let (Some(iy), Some(ix)) = (ay.at(oy, ky), ax.at(ox, kx)) {
                                     for ch in 0..c {
-                                        acc += xs[((b * xd[1] + iy) * w + ix) * c + ch] * fs[((ky * fd[1] + kx) * c + ch) * m + q];
+                                        acc += xs[((b * xd[1] + iy) * w + ix) * c + ch]
+                                            * fs[((ky * fd[1] + kx) * c + ch) * m + q];
                                     }
                                 }
                             }
@@ -469,7 +490,8 @@ mod tests {
         // tf.nn.conv2d(arange(16).reshape(1,4,4,1), ones(3,3,1,1), 1, 'SAME')
         let x = seq(&[1, 4, 4, 1]);
         let f = Tensor::from_slice::<f32>([3, 3, 1, 1], &[1.0; 9]).unwrap();
-        let n = node("Conv2D").attr("T", ty(DType::F32)).attr("strides", ints(&[1, 1, 1, 1])).attr("padding", s("SAME"));
+        let n =
+            node("Conv2D").attr("T", ty(DType::F32)).attr("strides", ints(&[1, 1, 1, 1])).attr("padding", s("SAME"));
         let y = run1(&n, &[x, f]).unwrap();
         assert_eq!(
             y.as_slice::<f32>().unwrap(),
@@ -480,13 +502,11 @@ mod tests {
     #[test]
     fn im2col_agrees_with_direct_loops_over_strides_dilations_and_padding() {
         let x = seq(&[2, 7, 6, 3]);
-        let f = Tensor::from_slice::<f32>([3, 2, 3, 4], &(0..72).map(|v| (v % 7) as f32 - 3.0).collect::<Vec<_>>()).unwrap();
-        for (padding, strides, dilations) in [
-            ("VALID", [1, 1], [1, 1]),
-            ("SAME", [2, 2], [1, 1]),
-            ("SAME", [1, 2], [2, 1]),
-            ("VALID", [2, 1], [1, 2]),
-        ] {
+        let f = Tensor::from_slice::<f32>([3, 2, 3, 4], &(0..72).map(|v| (v % 7) as f32 - 3.0).collect::<Vec<_>>())
+            .unwrap();
+        for (padding, strides, dilations) in
+            [("VALID", [1, 1], [1, 1]), ("SAME", [2, 2], [1, 1]), ("SAME", [1, 2], [2, 1]), ("VALID", [2, 1], [1, 2])]
+        {
             let n = node("Conv2D")
                 .attr("T", ty(DType::F32))
                 .attr("strides", ints(&[1, strides[0], strides[1], 1]))
@@ -562,6 +582,11 @@ mod tests {
         assert_eq!(y.as_slice::<f32>().unwrap(), &[0., 1., 2., 3.]);
         assert_eq!(outs.len(), 6);
         let training = n.clone().attr("is_training", AttrValue::Bool(true));
-        assert!(crate::ops::run_kernel_once(&training, vec![], &Default::default()).unwrap_err().message.contains("is_training"));
+        assert!(
+            crate::ops::run_kernel_once(&training, vec![], &Default::default())
+                .unwrap_err()
+                .message
+                .contains("is_training")
+        );
     }
 }
