@@ -35,6 +35,7 @@
 
 use super::barrier::StepDone;
 use super::frames::{ControlFlowPlan, NO_FRAME};
+use super::outcome::Outcome;
 use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan};
 use super::run::{Executor, compute_kernel, thread_number};
 use super::step::{Args, NodeStats, StepContext, arg_key};
@@ -46,7 +47,6 @@ use parking_lot::Mutex;
 use smallvec::{SmallVec, smallvec};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 type Values = SmallVec<[Option<Value>; 2]>;
 
@@ -65,9 +65,7 @@ pub(super) fn run_async(executor: &Arc<Executor>, step: Arc<StepContext>, done: 
         executor: executor.clone(),
         step,
         state: Mutex::new(State::default()),
-        failed: AtomicBool::new(false),
-        status: Mutex::new(None),
-        done: Mutex::new(Some(done)),
+        outcome: Outcome::new(done),
     });
     let mut ready = Vec::new();
     {
@@ -81,7 +79,7 @@ pub(super) fn run_async(executor: &Arc<Executor>, step: Arc<StepContext>, done: 
         state.outstanding = ready.len();
     }
     if ready.is_empty() {
-        exec.finish();
+        exec.outcome.finish(&exec.step);
         return;
     }
     exec.drain(&mut ready);
@@ -91,9 +89,7 @@ struct CfExecution {
     executor: Arc<Executor>,
     step: Arc<StepContext>,
     state: Mutex<State>,
-    failed: AtomicBool,
-    status: Mutex<Option<Status>>,
-    done: Mutex<Option<StepDone>>,
+    outcome: Outcome,
 }
 
 #[derive(Default)]
@@ -445,26 +441,6 @@ impl CfExecution {
         self.executor.plan.control_flow.as_ref().expect("the control-flow executor runs plans with frames")
     }
 
-    fn fail(&self, status: Status) {
-        let mut first = self.status.lock();
-        if first.is_none() {
-            *first = Some(status);
-        }
-        self.failed.store(true, Ordering::Release);
-    }
-
-    fn finish(&self) {
-        let status = self.status.lock().take();
-        let result = match (status, self.step.cancel_status()) {
-            (Some(e), _) => Err(e),
-            (None, Some(c)) => Err(c.clone()),
-            (None, None) => Ok(()),
-        };
-        if let Some(done) = self.done.lock().take() {
-            done(result);
-        }
-    }
-
     /// Runs ready nodes until none is left. Cheap ones (control flow, dead
     /// nodes, kernels not marked expensive) run back to back under one
     /// hold of the state lock: a loop's iteration is mostly such nodes, and
@@ -493,7 +469,7 @@ impl CfExecution {
                 }
                 drop(state);
                 if finished {
-                    self.finish();
+                    self.outcome.finish(&self.step);
                 }
                 continue;
             }
@@ -563,7 +539,7 @@ impl CfExecution {
         let hot = &plan.hot[t.id as usize];
         let node = &plan.nodes[t.id as usize];
         let n = hot.num_outputs as usize;
-        if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
+        if self.outcome.failed() || self.step.is_cancelled() {
             return Some(Ok(SmallVec::new()));
         }
         if t.dead {
@@ -639,7 +615,7 @@ impl CfExecution {
         let finished = self.complete_locked(&mut state, t, outputs, ready);
         drop(state);
         if finished {
-            self.finish();
+            self.outcome.finish(&self.step);
         }
     }
 
@@ -650,7 +626,7 @@ impl CfExecution {
         let cf = self.cf();
         let before = ready.len();
         match outputs {
-            Ok(mut outputs) if !self.failed.load(Ordering::Acquire) && !self.step.is_cancelled() => {
+            Ok(mut outputs) if !self.outcome.failed() && !self.step.is_cancelled() => {
                 // Empty outputs for a node that has some: skipped after a
                 // failure, nothing to hand on.
                 if !(outputs.is_empty() && plan.hot[t.id as usize].num_outputs > 0) {
@@ -658,11 +634,11 @@ impl CfExecution {
                 }
             }
             Ok(_) => {}
-            Err(e) => self.fail(e),
+            Err(e) => self.outcome.fail(e),
         }
         state.retire(plan, cf, t, ready);
         // Nodes made ready after a failure are dropped: nothing runs on.
-        if self.failed.load(Ordering::Acquire) {
+        if self.outcome.failed() {
             ready.truncate(before);
         }
         let made = ready.len() - before;

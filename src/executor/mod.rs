@@ -16,6 +16,7 @@ pub mod device;
 mod frames;
 mod intra_op;
 pub mod notification;
+mod outcome;
 mod plan;
 pub mod pool;
 pub mod rendezvous;

@@ -14,6 +14,7 @@
 
 use super::barrier::StepDone;
 use super::device::Device;
+use super::outcome::Outcome;
 use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan, PlanNode};
 use super::pool::ThreadPool;
 use super::step::{Args, NodeStats, StepContext, arg_key};
@@ -25,7 +26,7 @@ use smallvec::SmallVec;
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// Nodes whose inputs together exceed this many bytes are worth a thread hop.
 pub const EXPENSIVE_INPUT_BYTES: usize = 256 * 1024;
@@ -149,9 +150,7 @@ impl Executor {
             step,
             frame: Some(frame),
             outstanding: AtomicUsize::new(self.plan.roots.len()),
-            failed: AtomicBool::new(false),
-            status: Mutex::new(None),
-            done: Mutex::new(Some(done)),
+            outcome: Outcome::new(done),
         });
         let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
         exec.dispatch(&self.plan.roots, &mut stack);
@@ -165,16 +164,14 @@ struct Execution {
     /// Always `Some` until `Drop` hands it back to the executor.
     frame: Option<Box<Frame>>,
     outstanding: AtomicUsize,
-    failed: AtomicBool,
-    status: Mutex<Option<Status>>,
-    done: Mutex<Option<StepDone>>,
+    outcome: Outcome,
 }
 
 impl Drop for Execution {
     fn drop(&mut self) {
         if let Some(mut frame) = self.frame.take() {
             // The last reference is gone: nothing else can touch the frame.
-            if self.failed.load(Ordering::Relaxed) || self.step.is_cancelled() {
+            if self.outcome.failed() || self.step.is_cancelled() {
                 frame.clear_slots();
             }
             self.executor.frames.lock().push(frame);
@@ -199,15 +196,6 @@ impl Execution {
         // SAFETY: called only by the node that owns the slot, after its
         // pending count reached zero (README.md).
         unsafe { (*self.frame().slots[slot as usize].0.get()).take() }
-    }
-
-    /// Records a failure; the step will end once in-flight nodes drain.
-    fn fail(&self, status: Status) {
-        let mut first = self.status.lock();
-        if first.is_none() {
-            *first = Some(status);
-        }
-        self.failed.store(true, Ordering::Release);
     }
 
     /// Hands out ready nodes (already counted in `outstanding`): expensive
@@ -279,19 +267,7 @@ impl Execution {
     /// A node finished and made nothing ready.
     fn node_done(&self) {
         if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.finish();
-        }
-    }
-
-    fn finish(&self) {
-        let status = self.status.lock().take();
-        let result = match (status, self.step.cancel_status()) {
-            (Some(e), _) => Err(e),
-            (None, Some(c)) => Err(c.clone()),
-            (None, None) => Ok(()),
-        };
-        if let Some(done) = self.done.lock().take() {
-            done(result);
+            self.outcome.finish(&self.step);
         }
     }
 
@@ -300,7 +276,7 @@ impl Execution {
     #[inline]
     fn run_node(self: &Arc<Self>, id: u32, stack: &mut SmallVec<[u32; 16]>) -> Option<u32> {
         let hot = &self.plan().hot[id as usize];
-        if self.failed.load(Ordering::Acquire) || self.step.is_cancelled() {
+        if self.outcome.failed() || self.step.is_cancelled() {
             self.node_done();
             return None;
         }
@@ -520,7 +496,7 @@ impl Execution {
         let made_cheap = match outputs {
             Ok(outputs) => self.propagate(id, outputs, stack, &mut expensive),
             Err(e) => {
-                self.fail(e);
+                self.outcome.fail(e);
                 0
             }
         };
@@ -549,7 +525,7 @@ impl Execution {
         let outputs = outputs.as_mut_slice();
         if let Some(missing) = outputs.iter().position(Option::is_none) {
             let node = &plan.nodes[id as usize];
-            self.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
+            self.outcome.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
             return 0;
         }
         let frame = self.frame();
