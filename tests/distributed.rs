@@ -90,6 +90,7 @@ golden_remote!(
     keras_attention,
     keras_cnn,
     keras_embedding,
+    nn_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,
@@ -132,8 +133,6 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
 /// Golden cases that need what this runtime does not have yet (each fails
 /// with an error naming the missing op or feature).
 const NOT_YET_SUPPORTED: &[&str] = &[
-    // Conv2DBackpropInput (a transposed convolution).
-    "nn_ops",
     // Loops whose body spans tasks.
     "while_two_tasks",
     "while_v2_two_tasks",

@@ -36,6 +36,7 @@ golden!(
     keras_cnn,
     keras_embedding,
     mlp2_frozen,
+    nn_ops,
     ref_variable,
     shapes,
     while_v1,

@@ -6,6 +6,7 @@
 //! not hold state beyond parsed attributes.
 
 pub mod conv;
+pub mod conv_grad;
 
 use super::math::{FLOAT, REAL, Unary, build_float_unary, build_real_unary, unary_signature};
 use super::numeric::{Float, Num};

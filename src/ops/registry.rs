@@ -98,6 +98,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::matmul::DEFS,
             super::nn::DEFS,
             super::nn::conv::DEFS,
+            super::nn::conv_grad::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
             super::training::grad::DEFS,

@@ -26,7 +26,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("FusedBatchNormV3", batch_norm_signature::<6>, build_batch_norm),
 ];
 
-const FLOATS: &[DType] = &[DType::F32, DType::F64];
+pub(super) const FLOATS: &[DType] = &[DType::F32, DType::F64];
 
 fn conv_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
@@ -40,18 +40,18 @@ fn pool_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 /// How one spatial axis is covered by windows.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Axis {
-    input: usize,
-    output: usize,
+pub(super) struct Axis {
+    pub input: usize,
+    pub output: usize,
     /// Padding before the first element (windows may start above it).
-    before: usize,
-    window: usize,
-    stride: usize,
-    dilation: usize,
+    pub before: usize,
+    pub window: usize,
+    pub stride: usize,
+    pub dilation: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Padding {
+pub(super) enum Padding {
     Valid,
     Same,
     /// (before, after) per spatial axis.
@@ -59,7 +59,14 @@ enum Padding {
 }
 
 /// TensorFlow's output size and leading pad for one axis.
-fn axis(input: usize, window: usize, stride: usize, dilation: usize, padding: Padding, index: usize) -> Result<Axis> {
+pub(super) fn axis(
+    input: usize,
+    window: usize,
+    stride: usize,
+    dilation: usize,
+    padding: Padding,
+    index: usize,
+) -> Result<Axis> {
     let effective = (window - 1) * dilation + 1;
     let (output, before) = match padding {
         Padding::Valid => {
@@ -94,17 +101,17 @@ fn axis(input: usize, window: usize, stride: usize, dilation: usize, padding: Pa
 impl Axis {
     /// The input position of window element `k` of output `o`, if inside.
     #[inline(always)]
-    fn at(&self, o: usize, k: usize) -> Option<usize> {
+    pub fn at(&self, o: usize, k: usize) -> Option<usize> {
         (o * self.stride + k * self.dilation).checked_sub(self.before).filter(|&i| i < self.input)
     }
 }
 
 /// The parsed window attrs of a conv or pool: strides, dilations, padding,
 /// all NHWC.
-struct Window {
-    strides: [usize; 2],
-    dilations: [usize; 2],
-    padding: Padding,
+pub(super) struct Window {
+    pub strides: [usize; 2],
+    pub dilations: [usize; 2],
+    pub padding: Padding,
 }
 
 fn nhwc_only(node: &NodeSpec) -> Result<()> {
@@ -127,7 +134,7 @@ fn spatial_pair(node: &NodeSpec, key: &str) -> Result<[usize; 2]> {
     Ok([v[1] as usize, v[2] as usize])
 }
 
-fn window_of(node: &NodeSpec, dilations: bool) -> Result<Window> {
+pub(super) fn window_of(node: &NodeSpec, dilations: bool) -> Result<Window> {
     nhwc_only(node)?;
     let strides = spatial_pair(node, "strides")?;
     let dilations = if dilations { spatial_pair(node, "dilations")? } else { [1, 1] };
@@ -234,21 +241,7 @@ fn conv<T: Float + Gemm>(k: &Conv, ctx: &mut OpContext<'_>) -> Result<()> {
             }
             let mut cols = vec![T::ZERO; rows * patch];
             for b in 0..n {
-                let image = &xs[b * h * w * c..][..h * w * c];
-                for oy in 0..ay.output {
-                    for ox in 0..ax.output {
-                        let row = &mut cols[(oy * ax.output + ox) * patch..][..patch];
-                        for ky in 0..kh {
-                            for kx in 0..kw {
-                                let dst = &mut row[(ky * kw + kx) * c..][..c];
-                                match (ay.at(oy, ky), ax.at(ox, kx)) {
-                                    (Some(iy), Some(ix)) => dst.copy_from_slice(&image[(iy * w + ix) * c..][..c]),
-                                    _ => dst.fill(T::ZERO),
-                                }
-                            }
-                        }
-                    }
-                }
+                im2col(&xs[b * h * w * c..][..h * w * c], w, c, &ay, &ax, &mut cols);
                 let dst = &mut o[b * rows * m..][..rows * m];
                 T::gemm_over([rows, patch, m], Strided::row_major(&cols, patch), Strided::row_major(fs, m), dst);
             }
@@ -256,6 +249,27 @@ fn conv<T: Float + Gemm>(k: &Conv, ctx: &mut OpContext<'_>) -> Result<()> {
     };
     ctx.set_output(0, out);
     Ok(())
+}
+
+/// The patch matrix of one image: row `oy · out_w + ox` holds the window
+/// of that output position, `(ky, kx, channel)` in filter order, zeros
+/// where the window leaves the image.
+pub(super) fn im2col<T: Float>(image: &[T], w: usize, c: usize, ay: &Axis, ax: &Axis, cols: &mut [T]) {
+    let patch = ay.window * ax.window * c;
+    for oy in 0..ay.output {
+        for ox in 0..ax.output {
+            let row = &mut cols[(oy * ax.output + ox) * patch..][..patch];
+            for ky in 0..ay.window {
+                for kx in 0..ax.window {
+                    let dst = &mut row[(ky * ax.window + kx) * c..][..c];
+                    match (ay.at(oy, ky), ax.at(ox, kx)) {
+                        (Some(iy), Some(ix)) => dst.copy_from_slice(&image[(iy * w + ix) * c..][..c]),
+                        _ => dst.fill(T::ZERO),
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Output channel `ch * m + q` is input channel `ch` convolved with filter
