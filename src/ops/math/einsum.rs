@@ -1108,8 +1108,19 @@ mod tests {
 
     #[test]
     fn work_split_across_a_pool_gives_the_bits_of_one_thread() {
-        let pool = crate::executor::ThreadPool::new(crate::executor::PoolOptions { threads: 4, ..Default::default() })
-            .unwrap();
+        /// The device pool, counting the work items handed to it.
+        struct CountingPool(crate::executor::ThreadPool, std::sync::atomic::AtomicUsize);
+        impl IntraOpPool for CountingPool {
+            fn threads(&self) -> usize {
+                self.0.threads()
+            }
+            fn run_chunks(&self, chunks: usize, f: &(dyn Fn(usize) + Sync)) {
+                self.1.fetch_add(chunks, std::sync::atomic::Ordering::Relaxed);
+                self.0.run_chunks(chunks, f)
+            }
+        }
+        let options = crate::executor::PoolOptions { threads: 4, ..Default::default() };
+        let pool = CountingPool(crate::executor::ThreadPool::new(options).unwrap(), Default::default());
         // Non-integer values: any change in summation order would show.
         let fill = |len: usize, seed: usize| -> Vec<f64> {
             (0..len).map(|i| ((i * 37 + seed * 11) % 101) as f64 / 7.3 - 6.1).collect()
@@ -1134,13 +1145,107 @@ mod tests {
             let refs: Vec<&Tensor> = inputs.iter().collect();
             let eq = parse(equation).unwrap();
             let alone = einsum::<f32>(&eq, &refs, None).unwrap();
+            let before = pool.1.load(std::sync::atomic::Ordering::Relaxed);
             let split = einsum::<f32>(&eq, &refs, Some(&pool)).unwrap();
+            assert!(pool.1.load(std::sync::atomic::Ordering::Relaxed) >= before + 2, "{equation} was not split");
             assert!(alone.bit_eq(&split), "{equation}");
             let (dims, want) =
                 brute_force(equation, &[(shapes[0], refs[0].to_f64_vec()), (shapes[1], refs[1].to_f64_vec())]);
             let want =
                 Tensor::from_slice::<f32>(&dims[..], &want.iter().map(|&v| v as f32).collect::<Vec<_>>()).unwrap();
             alone.all_close(&want, 1e-4, 1e-3).unwrap_or_else(|e| panic!("{equation}: {e}"));
+        }
+    }
+
+    /// Einsum's gemm path against the same products by direct `Gemm`
+    /// calls (and BatchMatMulV2, which TensorFlow's own Einsum would run).
+    /// Timings only mean something in an optimised build:
+    /// `cargo test --lib --config 'profile.dev.package.ringflow.opt-level=3'
+    /// --config 'profile.dev.package.matrixmultiply.opt-level=3' --
+    /// --ignored --nocapture einsum_against_direct_gemm`.
+    #[test]
+    #[ignore = "a measurement: prints timings, asserts nothing about them"]
+    fn einsum_against_direct_gemm() {
+        use std::time::Instant;
+        fn median_us(mut f: impl FnMut()) -> f64 {
+            for _ in 0..20 {
+                f();
+            }
+            let mut samples: Vec<f64> = (0..15)
+                .map(|_| {
+                    let start = Instant::now();
+                    for _ in 0..40 {
+                        f();
+                    }
+                    start.elapsed().as_secs_f64() * 1e6 / 40.0
+                })
+                .collect();
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        }
+        let fill = |dims: &[usize], seed: usize| {
+            let v: Vec<f32> =
+                (0..dims.iter().product::<usize>()).map(|i| ((i * 37 + seed) % 101) as f32 / 50.0 - 1.0).collect();
+            Tensor::from_slice::<f32>(dims, &v).unwrap()
+        };
+        // (b, h, q, k, d)
+        for (b, h, q, k, d) in [(2, 4, 64, 64, 32), (1, 12, 128, 128, 64)] {
+            let query = fill(&[b, h, q, d], 1);
+            let key = fill(&[b, h, k, d], 2);
+            let eq = parse("bhqd,bhkd->bhqk").unwrap();
+            let einsum_us = median_us(|| {
+                std::hint::black_box(einsum::<f32>(&eq, &[&query, &key], None).unwrap());
+            });
+            let (sq, sk) = (query.as_slice::<f32>().unwrap(), key.as_slice::<f32>().unwrap());
+            let mut out = vec![0.0f32; b * h * q * k];
+            let gemm_us = median_us(|| {
+                for (i, c) in out.chunks_exact_mut(q * k).enumerate() {
+                    let lhs = Strided::row_major(&sq[i * q * d..(i + 1) * q * d], d);
+                    // key read as its transpose: (p, j) at j * d + p.
+                    let rhs = Strided { data: &sk[i * k * d..(i + 1) * k * d], rows: 1, cols: d };
+                    f32::gemm_over([q, d, k], lhs, rhs, c);
+                }
+                std::hint::black_box(&out);
+            });
+            let bmm = node("BatchMatMulV2").attr("T", ty(DType::F32)).attr("adj_y", AttrValue::Bool(true));
+            let bmm_us = median_us(|| {
+                std::hint::black_box(run1(&bmm, &[query.clone(), key.clone()]).unwrap());
+            });
+            let einsum_node = einsum_node("bhqd,bhkd->bhqk", 2, DType::F32);
+            let kernel_us = median_us(|| {
+                std::hint::black_box(run1(&einsum_node, &[query.clone(), key.clone()]).unwrap());
+            });
+            println!(
+                "bhqd,bhkd->bhqk b={b} h={h} q={q} k={k} d={d}: direct gemm {gemm_us:.1} us, einsum {einsum_us:.1} us \
+                 (ratio {:.3}); through run1 (kernel build per call): Einsum {kernel_us:.1} us, BatchMatMulV2 \
+                 {bmm_us:.1} us",
+                einsum_us / gemm_us
+            );
+            // The context product writes strided slabs of its output.
+            let value = fill(&[b, k, h, d], 4);
+            let ctx_eq = parse("acbe,aecd->abcd").unwrap();
+            let probs = fill(&[b, h, q, k], 5);
+            let ctx_us = median_us(|| {
+                std::hint::black_box(einsum::<f32>(&ctx_eq, &[&probs, &value], None).unwrap());
+            });
+            let (sp, sv) = (probs.as_slice::<f32>().unwrap(), value.as_slice::<f32>().unwrap());
+            let mut out = vec![0.0f32; b * h * q * d];
+            let direct_ctx_us = median_us(|| {
+                for (i, c) in out.chunks_exact_mut(q * d).enumerate() {
+                    let (batch, head) = (i / h, i % h);
+                    let lhs = Strided::row_major(&sp[i * q * k..(i + 1) * q * k], k);
+                    // value [b, k, h, d]: (p, j) of this head at p * h * d + j.
+                    let at = batch * k * h * d + head * d;
+                    let rhs = Strided { data: &sv[at..], rows: h * d, cols: 1 };
+                    f32::gemm_over([q, k, d], lhs, rhs, c);
+                }
+                std::hint::black_box(&out);
+            });
+            println!(
+                "acbe,aecd->abcd (same sizes): direct gemm into [b,h,q,d] {direct_ctx_us:.1} us, einsum into \
+                 [b,q,h,d] {ctx_us:.1} us (ratio {:.3})",
+                ctx_us / direct_ctx_us
+            );
         }
     }
 
