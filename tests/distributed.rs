@@ -111,7 +111,7 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
     let out = std::process::Command::new(binary())
         .arg("verify")
         .arg("--local-cluster")
-        .arg("4")
+        .arg("ps=1,worker=4")
         .args(&cases)
         .output()
         .unwrap();

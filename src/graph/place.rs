@@ -6,7 +6,8 @@
 //! - nodes that must share a device are grouped: `_class = loc:@x`
 //!   constraints, and every consumer of a ref or resource edge with the
 //!   variable that produced it (so stateful ops sit with their variables);
-//!   a group's requests must agree;
+//!   a group's requests must agree, except that a variable's reader whose
+//!   own request conflicts is moved to the variable, as TensorFlow does;
 //! - an unpinned source node with a single consumer goes where the consumer
 //!   goes (TensorFlow's generator heuristic);
 //! - anything else goes to the default device (the client's task, CPU:0).
@@ -59,24 +60,33 @@ pub fn place(graph: &Graph, devices: &[DeviceName], default_device: &DeviceName)
     let mut resolved = resolve_nodes(graph, &ids)?;
 
     let mut groups = UnionFind((0..graph.len()).collect());
+    let mut reads_a_variable = vec![false; graph.len()];
     for id in 0..graph.len() {
         let node = graph.node(id);
+        let mut constrained = false;
         for constraint in node.spec.attr_str_list("_class") {
             if let Some(other) = constraint.strip_prefix("loc:@").and_then(|n| graph.id_of(n)) {
                 groups.union(id, other);
+                constrained = true;
             }
         }
         for &(producer, port) in &node.inputs {
             let ty = output_type(graph, &mut resolved, producer, port)?;
             if matches!(ty, ValueType::Ref(_) | ValueType::Resource) {
                 groups.union(id, producer);
+                reads_a_variable[id] = !constrained;
             }
         }
     }
 
     // Merge each group's requests; remember who asked, for error messages.
+    // As in TensorFlow's placer, a node reached through a ref or resource
+    // edge yields to its variable: its own conflicting request is ignored
+    // (`replica_device_setter` pins `v.read_value()` to the worker while
+    // the variable sits on the ps). So the variables' side is merged first.
     let mut requests: HashMap<usize, (DeviceName, String)> = HashMap::new();
-    for id in 0..graph.len() {
+    let (holders, readers): (Vec<usize>, Vec<usize>) = (0..graph.len()).partition(|&id| !reads_a_variable[id]);
+    for id in holders.into_iter().chain(readers) {
         let spec = &graph.node(id).spec;
         let asked = DeviceName::parse(&spec.device).map_err(|e| e.context(format_args!("node '{}'", spec.name)))?;
         if asked.is_empty() {
@@ -89,6 +99,14 @@ pub fn place(graph: &Graph, devices: &[DeviceName], default_device: &DeviceName)
             }
             Some((merged, first)) => {
                 let Some(both) = merged.merge(&asked) else {
+                    if reads_a_variable[id] {
+                        tracing::debug!(
+                            "ignoring device '{}' of node '{}': it reads a variable placed on '{merged}'",
+                            spec.device,
+                            spec.name
+                        );
+                        continue;
+                    }
                     return Err(Status::invalid_argument(format!(
                         "cannot colocate node '{}' (requested '{}') with node '{first}' (requested '{merged}'): \
                          they share a variable or a colocation constraint",

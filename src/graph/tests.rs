@@ -215,6 +215,32 @@ fn golden_ref_variable_colocates_with_its_variable() {
 }
 
 #[test]
+fn a_variables_reader_pinned_elsewhere_moves_to_the_variable_but_colocation_conflicts_fail() {
+    let pinned = |reader_device: &str, class: bool| {
+        let mut spec = fixture("ref_variable");
+        for n in &mut spec.nodes {
+            if n.name == "v" {
+                n.device = "/job:worker/task:1".into();
+            }
+            if n.name == "v/read" {
+                n.device = reader_device.into();
+                n.attrs.remove("_class");
+                if class {
+                    n.attrs.insert("_class".into(), crate::graph::spec::AttrValue::List(crate::graph::spec::AttrList::Bytes(vec![b"loc:@v".to_vec()])));
+                }
+            }
+        }
+        split(spec, &["x:0"], &["scale:0"], &["init"], &two_tasks())
+    };
+    // As replica_device_setter builds `v.read_value()`: the reader asks for
+    // the worker, the variable is on the ps; TensorFlow moves the reader.
+    let (_, parts) = pinned("/job:worker/task:0", false).unwrap();
+    assert!(parts["/job:worker/replica:0/task:1"].node("v/read").is_some());
+    let err = pinned("/job:worker/task:0", true).unwrap_err();
+    assert!(err.message.contains("cannot colocate node 'v/read'"), "{err}");
+}
+
+#[test]
 fn golden_graphs_import_place_and_partition() {
     for (case, feeds, fetches, targets) in [
         ("add_scalar", vec!["x:0"], vec!["y:0"], vec![]),
