@@ -9,10 +9,12 @@
 //! not hold state beyond parsed attributes.
 
 pub mod batch_norm;
+pub mod batch_norm_grad;
 pub mod conv;
 pub mod conv_grad;
 pub mod depthwise;
 pub mod pool;
+pub mod pool_grad;
 mod window;
 
 use super::math::{FLOAT, REAL, Unary, build_float_unary, build_real_unary, unary_signature};

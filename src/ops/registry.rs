@@ -98,10 +98,12 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::matmul::DEFS,
             super::nn::DEFS,
             super::nn::batch_norm::DEFS,
+            super::nn::batch_norm_grad::DEFS,
             super::nn::conv::DEFS,
             super::nn::conv_grad::DEFS,
             super::nn::depthwise::DEFS,
             super::nn::pool::DEFS,
+            super::nn::pool_grad::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
             super::training::grad::DEFS,
@@ -389,6 +391,12 @@ mod tests {
         let bn = |op: &'static str| t(op).attr("U", ty(DType::F32)).attr("is_training", AttrValue::Bool(false));
         rows.push(("FusedBatchNormV2", bn("FusedBatchNormV2"), vec![F; 5], vec![F; 5]));
         rows.push(("FusedBatchNormV3", bn("FusedBatchNormV3"), vec![F; 5], vec![F; 6]));
+        rows.push(("MaxPoolGrad", window("MaxPoolGrad"), vec![F; 3], vec![F]));
+        rows.push(("MaxPoolGradV2", t("MaxPoolGradV2").attr("padding", s("SAME")), vec![F, F, F, I32, I32], vec![F]));
+        rows.push(("AvgPoolGrad", window("AvgPoolGrad"), vec![I32, F], vec![F]));
+        rows.push(("FusedBatchNormGrad", t("FusedBatchNormGrad"), vec![F; 5], vec![F; 5]));
+        rows.push(("FusedBatchNormGradV2", bn("FusedBatchNormGradV2"), vec![F; 5], vec![F; 5]));
+        rows.push(("FusedBatchNormGradV3", bn("FusedBatchNormGradV3"), vec![F; 6], vec![F; 5]));
         rows.push(("Pad", t("Pad"), vec![F, I32], vec![F]));
         rows.push(("Pad", t("Pad").attr("Tpaddings", ty(DType::I64)), vec![F, I64], vec![F]));
         rows.push(("PadV2", t("PadV2"), vec![F, I32, F], vec![F]));
