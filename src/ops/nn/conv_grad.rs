@@ -1,9 +1,12 @@
 //! Gradients of `Conv2D`: `Conv2DBackpropInput` (also what a transposed
-//! convolution is) and `Conv2DBackpropFilter`, NHWC, with the forward
-//! op's window geometry (`conv.rs`).
+//! convolution is) and `Conv2DBackpropFilter`, NHWC, float32 and float64,
+//! with the forward op's attributes and checked shapes
+//! ([`super::conv::ConvAttrs`], [`super::conv::Plan`]) over the shared
+//! window geometry (`window.rs`). Grouped convolutions are refused.
 //!
 //! Owns: these kernels. Each is one gemm per image plus a scatter
-//! (col2im) or a gather (im2col). Must not hold state beyond parsed attrs.
+//! (col2im) or the forward's gather (im2col). Must not hold state beyond
+//! parsed attrs.
 
 use super::conv::{ConvAttrs, Plan, Run};
 use crate::bail;

@@ -1,5 +1,6 @@
 //! Sliding-window geometry shared by the convolution and pooling kernels
-//! (Conv2D, DepthwiseConv2dNative, MaxPool, AvgPool): the `padding`,
+//! and their gradients (Conv2D, DepthwiseConv2dNative, MaxPool, AvgPool,
+//! Conv2DBackpropInput/Filter, MaxPoolGrad, AvgPoolGrad): the `padding`,
 //! `explicit_paddings`, `strides`, `dilations` and `data_format` attributes
 //! as TensorFlow parses and checks them, the output size and padding of one
 //! spatial axis, and the driver that splits an NHWC output's lines across
