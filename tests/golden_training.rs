@@ -24,3 +24,23 @@ fn mlp_with_nesterov_momentum_on_ref_variables() {
 fn embedding_with_adam_on_resource_variables() {
     check("train_embedding_adam_resource");
 }
+
+#[test]
+fn cnn_with_batch_norm_pooling_and_momentum_on_resource_variables() {
+    check("train_cnn_momentum_resource");
+}
+
+#[test]
+fn softmax_regression_with_plain_gradient_descent_on_ref_variables() {
+    check("train_dense_sgd_ref");
+}
+
+#[test]
+fn softmax_regression_with_adagrad_on_ref_variables() {
+    check("train_dense_adagrad_ref");
+}
+
+#[test]
+fn softmax_regression_with_rmsprop_on_resource_variables() {
+    check("train_dense_rmsprop_resource");
+}

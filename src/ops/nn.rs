@@ -1,12 +1,21 @@
 //! Neural-network ops: activations (Relu, Relu6, Elu, Softplus, Softsign,
-//! LeakyRelu), BiasAdd, Softmax and LogSoftmax.
+//! LeakyRelu), BiasAdd, Softmax and LogSoftmax here; convolutions
+//! ([`conv`], [`depthwise`], their gradients in [`conv_grad`]), pooling
+//! ([`pool`]) and batch normalisation ([`batch_norm`]) in the submodules,
+//! each with its own `DEFS`, sharing one window geometry (`window`).
 //!
 //! Owns: these kernels and their signatures. Elementwise activations reuse
 //! math's unary driver (in place when the input is uniquely owned). Must
 //! not hold state beyond parsed attributes.
 
+pub mod batch_norm;
+pub mod batch_norm_grad;
 pub mod conv;
 pub mod conv_grad;
+pub mod depthwise;
+pub mod pool;
+pub mod pool_grad;
+mod window;
 
 use super::math::{FLOAT, REAL, Unary, build_float_unary, build_real_unary, unary_signature};
 use super::numeric::{Float, Num};

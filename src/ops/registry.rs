@@ -97,8 +97,13 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::math::einsum::DEFS,
             super::matmul::DEFS,
             super::nn::DEFS,
+            super::nn::batch_norm::DEFS,
+            super::nn::batch_norm_grad::DEFS,
             super::nn::conv::DEFS,
             super::nn::conv_grad::DEFS,
+            super::nn::depthwise::DEFS,
+            super::nn::pool::DEFS,
+            super::nn::pool_grad::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
             super::training::grad::DEFS,
@@ -172,7 +177,7 @@ pub const BUILTINS: &[OpDef] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::spec::{AttrValue, DataType};
+    use crate::graph::spec::{AttrList, AttrValue, DataType};
     use crate::ops::KernelInit;
     use crate::tensor::DType;
 
@@ -368,6 +373,34 @@ mod tests {
         rows.push(("Cumsum", t("Cumsum").attr("Tidx", ty(DType::I64)), vec![F, I64], vec![F]));
         rows.push(("TopKV2", t("TopKV2"), vec![F, I32], vec![F, I32]));
         rows.push(("TopKV2", t("TopKV2").attr("index_type", ty(DType::I64)), vec![F, I32], vec![F, I64]));
+        let list = |v: &[i64]| AttrValue::List(AttrList::Int(v.to_vec()));
+        let s = |v: &str| AttrValue::Bytes(v.as_bytes().to_vec());
+        let window = |op: &'static str| {
+            t(op).attr("strides", list(&[1, 2, 2, 1])).attr("padding", s("SAME")).attr("ksize", list(&[1, 3, 3, 1]))
+        };
+        for op in ["Conv2D", "DepthwiseConv2dNative"] {
+            rows.push((op, window(op), vec![F, F], vec![F]));
+        }
+        rows.push(("Conv2DBackpropInput", window("Conv2DBackpropInput"), vec![I32, F, F], vec![F]));
+        rows.push(("Conv2DBackpropFilter", window("Conv2DBackpropFilter"), vec![F, I32, F], vec![F]));
+        for op in ["MaxPool", "AvgPool"] {
+            rows.push((op, window(op), vec![F], vec![F]));
+        }
+        rows.push(("MaxPoolV2", t("MaxPoolV2").attr("padding", s("VALID")), vec![F, I32, I32], vec![F]));
+        rows.push(("FusedBatchNorm", t("FusedBatchNorm"), vec![F; 5], vec![F; 5]));
+        let bn = |op: &'static str| t(op).attr("U", ty(DType::F32)).attr("is_training", AttrValue::Bool(false));
+        rows.push(("FusedBatchNormV2", bn("FusedBatchNormV2"), vec![F; 5], vec![F; 5]));
+        rows.push(("FusedBatchNormV3", bn("FusedBatchNormV3"), vec![F; 5], vec![F; 6]));
+        rows.push(("MaxPoolGrad", window("MaxPoolGrad"), vec![F; 3], vec![F]));
+        rows.push(("MaxPoolGradV2", t("MaxPoolGradV2").attr("padding", s("SAME")), vec![F, F, F, I32, I32], vec![F]));
+        rows.push(("AvgPoolGrad", window("AvgPoolGrad"), vec![I32, F], vec![F]));
+        rows.push(("FusedBatchNormGrad", t("FusedBatchNormGrad"), vec![F; 5], vec![F; 5]));
+        rows.push(("FusedBatchNormGradV2", bn("FusedBatchNormGradV2"), vec![F; 5], vec![F; 5]));
+        rows.push(("FusedBatchNormGradV3", bn("FusedBatchNormGradV3"), vec![F; 6], vec![F; 5]));
+        rows.push(("Pad", t("Pad"), vec![F, I32], vec![F]));
+        rows.push(("Pad", t("Pad").attr("Tpaddings", ty(DType::I64)), vec![F, I64], vec![F]));
+        rows.push(("PadV2", t("PadV2"), vec![F, I32, F], vec![F]));
+        rows.push(("MirrorPad", t("MirrorPad").attr("mode", s("REFLECT")), vec![F, I32], vec![F]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         // Training: gradients.

@@ -3,7 +3,8 @@ optimizers build them (tf.gradients plus the optimizer's apply ops), run by
 TensorFlow for a few steps, each step's loss and the final variables saved
 as the expected values.
 
-Usage: python training.py FIXTURES_DIR   (needs tensorflow-cpu; tests do not)
+Usage: python training.py FIXTURES_DIR [CASE...]   (needs tensorflow-cpu; tests
+do not; with CASEs, only those are exported)
 
 Cases:
 - train_mlp_momentum_ref: ref variables (VariableV2), a two-layer MLP with
@@ -13,6 +14,15 @@ Cases:
   (ResourceGather) averaged per example, tanh, sparse softmax cross-entropy,
   Adam: ResourceApplyAdam for the dense weights and, for the table, the
   sparse path (Unique, UnsortedSegmentSum, ResourceScatterAdd into m and v).
+- train_cnn_momentum_resource: resource variables, a small CNN on 8x8
+  images (Conv2D, FusedBatchNormV3 in training mode with moving averages
+  through exponential_avg_factor, ReLU, MaxPool, a second Conv2D + BiasAdd,
+  AvgPool, Mean over the spatial axes, Dense), softmax cross-entropy,
+  momentum; the gradient has Conv2DBackpropInput/Filter,
+  FusedBatchNormGradV3, MaxPoolGrad and AvgPoolGrad.
+- train_dense_sgd_ref, train_dense_adagrad_ref, train_dense_rmsprop_resource:
+  a one-layer softmax regression under plain GradientDescent, Adagrad and
+  RMSProp (ApplyGradientDescent, ApplyAdagrad, ResourceApplyRMSProp).
 """
 import json
 import os
@@ -77,11 +87,104 @@ def embedding_adam_resource():
     return g, feeds, ["table_value:0", "w_value:0", "b_value:0"]
 
 
+def cnn_momentum_resource():
+    g = tf.Graph()
+    rng_init = np.random.default_rng(3)
+
+    def var(name, shape, scale=0.3, trainable=True):
+        value = (rng_init.standard_normal(shape) * scale).astype(np.float32)
+        return tf1.Variable(value, name=name, use_resource=True, trainable=trainable)
+
+    with g.as_default():
+        x = tf1.placeholder(tf.float32, [4, 8, 8, 3], name="x")
+        y = tf1.placeholder(tf.float32, [4, 5], name="labels")
+        w1 = var("conv1/w", [3, 3, 3, 4])
+        gamma = tf1.Variable(np.linspace(0.8, 1.2, 4, dtype=np.float32), name="bn/gamma", use_resource=True)
+        beta = tf1.Variable(np.linspace(-0.1, 0.1, 4, dtype=np.float32), name="bn/beta", use_resource=True)
+        moving_mean = tf1.Variable(np.zeros(4, np.float32), name="bn/moving_mean", use_resource=True, trainable=False)
+        moving_var = tf1.Variable(np.ones(4, np.float32), name="bn/moving_var", use_resource=True, trainable=False)
+        w2 = var("conv2/w", [3, 3, 4, 6])
+        b2 = tf1.Variable(np.full(6, 0.05, np.float32), name="conv2/b", use_resource=True)
+        w3 = var("dense/w", [6, 5])
+        b3 = tf1.Variable(np.zeros(5, np.float32), name="dense/b", use_resource=True)
+        h = tf.nn.conv2d(x, w1, strides=1, padding="SAME")
+        h, batch_mean, batch_var = tf1.nn.fused_batch_norm(
+            h, gamma, beta, mean=moving_mean, variance=moving_var, epsilon=1e-3, is_training=True,
+            exponential_avg_factor=0.1)
+        h = tf.nn.relu(h)
+        h = tf.nn.max_pool2d(h, ksize=3, strides=2, padding="SAME")  # [4, 4, 4, 4]
+        h = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, w2, strides=1, padding="SAME"), b2))
+        h = tf.nn.avg_pool2d(h, ksize=2, strides=2, padding="VALID")  # [4, 2, 2, 6]
+        h = tf.reduce_mean(h, axis=[1, 2])
+        logits = tf.nn.bias_add(tf.matmul(h, w3), b3)
+        xent = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        loss = tf.identity(tf.reduce_mean(xent), name="loss")
+        step = tf1.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+        averages = [moving_mean.assign(batch_mean), moving_var.assign(batch_var)]
+        tf1.group(step, *averages, name="train")
+        tf1.group(tf1.global_variables_initializer(), name="init")
+        values = []
+        for v in (w1, gamma, beta, moving_mean, moving_var, w2, b2, w3, b3):
+            values.append(tf.identity(v.read_value(), name=v.op.name.replace("/", "_") + "_value").name)
+    rng = np.random.default_rng(5)
+
+    def feeds():
+        labels = np.eye(5, dtype=np.float32)[rng.integers(0, 5, 4)]
+        return {"x:0": rng.standard_normal([4, 8, 8, 3]).astype(np.float32), "labels:0": labels}
+
+    return g, feeds, values
+
+
+def dense_optimizer(optimizer, use_resource):
+    def build():
+        g = tf.Graph()
+        with g.as_default():
+            x = tf1.placeholder(tf.float32, [6, 4], name="x")
+            labels = tf1.placeholder(tf.int32, [6], name="labels")
+            w = tf1.Variable(np.linspace(-0.4, 0.4, 12, dtype=np.float32).reshape(4, 3), name="w",
+                             use_resource=use_resource)
+            b = tf1.Variable(np.array([0.1, 0.0, -0.1], np.float32), name="b", use_resource=use_resource)
+            logits = tf.matmul(x, w) + b
+            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+            loss = tf.identity(tf.reduce_mean(xent), name="loss")
+            optimizer().minimize(loss, name="train")
+            tf1.group(tf1.global_variables_initializer(), name="init")
+            values = [tf.identity(v.read_value() if use_resource else v, name=v.op.name + "_value").name for v in (w, b)]
+        rng = np.random.default_rng(13)
+
+        def feeds():
+            return {
+                "x:0": rng.standard_normal([6, 4]).astype(np.float32),
+                "labels:0": rng.integers(0, 3, 6).astype(np.int32),
+            }
+
+        return g, feeds, values
+
+    return build
+
+
 CASES = {
     "train_mlp_momentum_ref": (mlp_momentum_ref, "ref variables, MLP, softmax xent + L2, Nesterov momentum"),
     "train_embedding_adam_resource": (
         embedding_adam_resource,
         "resource variables, embedding lookup, sparse softmax xent, Adam (dense and sparse updates)",
+    ),
+    "train_cnn_momentum_resource": (
+        cnn_momentum_resource,
+        "resource variables, CNN: Conv2D, FusedBatchNormV3 (training, moving averages), ReLU, MaxPool, Conv2D + "
+        "BiasAdd, AvgPool, Mean, Dense; softmax xent, momentum",
+    ),
+    "train_dense_sgd_ref": (
+        dense_optimizer(lambda: tf1.train.GradientDescentOptimizer(0.5), False),
+        "ref variables, softmax regression, plain gradient descent",
+    ),
+    "train_dense_adagrad_ref": (
+        dense_optimizer(lambda: tf1.train.AdagradOptimizer(0.3, initial_accumulator_value=0.1), False),
+        "ref variables, softmax regression, Adagrad",
+    ),
+    "train_dense_rmsprop_resource": (
+        dense_optimizer(lambda: tf1.train.RMSPropOptimizer(0.05, decay=0.9, momentum=0.5, epsilon=1e-6), True),
+        "resource variables, softmax regression, RMSProp with momentum",
     ),
 }
 
@@ -130,10 +233,12 @@ def export(fixtures, case, build, note):
     print("wrote", out_dir, "ops:", meta["ops"])
 
 
-def main(fixtures):
+def main(fixtures, only=None):
     for case, (build, note) in CASES.items():
+        if only and case not in only:
+            continue
         export(fixtures, case, build, note)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

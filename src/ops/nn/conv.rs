@@ -1,606 +1,696 @@
-//! Convolution and pooling over NHWC images: `Conv2D` (im2col + gemm, a
-//! 1×1 stride-1 convolution a plain gemm), `DepthwiseConv2dNative`,
-//! `MaxPool`, `AvgPool`, and `FusedBatchNorm`/`V2`/`V3` in inference mode.
+//! Conv2D: NHWC input `[n, h, w, c]`, HWIO filter `[kh, kw, c / groups, o]`,
+//! output `[n, oh, ow, o]`, with strides, dilations, VALID / SAME /
+//! EXPLICIT padding and grouped convolution (input depth a multiple of the
+//! filter's), for float32, float64 and int32 (TensorFlow's CPU types here;
+//! int32 wraps as its Eigen product does).
 //!
-//! Owns: these kernels and the window geometry TensorFlow uses (VALID,
-//! SAME, EXPLICIT padding; strides; dilations). Must not hold state beyond
-//! parsed attributes. NCHW is refused, as TensorFlow's CPU kernels refuse
-//! it, with an error that says so.
+//! Owns: this kernel, and the checked shapes of a convolution ([`Plan`])
+//! and its patch gather ([`Run::im2col`]) that the gradients in
+//! `conv_grad` reuse. Must not hold state beyond parsed attributes, and
+//! must not spawn threads: large convolutions are split by output rows
+//! over the device's intra-op pool.
+//!
+//! The product is one gemm per block of output pixels, through
+//! [`Gemm`]: each output pixel's receptive field is copied into a row of a
+//! patch matrix (im2col, `[kh][kw][c]` per row, zeros in the padding) and
+//! multiplied by the filter seen as a `[kh * kw * c, o]` matrix, which
+//! writes the NHWC output in place. A 1x1 stride-1 unpadded convolution,
+//! and one whose single window spans the whole image, read the input as
+//! that matrix directly, with no copy. Patch blocks are sized to stay in
+//! cache (about `PATCH_BUDGET_BYTES`) and reused within a thread.
+//!
+//! Only NHWC runs, as on TensorFlow's CPU; NCHW is refused when the kernel
+//! is built with an error saying so.
 
-use super::super::matmul::{Gemm, Strided};
-use super::super::numeric::Float;
-use super::super::registry::OpDef;
-use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_int_list_or, unsupported_dtype};
+use super::window::{Axis, Padding, Work, explicit_paddings, nhwc_list, positive, require_nhwc, split_lines};
 use crate::bail;
 use crate::error::{Result, Status};
-use crate::graph::spec::NodeSpec;
+use crate::ops::math::binary_signature;
+use crate::ops::matmul::{Gemm, Strided};
+use crate::ops::registry::OpDef;
+use crate::ops::{IntraOpPool, KernelInit, OpContext, OpKernel, Value, unsupported_dtype};
 use crate::tensor::{DType, Tensor};
+use std::mem::MaybeUninit;
+use std::ops::Range;
 
-pub const DEFS: &[OpDef] = &[
-    OpDef::kernel("Conv2D", conv_signature, build_conv::<false>),
-    OpDef::kernel("DepthwiseConv2dNative", conv_signature, build_conv::<true>),
-    OpDef::kernel("MaxPool", pool_signature, build_pool::<true>),
-    OpDef::kernel("AvgPool", pool_signature, build_pool::<false>),
-    OpDef::kernel("FusedBatchNorm", batch_norm_signature::<5>, build_batch_norm),
-    OpDef::kernel("FusedBatchNormV2", batch_norm_signature::<5>, build_batch_norm),
-    OpDef::kernel("FusedBatchNormV3", batch_norm_signature::<6>, build_batch_norm),
-];
+pub const DEFS: &[OpDef] = &[OpDef::kernel("Conv2D", binary_signature, build_conv2d)];
 
-pub(super) const FLOATS: &[DType] = &[DType::F32, DType::F64];
+const DTYPES: &[DType] = &[DType::F32, DType::F64, DType::I32];
 
-fn conv_signature(node: &NodeSpec) -> Result<OpSignature> {
-    let t = ValueType::Tensor(node.attr_dtype("T")?);
-    Ok(OpSignature::new(vec![t, t], vec![t]))
-}
+/// About this many bytes of patch matrix per gemm call: big enough that
+/// the filter's repacking per call is noise, small enough to stay in L2.
+const PATCH_BUDGET_BYTES: usize = 1 << 20;
+/// Fewest patch rows per gemm call (the gemm repacks the filter per call).
+const MIN_BLOCK_ROWS: usize = 64;
+/// Fewest output pixels in a chunk handed to another thread.
+const MIN_CHUNK_ROWS: usize = 16;
+/// A convolution with fewer multiply-adds than this runs on the thread
+/// that made it ready (as MatMul's limit: a few microseconds).
+const INLINE_MAX_MACS: usize = 1 << 15;
 
-fn pool_signature(node: &NodeSpec) -> Result<OpSignature> {
-    let t = ValueType::Tensor(node.attr_dtype_or("T", DType::F32)?);
-    Ok(OpSignature::new(vec![t], vec![t]))
-}
-
-/// How one spatial axis is covered by windows.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Axis {
-    pub input: usize,
-    pub output: usize,
-    /// Padding before the first element (windows may start above it).
-    pub before: usize,
-    pub window: usize,
-    pub stride: usize,
-    pub dilation: usize,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Padding {
-    Valid,
-    Same,
-    /// (before, after) per spatial axis.
-    Explicit([[usize; 2]; 2]),
-}
-
-/// TensorFlow's output size and leading pad for one axis.
-pub(super) fn axis(
-    input: usize,
-    window: usize,
-    stride: usize,
-    dilation: usize,
-    padding: Padding,
-    index: usize,
-) -> Result<Axis> {
-    let effective = (window - 1) * dilation + 1;
-    let (output, before) = match padding {
-        Padding::Valid => {
-            if input < effective {
-                bail!(
-                    invalid_argument,
-                    "Computed output size would be negative: input {input}, window {effective} (VALID padding)"
-                );
-            }
-            ((input - effective) / stride + 1, 0)
-        }
-        Padding::Same => {
-            let output = input.div_ceil(stride);
-            let total = ((output.saturating_sub(1)) * stride + effective).saturating_sub(input);
-            (output, total / 2)
-        }
-        Padding::Explicit(pads) => {
-            let [before, after] = pads[index];
-            let padded = input + before + after;
-            if padded < effective {
-                bail!(
-                    invalid_argument,
-                    "Computed output size would be negative: padded input {padded}, window {effective}"
-                );
-            }
-            ((padded - effective) / stride + 1, before)
-        }
-    };
-    Ok(Axis { input, output, before, window, stride, dilation })
-}
-
-impl Axis {
-    /// The input position of window element `k` of output `o`, if inside.
-    #[inline(always)]
-    pub fn at(&self, o: usize, k: usize) -> Option<usize> {
-        (o * self.stride + k * self.dilation).checked_sub(self.before).filter(|&i| i < self.input)
-    }
-}
-
-/// The parsed window attrs of a conv or pool: strides, dilations, padding,
-/// all NHWC.
-pub(super) struct Window {
+/// The attributes, checked as TensorFlow's `InitConv2DParameters` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvAttrs {
+    /// Row and column strides.
     pub strides: [usize; 2],
     pub dilations: [usize; 2],
     pub padding: Padding,
+    /// `[[top, bottom], [left, right]]` for EXPLICIT padding.
+    pub explicit: [[i64; 2]; 2],
 }
 
-fn nhwc_only(node: &NodeSpec) -> Result<()> {
-    let format = node.attr_str_or("data_format", "NHWC")?;
-    if format != "NHWC" {
-        bail!(
-            unimplemented,
-            "data_format {format} is not supported: the CPU kernels run NHWC only (as TensorFlow's CPU kernels do); export the graph with data_format NHWC"
-        );
-    }
-    Ok(())
-}
-
-/// A 4-element NHWC attr list whose batch and channel entries are 1.
-fn spatial_pair(node: &NodeSpec, key: &str) -> Result<[usize; 2]> {
-    let v = attr_int_list_or(node, key, &[1, 1, 1, 1])?;
-    if v.len() != 4 || v[0] != 1 || v[3] != 1 || v[1] < 1 || v[2] < 1 {
-        bail!(invalid_argument, "{key} must be 4 positive values [1, h, w, 1] in NHWC, got {v:?}");
-    }
-    Ok([v[1] as usize, v[2] as usize])
-}
-
-pub(super) fn window_of(node: &NodeSpec, dilations: bool) -> Result<Window> {
-    nhwc_only(node)?;
-    let strides = spatial_pair(node, "strides")?;
-    let dilations = if dilations { spatial_pair(node, "dilations")? } else { [1, 1] };
-    let padding = match node.attr_str_or("padding", "")?.as_str() {
-        "VALID" => Padding::Valid,
-        "SAME" => Padding::Same,
-        "EXPLICIT" => {
-            let p = attr_int_list_or(node, "explicit_paddings", &[])?;
-            if p.len() != 8 || p.iter().any(|&x| x < 0) || p[0] != 0 || p[1] != 0 || p[6] != 0 || p[7] != 0 {
-                bail!(
-                    invalid_argument,
-                    "explicit_paddings must be 8 non-negative values, zero for batch and depth, got {p:?}"
-                );
-            }
-            Padding::Explicit([[p[2] as usize, p[3] as usize], [p[4] as usize, p[5] as usize]])
+impl ConvAttrs {
+    pub fn from_node(node: &crate::graph::spec::NodeSpec) -> Result<ConvAttrs> {
+        require_nhwc(node, &["NHWC", "NCHW"], Status::unimplemented)?;
+        let dilations = nhwc_list(node, "dilations", &[1, 1, 1, 1], "dilations")?;
+        let strides = nhwc_list(node, "strides", &[], "strides")?;
+        if strides[0] != 1 || strides[3] != 1 {
+            bail!(
+                unimplemented,
+                "Current implementation does not yet support strides in the batch and depth dimensions."
+            );
         }
-        other => bail!(invalid_argument, "padding must be VALID, SAME or EXPLICIT, got '{other}'"),
-    };
-    Ok(Window { strides, dilations, padding })
+        let bad_stride = || Status::invalid_argument("Row and column strides should be larger than 0.");
+        let strides = [positive(strides[1], bad_stride)?, positive(strides[2], bad_stride)?];
+        if dilations[0] != 1 || dilations[3] != 1 {
+            bail!(
+                unimplemented,
+                "Current implementation does not yet support dilations in the batch and depth dimensions."
+            );
+        }
+        let bad_dilation = || Status::invalid_argument("Dilated rates should be larger than 0.");
+        let dilations = [positive(dilations[1], bad_dilation)?, positive(dilations[2], bad_dilation)?];
+        let padding = Padding::from_node(node, &[Padding::Same, Padding::Valid, Padding::Explicit])?;
+        let explicit = explicit_paddings(node, padding, true)?;
+        Ok(ConvAttrs { strides, dilations, padding, explicit })
+    }
 }
 
-struct Conv {
-    window: Window,
-    depthwise: bool,
-    compute: fn(&Conv, &mut OpContext<'_>) -> Result<()>,
+type ConvFn = fn(&ConvAttrs, &Tensor, &Tensor, Option<&dyn IntraOpPool>) -> Result<Tensor>;
+
+struct Conv2DKernel {
+    attrs: ConvAttrs,
+    compute: ConvFn,
 }
 
-fn build_conv<const DEPTHWISE: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let window = window_of(init.node, true)?;
+fn build_conv2d(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
-    let compute = match dtype {
-        DType::F32 => conv::<f32>,
-        DType::F64 => conv::<f64>,
-        other => return Err(unsupported_dtype(&init.node.op, other, FLOATS)),
+    let compute: ConvFn = match dtype {
+        DType::F32 => conv2d::<f32>,
+        DType::F64 => conv2d::<f64>,
+        DType::I32 => conv2d::<i32>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, DTYPES)),
     };
-    Ok(Box::new(Conv { window, depthwise: DEPTHWISE, compute }))
+    Ok(Box::new(Conv2DKernel { attrs: ConvAttrs::from_node(init.node)?, compute }))
 }
 
-impl OpKernel for Conv {
+impl OpKernel for Conv2DKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        (self.compute)(self, ctx)
+        let out = (self.compute)(&self.attrs, ctx.input(0)?, ctx.input(1)?, ctx.intra_op())?;
+        ctx.set_output(0, out);
+        Ok(())
     }
 
     fn is_expensive(&self) -> bool {
         true
     }
 
-    fn worth_a_thread(&self, inputs: &[Option<crate::ops::Value>], lent: &[Option<crate::ops::Value>]) -> bool {
-        let size = |i: usize| {
-            inputs
-                .get(i)
-                .and_then(|v| v.as_ref())
-                .or_else(|| lent.get(i).and_then(|v| v.as_ref()))
-                .and_then(|v| v.as_tensor())
-                .map_or(0, |t| t.num_elements())
+    fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
+        let input = |i: usize| inputs.get(i).and_then(Option::as_ref).or_else(|| lent.get(i)?.as_ref());
+        match (input(0), input(1)) {
+            (Some(Value::Tensor(x)), Some(Value::Tensor(f))) if x.rank() == 4 && f.rank() == 4 => {
+                let (xd, fd) = (x.dims(), f.dims());
+                let pixels = xd[0]
+                    .saturating_mul(xd[1].div_ceil(self.attrs.strides[0]))
+                    .saturating_mul(xd[2].div_ceil(self.attrs.strides[1]));
+                pixels.saturating_mul(fd.iter().product()) >= INLINE_MAX_MACS
+            }
+            (Some(Value::Tensor(_)), Some(Value::Tensor(_))) => false,
+            _ => true,
+        }
+    }
+}
+
+/// The shapes of one convolution, checked.
+pub(super) struct Plan {
+    pub batch: usize,
+    pub rows: Axis,
+    pub cols: Axis,
+    pub in_depth: usize,
+    /// Input channels per group: the filter's depth.
+    pub group_depth: usize,
+    pub out_depth: usize,
+    pub groups: usize,
+}
+
+impl Plan {
+    fn new(attrs: &ConvAttrs, input: &Tensor, filter: &Tensor) -> Result<Plan> {
+        let &[batch, h, w, in_depth] = input.dims() else {
+            bail!(invalid_argument, "convolution input must be 4-dimensional: {}", input.shape());
         };
-        size(0) * size(1).max(1) >= 1 << 16
+        let &[kh, kw, group_depth, out_depth] = filter.dims() else {
+            bail!(invalid_argument, "convolution filter must be 4-dimensional: {}", filter.shape());
+        };
+        Plan::from_dims(attrs, [batch, h, w, in_depth], [kh, kw, group_depth, out_depth])
+    }
+
+    /// The plan of an NHWC `input` under an HWIO `filter` shape.
+    pub fn from_dims(attrs: &ConvAttrs, input: [usize; 4], filter: [usize; 4]) -> Result<Plan> {
+        let [batch, h, w, in_depth] = input;
+        let [kh, kw, group_depth, out_depth] = filter;
+        if group_depth == 0 {
+            bail!(invalid_argument, "filter depth must be strictly positive, got {group_depth}");
+        }
+        if in_depth % group_depth != 0 {
+            bail!(
+                invalid_argument,
+                "input depth must be evenly divisible by filter depth: {in_depth} vs {group_depth}"
+            );
+        }
+        // No input channels: TensorFlow gives zeros of the output's shape.
+        let groups = (in_depth / group_depth).max(1);
+        if out_depth % groups != 0 {
+            bail!(
+                invalid_argument,
+                "output depth must be evenly divisible by number of groups: {out_depth} vs {groups}"
+            );
+        }
+        let [sh, sw] = attrs.strides;
+        let [dh, dw] = attrs.dilations;
+        let rows = Axis::new(h, kh, sh, dh, attrs.padding, attrs.explicit[0])?;
+        let cols = Axis::new(w, kw, sw, dw, attrs.padding, attrs.explicit[1])?;
+        Ok(Plan { batch, rows, cols, in_depth, group_depth, out_depth, groups })
+    }
+
+    pub fn out_dims(&self) -> [usize; 4] {
+        [self.batch, self.rows.output, self.cols.output, self.out_depth]
+    }
+
+    /// Columns of the patch matrix of one group.
+    pub fn patch_len(&self) -> usize {
+        self.rows.window * self.cols.window * self.group_depth
+    }
+
+    /// Whether the input, read as a row-major `[pixels, patch_len]` matrix,
+    /// already is the patch matrix.
+    fn input_is_patches(&self) -> bool {
+        self.groups == 1
+            && ((self.rows.is_identity() && self.cols.is_identity()) || (self.rows.is_whole() && self.cols.is_whole()))
     }
 }
 
-fn conv<T: Float + Gemm>(k: &Conv, ctx: &mut OpContext<'_>) -> Result<()> {
-    let x = ctx.input(0)?;
-    let f = ctx.input(1)?;
-    let (xd, fd) = (x.dims(), f.dims());
-    if xd.len() != 4 || fd.len() != 4 {
-        bail!(invalid_argument, "input and filter must be 4-D (NHWC, HWIO), got {xd:?} and {fd:?}");
+fn conv2d<T: Gemm>(
+    attrs: &ConvAttrs,
+    input: &Tensor,
+    filter: &Tensor,
+    pool: Option<&dyn IntraOpPool>,
+) -> Result<Tensor> {
+    let plan = Plan::new(attrs, input, filter)?;
+    let (x, f) = (input.as_slice::<T>()?, filter.as_slice::<T>()?);
+    let out_dims = plan.out_dims();
+    match crate::tensor::Shape::new(&out_dims).checked_num_elements() {
+        Some(0) => return Tensor::zeros(T::DTYPE, out_dims),
+        Some(_) => {}
+        None => bail!(invalid_argument, "Conv2D output shape {out_dims:?} overflows"),
     }
-    let [n, h, w, c] = [xd[0], xd[1], xd[2], xd[3]];
-    let [kh, kw, fc, m] = [fd[0], fd[1], fd[2], fd[3]];
-    if k.depthwise && fc != c {
-        bail!(invalid_argument, "input depth {c} must equal filter's in_channels {fc}");
+    if plan.rows.window == 0 || plan.cols.window == 0 {
+        bail!(invalid_argument, "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
-    if !k.depthwise && (fc == 0 || c % fc != 0) {
-        bail!(invalid_argument, "input depth must be evenly divisible by filter depth: {c} vs {fc}");
+    if plan.in_depth == 0 {
+        return Tensor::zeros(T::DTYPE, out_dims);
     }
-    if !k.depthwise && fc != c {
-        return Err(Status::unimplemented(format!(
-            "grouped convolution (input depth {c}, filter depth {fc}) is not supported"
-        )));
-    }
-    let win = &k.window;
-    let ay = axis(h, kh, win.strides[0], win.dilations[0], win.padding, 0)?;
-    let ax = axis(w, kw, win.strides[1], win.dilations[1], win.padding, 1)?;
-    let out_c = if k.depthwise { c * m } else { m };
-    let xs = x.as_slice::<T>()?;
-    let fs = f.as_slice::<T>()?;
-    let rows = ay.output * ax.output;
-    let out = if k.depthwise {
-        Tensor::build::<T>([n, ay.output, ax.output, out_c], |o| depthwise(xs, fs, o, [n, h, w, c], m, &ay, &ax))?
-    } else {
-        let patch = kh * kw * c;
-        let direct_gemm = kh == 1
-            && kw == 1
-            && ay.stride == 1
-            && ax.stride == 1
-            && ay.before == 0
-            && ax.before == 0
-            && ay.output == h
-            && ax.output == w;
-        Tensor::build::<T>([n, ay.output, ax.output, out_c], |o| {
-            if direct_gemm {
-                T::gemm_over([n * h * w, c, m], Strided::row_major(xs, c), Strided::row_major(fs, m), o);
-                return;
-            }
-            let mut cols = vec![T::ZERO; rows * patch];
-            for b in 0..n {
-                im2col(&xs[b * h * w * c..][..h * w * c], w, c, &ay, &ax, &mut cols);
-                let dst = &mut o[b * rows * m..][..rows * m];
-                T::gemm_over([rows, patch, m], Strided::row_major(&cols, patch), Strided::row_major(fs, m), dst);
-            }
-        })?
+    let run = Run::new(&plan, x, f);
+    let work = Work { per_line: plan.patch_len() * plan.out_depth / 4 + 1, min_lines: MIN_CHUNK_ROWS };
+    let fill = |out: &mut [MaybeUninit<T>]| {
+        let written = std::sync::atomic::AtomicUsize::new(0);
+        split_lines(pool, out, plan.out_depth, work, &|pixels, block| {
+            run.pixels_into(pixels.clone(), block);
+            written.fetch_add(pixels.len(), std::sync::atomic::Ordering::Relaxed);
+        });
+        // Unwritten elements would be read uninitialised: never go on.
+        assert_eq!(written.into_inner() * plan.out_depth, out.len(), "Conv2D: blocks do not cover the output");
     };
-    ctx.set_output(0, out);
-    Ok(())
+    // SAFETY: `pixels_into` writes every element of the block it is given
+    // (the `Gemm` contract for whole rows; every group's columns when
+    // scattering), and the assert above shows the blocks cover the output.
+    unsafe { Tensor::build_uninit::<T>(out_dims, fill) }
 }
 
-/// The patch matrix of one image: row `oy · out_w + ox` holds the window
-/// of that output position, `(ky, kx, channel)` in filter order, zeros
-/// where the window leaves the image.
-pub(super) fn im2col<T: Float>(image: &[T], w: usize, c: usize, ay: &Axis, ax: &Axis, cols: &mut [T]) {
-    let patch = ay.window * ax.window * c;
-    for oy in 0..ay.output {
-        for ox in 0..ax.output {
-            let row = &mut cols[(oy * ax.output + ox) * patch..][..patch];
-            for ky in 0..ay.window {
-                for kx in 0..ax.window {
-                    let dst = &mut row[(ky * ax.window + kx) * c..][..c];
-                    match (ay.at(oy, ky), ax.at(ox, kx)) {
-                        (Some(iy), Some(ix)) => dst.copy_from_slice(&image[(iy * w + ix) * c..][..c]),
-                        _ => dst.fill(T::ZERO),
+/// One call's operands and precomputed in-bounds taps.
+pub(super) struct Run<'a, T> {
+    plan: &'a Plan,
+    x: &'a [T],
+    f: &'a [T],
+    row_taps: Vec<Range<usize>>,
+    col_taps: Vec<Range<usize>>,
+}
+
+impl<'a, T: Gemm> Run<'a, T> {
+    /// The operands `x` (the input) and `f` (the filter; empty when only
+    /// [`Run::im2col`] is used) of `plan`.
+    pub fn new(plan: &'a Plan, x: &'a [T], f: &'a [T]) -> Self {
+        Run { plan, x, f, row_taps: plan.rows.all_taps(), col_taps: plan.cols.all_taps() }
+    }
+
+    /// Computes output pixels `pixels` (flat over `[n, oh, ow]`) into
+    /// `out`, their `pixels.len() * o` elements, writing every one.
+    fn pixels_into(&self, pixels: Range<usize>, out: &mut [MaybeUninit<T>]) {
+        let p = self.plan;
+        let (k, o) = (p.patch_len(), p.out_depth);
+        if p.input_is_patches() {
+            let a = Strided::row_major(&self.x[pixels.start * k..pixels.end * k], k);
+            return T::gemm([pixels.len(), k, o], a, Strided::row_major(self.f, o), out);
+        }
+        let block_rows = (PATCH_BUDGET_BYTES / (k * size_of::<T>()).max(1)).max(MIN_BLOCK_ROWS);
+        // Equal blocks, so none is a sliver that the gemm would treat
+        // differently from its neighbours.
+        let blocks = pixels.len().div_ceil(block_rows);
+        let per_block = pixels.len().div_ceil(blocks);
+        let mut patches: Vec<T> = Vec::new();
+        let mut group_out: Vec<T> = Vec::new();
+        let group_o = o / p.groups;
+        for (b, out_block) in out.chunks_mut(per_block * o).enumerate() {
+            let first = pixels.start + b * per_block;
+            let rows = out_block.len() / o;
+            patches.resize(rows * k, T::ZERO);
+            for g in 0..p.groups {
+                self.im2col(first..first + rows, g * p.group_depth, &mut patches);
+                let a = Strided::row_major(&patches[..], k);
+                if p.groups == 1 {
+                    T::gemm([rows, k, o], a, Strided::row_major(self.f, o), out_block);
+                    continue;
+                }
+                // This group's output channels: columns `g * group_o..` of
+                // the filter matrix, written to scratch then scattered.
+                let b = Strided { data: &self.f[g * group_o..], rows: o, cols: 1 };
+                group_out.resize(rows * group_o, T::ZERO);
+                T::gemm_over([rows, k, group_o], a, b, &mut group_out);
+                for (dst, src) in out_block.chunks_exact_mut(o).zip(group_out.chunks_exact(group_o)) {
+                    for (d, &s) in dst[g * group_o..(g + 1) * group_o].iter_mut().zip(src) {
+                        d.write(s);
                     }
                 }
             }
         }
     }
-}
 
-/// Output channel `ch * m + q` is input channel `ch` convolved with filter
-/// `[.., .., ch, q]`.
-fn depthwise<T: Float>(xs: &[T], fs: &[T], o: &mut [T], [n, h, w, c]: [usize; 4], m: usize, ay: &Axis, ax: &Axis) {
-    let out_c = c * m;
-    for b in 0..n {
-        for oy in 0..ay.output {
-            for ox in 0..ax.output {
-                let acc = &mut o[((b * ay.output + oy) * ax.output + ox) * out_c..][..out_c];
-                acc.fill(T::ZERO);
-                for ky in 0..ay.window {
-                    let Some(iy) = ay.at(oy, ky) else { continue };
-                    for kx in 0..ax.window {
-                        let Some(ix) = ax.at(ox, kx) else { continue };
-                        let pixel = &xs[((b * h + iy) * w + ix) * c..][..c];
-                        let taps = &fs[(ky * ax.window + kx) * out_c..][..out_c];
-                        for ((&v, acc), taps) in pixel.iter().zip(acc.chunks_mut(m)).zip(taps.chunks(m)) {
-                            for (a, &t) in acc.iter_mut().zip(taps) {
-                                *a = a.add(v.mul(t));
-                            }
-                        }
+    /// Fills one row of `patches` per pixel of `pixels`: the receptive
+    /// field's channels `first_channel..+group_depth`, `[kh][kw][c]`, zero
+    /// where it falls in the padding.
+    pub fn im2col(&self, pixels: Range<usize>, first_channel: usize, patches: &mut [T]) {
+        let p = self.plan;
+        let (rows, cols) = (&p.rows, &p.cols);
+        let (c, cg) = (p.in_depth, p.group_depth);
+        let row_len = cols.window * cg;
+        let image_len = rows.input * cols.input * c;
+        let contiguous = cols.dilation == 1 && cg == c;
+        let (mut ox, mut oy, mut n) = (pixels.start % cols.output, pixels.start / cols.output, 0);
+        n += oy / rows.output;
+        oy %= rows.output;
+        for patch in patches.chunks_exact_mut(rows.window * row_len).take(pixels.len()) {
+            let image = &self.x[n * image_len..(n + 1) * image_len];
+            let row_taps = &self.row_taps[oy];
+            let col_taps = self.col_taps[ox].clone();
+            for (ky, dst) in patch.chunks_exact_mut(row_len).enumerate() {
+                if !row_taps.contains(&ky) {
+                    dst.fill(T::ZERO);
+                    continue;
+                }
+                let iy = rows.position(oy, ky) as usize;
+                let src = &image[iy * cols.input * c..(iy + 1) * cols.input * c];
+                dst[..col_taps.start * cg].fill(T::ZERO);
+                dst[col_taps.end * cg..].fill(T::ZERO);
+                if col_taps.is_empty() {
+                    continue;
+                }
+                if contiguous {
+                    let ix = cols.position(ox, col_taps.start) as usize;
+                    dst[col_taps.start * c..col_taps.end * c].copy_from_slice(&src[ix * c..(ix + col_taps.len()) * c]);
+                } else {
+                    for kx in col_taps.clone() {
+                        let ix = cols.position(ox, kx) as usize;
+                        let from = ix * c + first_channel;
+                        dst[kx * cg..(kx + 1) * cg].copy_from_slice(&src[from..from + cg]);
                     }
                 }
             }
-        }
-    }
-}
-
-struct Pool {
-    window: Window,
-    ksize: [usize; 2],
-    max: bool,
-    compute: fn(&Pool, &mut OpContext<'_>) -> Result<()>,
-}
-
-fn build_pool<const MAX: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let window = window_of(init.node, false)?;
-    if matches!(window.padding, Padding::Explicit(_)) && !MAX {
-        bail!(invalid_argument, "AvgPool does not take EXPLICIT padding");
-    }
-    let ksize = spatial_pair(init.node, "ksize")?;
-    let dtype = init.node.attr_dtype_or("T", DType::F32)?;
-    let compute = match dtype {
-        DType::F32 => pool::<f32>,
-        DType::F64 => pool::<f64>,
-        other => return Err(unsupported_dtype(&init.node.op, other, FLOATS)),
-    };
-    Ok(Box::new(Pool { window, ksize, max: MAX, compute }))
-}
-
-impl OpKernel for Pool {
-    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        (self.compute)(self, ctx)
-    }
-}
-
-/// Max over the window's in-bounds elements, or their mean (TensorFlow
-/// divides by the number of in-bounds elements, padding not counted).
-fn pool<T: Float>(p: &Pool, ctx: &mut OpContext<'_>) -> Result<()> {
-    let x = ctx.input(0)?;
-    let d = x.dims();
-    if d.len() != 4 {
-        bail!(invalid_argument, "input must be 4-dimensional (NHWC), got {d:?}");
-    }
-    let [n, h, w, c] = [d[0], d[1], d[2], d[3]];
-    let ay = axis(h, p.ksize[0], p.window.strides[0], 1, p.window.padding, 0)?;
-    let ax = axis(w, p.ksize[1], p.window.strides[1], 1, p.window.padding, 1)?;
-    let xs = x.as_slice::<T>()?;
-    let out = Tensor::build::<T>([n, ay.output, ax.output, c], |o| {
-        for b in 0..n {
-            for oy in 0..ay.output {
-                for ox in 0..ax.output {
-                    let acc = &mut o[((b * ay.output + oy) * ax.output + ox) * c..][..c];
-                    acc.fill(if p.max { T::BOTTOM } else { T::ZERO });
-                    let mut count = 0usize;
-                    for ky in 0..ay.window {
-                        let Some(iy) = ay.at(oy, ky) else { continue };
-                        for kx in 0..ax.window {
-                            let Some(ix) = ax.at(ox, kx) else { continue };
-                            count += 1;
-                            let pixel = &xs[((b * h + iy) * w + ix) * c..][..c];
-                            for (a, &v) in acc.iter_mut().zip(pixel) {
-                                #[allow(clippy::eq_op)] // v != v: NaN wins a max, as in TensorFlow
-                                let nan = v != v;
-                                *a = if p.max { if v > *a || nan { v } else { *a } } else { a.add(v) };
-                            }
-                        }
-                    }
-                    if !p.max && count > 0 {
-                        let count = T::from_f64(count as f64);
-                        acc.iter_mut().for_each(|a| *a = a.div(count));
-                    }
+            ox += 1;
+            if ox == cols.output {
+                ox = 0;
+                oy += 1;
+                if oy == rows.output {
+                    oy = 0;
+                    n += 1;
                 }
             }
         }
-    })?;
-    ctx.set_output(0, out);
-    Ok(())
-}
-
-fn batch_norm_signature<const OUTPUTS: usize>(node: &NodeSpec) -> Result<OpSignature> {
-    let t = ValueType::Tensor(node.attr_dtype("T")?);
-    let u = ValueType::Tensor(node.attr_dtype_or("U", DType::F32)?);
-    Ok(OpSignature::new(vec![t, u, u, u, u], [vec![t], vec![u; OUTPUTS - 1]].concat()))
-}
-
-struct BatchNorm {
-    epsilon: f64,
-    exponential_avg_factor: f64,
-    outputs: usize,
-}
-
-fn build_batch_norm(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    nhwc_only(init.node)?;
-    if init.node.attr_bool_or("is_training", true)? {
-        bail!(
-            unimplemented,
-            "{} with is_training=true (batch statistics) is not supported yet; inference graphs set is_training=false",
-            init.node.op
-        );
-    }
-    let dtype = init.node.attr_dtype("T")?;
-    if dtype != DType::F32 || init.node.attr_dtype_or("U", DType::F32)? != DType::F32 {
-        return Err(unsupported_dtype(&init.node.op, dtype, &[DType::F32]));
-    }
-    Ok(Box::new(BatchNorm {
-        epsilon: init.node.attr_float_or("epsilon", 1e-4)? as f64,
-        exponential_avg_factor: init.node.attr_float_or("exponential_avg_factor", 1.0)? as f64,
-        outputs: init.signature.outputs.len(),
-    }))
-}
-
-impl OpKernel for BatchNorm {
-    /// y = (x − mean) · rsqrt(var + ε) · scale + offset, per channel; the
-    /// mean and variance pass through as outputs 1 and 2 (and 3, 4), the
-    /// last output of V3 is empty, as TensorFlow's inference kernel gives.
-    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let _ = self.exponential_avg_factor;
-        let x = ctx.input(0)?;
-        let c = *x.dims().last().ok_or_else(|| Status::invalid_argument("input must be 4-dimensional"))?;
-        if x.dims().len() != 4 {
-            bail!(invalid_argument, "input must be 4-dimensional, got {:?}", x.dims());
-        }
-        let params: Vec<&Tensor> = (1..5).map(|i| ctx.input(i)).collect::<Result<_>>()?;
-        for (name, p) in ["scale", "offset", "mean", "variance"].iter().zip(&params) {
-            if p.dims() != [c] {
-                bail!(
-                    invalid_argument,
-                    "{name} must have the same number of elements as the channels of x, got {:?} and {c}",
-                    p.dims()
-                );
-            }
-        }
-        let [scale, offset, mean, var] =
-            [0, 1, 2, 3].map(|i| params[i].as_slice::<f32>().map(|s| s.to_vec()).unwrap_or_default());
-        let factor: Vec<f32> =
-            (0..c).map(|i| ((var[i] as f64 + self.epsilon).sqrt().recip() as f32) * scale[i]).collect();
-        let shift: Vec<f32> = (0..c).map(|i| offset[i] - mean[i] * factor[i]).collect();
-        let xs = x.as_slice::<f32>()?;
-        let y = Tensor::build::<f32>(x.shape().clone(), |o| {
-            for (oc, xc) in o.chunks_mut(c.max(1)).zip(xs.chunks(c.max(1))) {
-                for i in 0..c {
-                    oc[i] = xc[i] * factor[i] + shift[i];
-                }
-            }
-        })?;
-        let (mean_t, var_t) = (params[2].clone(), params[3].clone());
-        ctx.set_output(0, y);
-        ctx.set_output(1, mean_t.clone());
-        ctx.set_output(2, var_t.clone());
-        ctx.set_output(3, mean_t);
-        ctx.set_output(4, var_t);
-        if self.outputs == 6 {
-            ctx.set_output(5, Tensor::zeros(DType::F32, [0])?);
-        }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::window::testing::{assert_values, fs, ints, pool, run_with_pool, tensor, text, windowed, xs};
     use super::*;
-    use crate::graph::spec::{AttrList, AttrValue};
-    use crate::ops::testing::{node, run1, ty};
+    use crate::graph::spec::NodeSpec;
+    use crate::ops::testing::run1;
 
-    fn ints(v: &[i64]) -> AttrValue {
-        AttrValue::List(AttrList::Int(v.to_vec()))
+    fn conv(dtype: DType, strides: [i64; 2], padding: &str) -> NodeSpec {
+        windowed("Conv2D", dtype, strides, padding)
     }
 
-    fn s(v: &str) -> AttrValue {
-        AttrValue::Bytes(v.as_bytes().to_vec())
+    /// Runs Conv2D on the test ramps of these shapes.
+    fn run(n: &NodeSpec, dtype: DType, x: [usize; 4], f: [usize; 4]) -> Result<Tensor> {
+        let xv = xs(x.iter().product());
+        let fv = fs(f.iter().product());
+        run1(n, &[tensor(dtype, &x, &xv), tensor(dtype, &f, &fv)])
     }
 
-    fn seq(dims: &[usize]) -> Tensor {
-        let n: usize = dims.iter().product();
-        Tensor::from_slice::<f32>(dims, &(0..n).map(|v| v as f32).collect::<Vec<_>>()).unwrap()
+    // Expected values: TensorFlow 2.21's Conv2D on CPU, on the same ramps.
+    #[test]
+    fn matches_tensorflow() {
+        for dtype in [DType::F32, DType::F64] {
+            let out = run(&conv(dtype, [1, 1], "VALID"), dtype, [2, 5, 5, 3], [3, 3, 3, 2]).unwrap();
+            let want = [
+                -12., -57., -34., -13., -34., 53., 10., -13., -1., -13., -12., 42., 10., -46., -12., -57., -34., -13.,
+                -12., 42., 43., 9., 10., -13., -1., 20., 43., -24., 10., -46., -34., 53., -12., 42., 43., 9.,
+            ];
+            assert_values(&out, &[2, 3, 3, 2], &want, "VALID stride 1, batch 2");
+            let out = run(&conv(dtype, [2, 2], "SAME"), dtype, [1, 5, 5, 3], [3, 3, 3, 2]).unwrap();
+            let want = [-14., 8., -30., 28., 19., 0., 45., 5., -1., -13., 2., 3., 30., 6., -8., -16., 2., 26.];
+            assert_values(&out, &[1, 3, 3, 2], &want, "SAME stride 2, odd size");
+            let dilated = conv(dtype, [1, 1], "SAME").attr("dilations", ints(&[1, 2, 2, 1]));
+            let out = run(&dilated, dtype, [1, 5, 4, 2], [2, 3, 2, 2]).unwrap();
+            let want = [
+                3., -2., 8., -46., 5., 0., 8., 8., -9., 8., 26., -10., -5., -15., 26., -55., -1., 2., 12., 6., -13.,
+                -10., 18., -6., 18., -48., -13., 11., 12., -27., -1., 32., 20., -8., -5., 7., 6., -40., 1., 22.,
+            ];
+            assert_values(&out, &[1, 5, 4, 2], &want, "SAME dilation 2");
+            let explicit = conv(dtype, [2, 1], "EXPLICIT").attr("explicit_paddings", ints(&[0, 0, 1, 2, 0, 1, 0, 0]));
+            let out = run(&explicit, dtype, [1, 4, 5, 2], [3, 2, 2, 3]).unwrap();
+            let want = [
+                -3., -24., -9., 17., -20., 24., 15., 6., 24., -42., 21., -42., 26., -26., 21., -7., -5., -21., 12.,
+                -24., 12., -2., 23., 12., 6., -18., 12., -10., 22., -9., -5., -31., -12., 27., -21., 21., 15., 0., 21.,
+                -19., 43., -12., -13., -8., -12.,
+            ];
+            assert_values(&out, &[1, 3, 5, 3], &want, "EXPLICIT, strides 2x1");
+            let out = run(&conv(dtype, [1, 1], "VALID"), dtype, [1, 3, 4, 4], [2, 2, 2, 6]).unwrap();
+            let want = [
+                -19., -11., -21., 21., 21., 21., 28., -7., 30., 10., -34., 3., -24., -3., -18., 21., -12., 18., 15.,
+                -6., 18., -12., 21., -18., -4., 31., 3., 32., -23., 30., 21., -42., 21., -23., 32., -21.,
+            ];
+            assert_values(&out, &[1, 2, 3, 6], &want, "2 groups");
+        }
     }
 
-    /// A direct 4-loop convolution to check im2col against.
-    fn naive(x: &Tensor, f: &Tensor, ay: &Axis, ax: &Axis) -> Vec<f32> {
-        let (xd, fd) = (x.dims(), f.dims());
-        let (xs, fs) = (x.as_slice::<f32>().unwrap(), f.as_slice::<f32>().unwrap());
-        let (n, h, w, c, m) = (xd[0], xd[1], xd[2], xd[3], fd[3]);
-        let _ = h;
-        let mut out = vec![0.0f32; n * ay.output * ax.output * m];
-        for b in 0..n {
-            for oy in 0..ay.output {
-                for ox in 0..ax.output {
-                    for q in 0..m {
-                        let mut acc = 0.0;
-                        for ky in 0..fd[0] {
-                            for kx in 0..fd[1] {
-                                if let (Some(iy), Some(ix)) = (ay.at(oy, ky), ax.at(ox, kx)) {
-                                    for ch in 0..c {
-                                        acc += xs[((b * xd[1] + iy) * w + ix) * c + ch]
-                                            * fs[((ky * fd[1] + kx) * c + ch) * m + q];
+    #[test]
+    fn int32_products_wrap_as_tensorflow_does() {
+        let n = conv(DType::I32, [2, 2], "SAME");
+        let x: Vec<f64> = xs(32).iter().map(|v| v * 100_000.0).collect();
+        let f: Vec<f64> = fs(36).iter().map(|v| v * 10_000.0).collect();
+        let out = run1(&n, &[tensor(DType::I32, &[1, 4, 4, 2], &x), tensor(DType::I32, &[3, 3, 2, 2], &f)]).unwrap();
+        let want = [935228928, 834574848, -640261632, 820130816, -1705032704, -1345294336, -2115098112, 935228928];
+        assert_eq!(out.as_slice::<i32>().unwrap(), &want);
+    }
+
+    /// A plain loop over TensorFlow's definition, computed independently of
+    /// the kernel's geometry: the oracle for shapes too big to paste.
+    struct Case {
+        x: [usize; 4],
+        f: [usize; 4],
+        strides: [usize; 2],
+        dilations: [usize; 2],
+        padding: &'static str,
+        explicit: [[usize; 2]; 2],
+    }
+
+    impl Case {
+        fn new(
+            x: [usize; 4],
+            f: [usize; 4],
+            strides: [usize; 2],
+            dilations: [usize; 2],
+            padding: &'static str,
+        ) -> Case {
+            Case { x, f, strides, dilations, padding, explicit: [[0, 0], [0, 0]] }
+        }
+
+        fn node(&self, dtype: DType) -> NodeSpec {
+            let [s0, s1] = self.strides.map(|s| s as i64);
+            let [d0, d1] = self.dilations.map(|d| d as i64);
+            let mut n = conv(dtype, [s0, s1], self.padding).attr("dilations", ints(&[1, d0, d1, 1]));
+            if self.padding == "EXPLICIT" {
+                let [[t, b], [l, r]] = self.explicit.map(|p| p.map(|v| v as i64));
+                n = n.attr("explicit_paddings", ints(&[0, 0, t, b, l, r, 0, 0]));
+            }
+            n
+        }
+
+        /// (output size, padding before) of axis `a`.
+        fn axis(&self, a: usize) -> (usize, usize) {
+            let (input, k, s, d) = (self.x[a + 1], self.f[a], self.strides[a], self.dilations[a]);
+            let eff = (k - 1) * d + 1;
+            match self.padding {
+                "VALID" => ((input - eff) / s + 1, 0),
+                "SAME" => {
+                    let out = input.div_ceil(s);
+                    (out, ((out - 1) * s + eff).saturating_sub(input) / 2)
+                }
+                _ => ((input + self.explicit[a][0] + self.explicit[a][1] - eff) / s + 1, self.explicit[a][0]),
+            }
+        }
+
+        fn reference(&self, x: &[f64], f: &[f64]) -> (Vec<usize>, Vec<f64>) {
+            let [n, h, w, c] = self.x;
+            let [kh, kw, cf, o] = self.f;
+            let (groups, ((oh, top), (ow, left))) = (c / cf, (self.axis(0), self.axis(1)));
+            let og = o / groups;
+            let mut out = vec![0.0; n * oh * ow * o];
+            for b in 0..n {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        for oc in 0..o {
+                            let mut sum = 0.0;
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy = (oy * self.strides[0] + ky * self.dilations[0]) as isize - top as isize;
+                                    let ix = (ox * self.strides[1] + kx * self.dilations[1]) as isize - left as isize;
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        continue;
+                                    }
+                                    for ci in 0..cf {
+                                        let xi = ((b * h + iy as usize) * w + ix as usize) * c + (oc / og) * cf + ci;
+                                        sum += x[xi] * f[((ky * kw + kx) * cf + ci) * o + oc];
                                     }
                                 }
                             }
+                            out[((b * oh + oy) * ow + ox) * o + oc] = sum;
                         }
-                        out[((b * ay.output + oy) * ax.output + ox) * m + q] = acc;
                     }
                 }
             }
+            (vec![n, oh, ow, o], out)
         }
-        out
-    }
 
-    #[test]
-    fn same_padding_matches_tensorflow() {
-        // tf.nn.conv2d(arange(16).reshape(1,4,4,1), ones(3,3,1,1), 1, 'SAME')
-        let x = seq(&[1, 4, 4, 1]);
-        let f = Tensor::from_slice::<f32>([3, 3, 1, 1], &[1.0; 9]).unwrap();
-        let n =
-            node("Conv2D").attr("T", ty(DType::F32)).attr("strides", ints(&[1, 1, 1, 1])).attr("padding", s("SAME"));
-        let y = run1(&n, &[x, f]).unwrap();
-        assert_eq!(
-            y.as_slice::<f32>().unwrap(),
-            &[10., 18., 24., 18., 27., 45., 54., 39., 51., 81., 90., 63., 42., 66., 72., 50.]
-        );
-    }
-
-    #[test]
-    fn im2col_agrees_with_direct_loops_over_strides_dilations_and_padding() {
-        let x = seq(&[2, 7, 6, 3]);
-        let f = Tensor::from_slice::<f32>([3, 2, 3, 4], &(0..72).map(|v| (v % 7) as f32 - 3.0).collect::<Vec<_>>())
-            .unwrap();
-        for (padding, strides, dilations) in
-            [("VALID", [1, 1], [1, 1]), ("SAME", [2, 2], [1, 1]), ("SAME", [1, 2], [2, 1]), ("VALID", [2, 1], [1, 2])]
-        {
-            let n = node("Conv2D")
-                .attr("T", ty(DType::F32))
-                .attr("strides", ints(&[1, strides[0], strides[1], 1]))
-                .attr("dilations", ints(&[1, dilations[0], dilations[1], 1]))
-                .attr("padding", s(padding));
-            let y = run1(&n, &[x.clone(), f.clone()]).unwrap();
-            let pad = if padding == "SAME" { Padding::Same } else { Padding::Valid };
-            let ay = axis(7, 3, strides[0] as usize, dilations[0] as usize, pad, 0).unwrap();
-            let ax = axis(6, 2, strides[1] as usize, dilations[1] as usize, pad, 1).unwrap();
-            assert_eq!(y.dims(), &[2, ay.output, ax.output, 4], "{padding} {strides:?} {dilations:?}");
-            assert_eq!(y.as_slice::<f32>().unwrap(), naive(&x, &f, &ay, &ax).as_slice(), "{padding} {strides:?}");
+        fn check(&self, dtype: DType) {
+            let (x, f) = (xs(self.x.iter().product()), fs(self.f.iter().product()));
+            let (dims, want) = self.reference(&x, &f);
+            let out = run1(&self.node(dtype), &[tensor(dtype, &self.x, &x), tensor(dtype, &self.f, &f)]).unwrap();
+            let what = format!(
+                "{dtype} x{:?} f{:?} s{:?} d{:?} {}",
+                self.x, self.f, self.strides, self.dilations, self.padding
+            );
+            assert_values(&out, &dims, &want, &what);
         }
     }
 
     #[test]
-    fn nchw_and_bad_padding_are_named() {
-        let n = node("Conv2D").attr("T", ty(DType::F32)).attr("padding", s("SAME")).attr("data_format", s("NCHW"));
-        let err = run1(&n, &[seq(&[1, 1, 2, 2]), seq(&[1, 1, 2, 1])]).unwrap_err();
-        assert!(err.message.contains("data_format NCHW"), "{err}");
-        let n = node("Conv2D").attr("T", ty(DType::F32)).attr("padding", s("FULL"));
-        assert!(run1(&n, &[seq(&[1, 2, 2, 1]), seq(&[1, 1, 1, 1])]).unwrap_err().message.contains("VALID, SAME"));
+    fn every_path_matches_the_definition() {
+        let cases = [
+            // 1x1, stride 1, unpadded: the input is the patch matrix.
+            Case::new([2, 3, 5, 4], [1, 1, 4, 3], [1, 1], [1, 1], "VALID"),
+            Case::new([1, 4, 4, 3], [1, 1, 3, 5], [1, 1], [1, 1], "SAME"),
+            // 1x1 strided: through im2col.
+            Case::new([2, 5, 5, 3], [1, 1, 3, 2], [2, 2], [1, 1], "VALID"),
+            Case::new([1, 5, 6, 3], [1, 1, 3, 2], [2, 3], [1, 1], "SAME"),
+            // One window over the whole image, as a dense layer.
+            Case::new([3, 3, 4, 2], [3, 4, 2, 5], [1, 1], [1, 1], "VALID"),
+            Case::new([2, 3, 4, 2], [3, 4, 2, 5], [2, 2], [1, 1], "VALID"),
+            // Odd and even sizes, strides 1 to 3, dilations.
+            Case::new([2, 7, 6, 3], [3, 3, 3, 4], [1, 1], [1, 1], "SAME"),
+            Case::new([1, 8, 8, 2], [3, 3, 2, 3], [2, 2], [1, 1], "SAME"),
+            Case::new([1, 8, 7, 2], [2, 2, 2, 3], [2, 2], [1, 1], "SAME"),
+            Case::new([2, 9, 7, 2], [3, 2, 2, 2], [3, 2], [2, 3], "SAME"),
+            Case::new([1, 9, 9, 3], [3, 3, 3, 2], [1, 1], [3, 3], "VALID"),
+            Case::new([1, 4, 4, 1], [5, 5, 1, 2], [1, 1], [1, 1], "SAME"),
+            Case { explicit: [[3, 0], [1, 4]], ..Case::new([1, 5, 4, 2], [2, 3, 2, 2], [2, 3], [2, 1], "EXPLICIT") },
+            // Groups: 2, and one per channel.
+            Case::new([2, 5, 5, 6], [3, 3, 3, 4], [1, 1], [1, 1], "SAME"),
+            Case::new([1, 6, 5, 4], [3, 2, 1, 8], [2, 1], [1, 2], "VALID"),
+            Case::new([1, 3, 3, 4], [1, 1, 2, 2], [1, 1], [1, 1], "VALID"),
+        ];
+        for case in &cases {
+            case.check(DType::F32);
+            case.check(DType::F64);
+        }
+        cases[6].check(DType::I32);
     }
 
     #[test]
-    fn depthwise_with_a_multiplier() {
-        // Channel 0 filter [1, 2], channel 1 filter [3, 4] (1x1 windows, multiplier 2).
-        let x = Tensor::from_slice::<f32>([1, 1, 2, 2], &[1., 10., 2., 20.]).unwrap();
-        let f = Tensor::from_slice::<f32>([1, 1, 2, 2], &[1., 2., 3., 4.]).unwrap();
-        let n = node("DepthwiseConv2dNative")
-            .attr("T", ty(DType::F32))
-            .attr("strides", ints(&[1, 1, 1, 1]))
-            .attr("padding", s("VALID"));
-        let y = run1(&n, &[x, f]).unwrap();
-        assert_eq!(y.dims(), &[1, 1, 2, 4]);
-        assert_eq!(y.as_slice::<f32>().unwrap(), &[1., 2., 30., 40., 2., 4., 60., 80.]);
-    }
-
-    #[test]
-    fn pools_count_only_in_bounds_elements() {
-        let x = seq(&[1, 3, 3, 1]);
-        let pool = |op: &str, padding: &str| {
-            node(op)
-                .attr("T", ty(DType::F32))
-                .attr("ksize", ints(&[1, 2, 2, 1]))
-                .attr("strides", ints(&[1, 2, 2, 1]))
-                .attr("padding", s(padding))
+    fn large_convolutions_split_into_blocks_and_threads_without_changing_bits() {
+        // 1800 pixels of 576-element patches: several patch blocks (more in
+        // f64), and both split across 3 threads.
+        let case = Case::new([2, 30, 30, 64], [3, 3, 64, 8], [1, 1], [1, 1], "SAME");
+        case.check(DType::F32);
+        case.check(DType::F64);
+        let pool = pool(3);
+        let fill = |len: usize, seed: usize| -> Vec<f64> {
+            (0..len).map(|i| ((i * 37 + seed * 11) % 101) as f64 / 7.3 - 6.1).collect()
         };
-        let y = run1(&pool("MaxPool", "SAME"), std::slice::from_ref(&x)).unwrap();
-        assert_eq!(y.as_slice::<f32>().unwrap(), &[4., 5., 7., 8.]);
-        let y = run1(&pool("AvgPool", "SAME"), std::slice::from_ref(&x)).unwrap();
-        assert_eq!(y.as_slice::<f32>().unwrap(), &[2., 3.5, 6.5, 8.]);
-        let y = run1(&pool("AvgPool", "VALID"), &[x]).unwrap();
-        assert_eq!(y.as_slice::<f32>().unwrap(), &[2.]);
+        for (x, f, strides, padding) in [
+            ([2, 30, 30, 64], [3, 3, 64, 32], [1, 1], "SAME"),
+            ([2, 28, 28, 64], [1, 1, 64, 128], [1, 1], "VALID"),
+            ([1, 61, 59, 32], [3, 3, 16, 32], [2, 2], "SAME"),
+        ] {
+            let node = conv(DType::F32, strides, padding);
+            let inputs = [
+                tensor(DType::F32, &x, &fill(x.iter().product(), 1)),
+                tensor(DType::F32, &f, &fill(f.iter().product(), 2)),
+            ];
+            let whole = run1(&node, &inputs).unwrap();
+            let before = pool.count();
+            let split = run_with_pool(&node, &inputs, &pool);
+            assert!(pool.count() > before, "x{x:?} f{f:?} was not split");
+            assert_eq!(split.as_bytes(), whole.as_bytes(), "x{x:?} f{f:?}");
+        }
     }
 
     #[test]
-    fn batch_norm_inference() {
-        let x = Tensor::from_slice::<f32>([1, 1, 2, 2], &[1., 2., 3., 4.]).unwrap();
-        let v = |a: f32, b: f32| Tensor::from_slice::<f32>([2], &[a, b]).unwrap();
-        let n = node("FusedBatchNormV3")
-            .attr("T", ty(DType::F32))
-            .attr("U", ty(DType::F32))
-            .attr("epsilon", AttrValue::Float(0.0))
-            .attr("is_training", AttrValue::Bool(false));
-        let outs = crate::ops::run_kernel_once(
-            &n,
-            [x, v(2., 1.), v(0., 1.), v(1., 2.), v(4., 1.)].into_iter().map(crate::ops::Value::Tensor).collect(),
-            &crate::ops::ResourceMgr::default(),
-        )
-        .unwrap();
-        let y = outs[0].as_tensor().unwrap();
-        // channel 0: (x-1)/2*2+0; channel 1: (x-2)/1*1+1.
-        assert_eq!(y.as_slice::<f32>().unwrap(), &[0., 1., 2., 3.]);
-        assert_eq!(outs.len(), 6);
-        let training = n.clone().attr("is_training", AttrValue::Bool(true));
-        assert!(
-            crate::ops::run_kernel_once(&training, vec![], &Default::default())
-                .unwrap_err()
-                .message
-                .contains("is_training")
+    fn empty_outputs_and_errors() {
+        let f32s = DType::F32;
+        // An empty batch, no output channels, a window one wider than the
+        // input: empty outputs, as TensorFlow gives.
+        assert_eq!(run(&conv(f32s, [1, 1], "VALID"), f32s, [0, 5, 5, 1], [2, 2, 1, 3]).unwrap().dims(), &[0, 4, 4, 3]);
+        assert_eq!(run(&conv(f32s, [1, 1], "VALID"), f32s, [1, 5, 5, 1], [2, 2, 1, 0]).unwrap().dims(), &[1, 4, 4, 0]);
+        assert_eq!(run(&conv(f32s, [1, 1], "VALID"), f32s, [1, 5, 5, 1], [6, 1, 1, 1]).unwrap().dims(), &[1, 0, 5, 1]);
+        // No input channels: zeros.
+        let out = run(&conv(f32s, [1, 1], "VALID"), f32s, [1, 5, 5, 0], [2, 2, 2, 3]).unwrap();
+        assert_values(&out, &[1, 4, 4, 3], &[0.0; 48], "input depth 0");
+        let err = |n: &NodeSpec, x: [usize; 4], f: [usize; 4]| run(n, f32s, x, f).unwrap_err().into_message();
+        let valid = conv(f32s, [1, 1], "VALID");
+        assert_eq!(
+            err(&valid, [1, 5, 5, 1], [7, 1, 1, 1]),
+            "Computed output size would be negative: -1 [input_size: 5, effective_filter_size: 7, stride: 1]"
         );
+        assert_eq!(
+            err(&valid, [1, 4, 4, 3], [1, 1, 2, 4]),
+            "input depth must be evenly divisible by filter depth: 3 vs 2"
+        );
+        assert_eq!(
+            err(&valid, [1, 4, 4, 4], [1, 1, 2, 3]),
+            "output depth must be evenly divisible by number of groups: 3 vs 2"
+        );
+        assert_eq!(err(&valid, [1, 4, 4, 2], [1, 1, 0, 3]), "filter depth must be strictly positive, got 0");
+        assert_eq!(
+            err(&valid, [1, 5, 5, 1], [0, 2, 1, 3]),
+            "filter must not have zero elements (i.e. all dimensions must be non-zero)"
+        );
+        let e = run1(&valid, &[tensor(f32s, &[5, 5, 1], &[0.; 25]), tensor(f32s, &[1, 1, 1, 1], &[1.])]).unwrap_err();
+        assert_eq!(e.message, "convolution input must be 4-dimensional: [5,5,1]");
+        let e = run1(&valid, &[tensor(f32s, &[1, 5, 5, 1], &[0.; 25]), tensor(f32s, &[1, 1, 1], &[1.])]).unwrap_err();
+        assert_eq!(e.message, "convolution filter must be 4-dimensional: [1,1,1]");
+        // Attributes are checked when the kernel is built.
+        let build = |n: NodeSpec| run(&n, f32s, [1, 4, 4, 1], [1, 1, 1, 1]).unwrap_err();
+        let nchw = build(valid.clone().attr("data_format", text("NCHW")));
+        assert_eq!(nchw.code, crate::error::Code::Unimplemented);
+        assert!(
+            nchw.message.starts_with("Conv2D on CPU supports only data_format NHWC")
+                && nchw.message.contains("this node has data_format NCHW"),
+            "{nchw}"
+        );
+        let bad = build(conv(f32s, [1, 1], "FULL"));
+        assert_eq!(
+            bad.message,
+            "Value for attr 'padding' of \"FULL\" is not in the list of allowed values: \"SAME\", \"VALID\", \"EXPLICIT\""
+        );
+        let cases = [
+            (valid.clone().attr("data_format", text("NWHC")), "Value for attr 'data_format' of \"NWHC\""),
+            (valid.clone().attr("strides", ints(&[1, 1, 1])), "Sliding window strides field must specify 4 dimensions"),
+            (
+                valid.clone().attr("dilations", ints(&[1, 1])),
+                "Sliding window dilations field must specify 4 dimensions",
+            ),
+            (valid.clone().attr("strides", ints(&[2, 1, 1, 1])), "does not yet support strides in the batch and depth"),
+            (valid.clone().attr("strides", ints(&[1, 0, 1, 1])), "Row and column strides should be larger than 0."),
+            (
+                valid.clone().attr("dilations", ints(&[1, 1, 1, 2])),
+                "does not yet support dilations in the batch and depth",
+            ),
+            (valid.clone().attr("dilations", ints(&[1, 0, 1, 1])), "Dilated rates should be larger than 0."),
+            (
+                conv(f32s, [1, 1], "SAME").attr("explicit_paddings", ints(&[0, 0, 1, 1, 1, 1, 0, 0])),
+                "explicit_paddings attribute must be empty if the padding attribute is not EXPLICIT",
+            ),
+            (
+                conv(f32s, [1, 1], "EXPLICIT").attr("explicit_paddings", ints(&[0, 0, 1, 1, 1, 1])),
+                "explicit_paddings attribute must contain 8 values, but got: 6",
+            ),
+            (
+                conv(f32s, [1, 1], "EXPLICIT").attr("explicit_paddings", ints(&[0, 0, -1, 1, 1, 1, 0, 0])),
+                "All elements of explicit_paddings must be nonnegative",
+            ),
+            (
+                conv(f32s, [1, 1], "EXPLICIT").attr("explicit_paddings", ints(&[1, 0, 1, 1, 1, 1, 0, 0])),
+                "Nonzero explicit padding in the batch or depth dimensions is not supported",
+            ),
+        ];
+        for (node, want) in cases {
+            let e = build(node);
+            assert!(e.message.contains(want), "{e} does not say {want}");
+        }
+        for dtype in [DType::I64, DType::Bool] {
+            let e = run1(&conv(dtype, [1, 1], "VALID"), &[]).unwrap_err();
+            assert!(e.message.contains("Conv2D does not support dtype"), "{e}");
+        }
+    }
+
+    /// Conv2D against one plain gemm of the same `[m, k, n]`, single
+    /// thread: what im2col and blocking cost. Timing only, so ignored; run
+    /// `cargo test --release --lib conv_against_plain_gemm -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn conv_against_plain_gemm() {
+        let best = |f: &mut dyn FnMut()| {
+            (0..7)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    f();
+                    start.elapsed()
+                })
+                .min()
+                .unwrap_or_default()
+        };
+        for (x, f, stride) in [
+            ([1, 56, 56, 64], [3, 3, 64, 64], 1),
+            ([1, 112, 112, 32], [3, 3, 32, 64], 2),
+            ([1, 28, 28, 128], [1, 1, 128, 256], 1),
+            ([8, 14, 14, 256], [3, 3, 256, 256], 1),
+        ] {
+            let node = conv(DType::F32, [stride, stride], "SAME");
+            let inputs =
+                [tensor(DType::F32, &x, &xs(x.iter().product())), tensor(DType::F32, &f, &fs(f.iter().product()))];
+            let conv_time = best(&mut || drop(run1(&node, &inputs).unwrap()));
+            let out = run1(&node, &inputs).unwrap();
+            let (m, k, n) = (out.num_elements() / f[3], f[0] * f[1] * f[2], f[3]);
+            let a = vec![0.5f32; m * k];
+            let mut c = vec![0f32; m * n];
+            let filter = inputs[1].as_slice::<f32>().unwrap();
+            let gemm_time = best(&mut || {
+                f32::gemm_over([m, k, n], Strided::row_major(&a, k), Strided::row_major(filter, n), &mut c)
+            });
+            println!(
+                "x{x:?} f{f:?} s{stride}: [m,k,n]=[{m},{k},{n}] conv {conv_time:?} gemm {gemm_time:?} ratio {:.2}",
+                conv_time.as_secs_f64() / gemm_time.as_secs_f64()
+            );
+        }
     }
 }

@@ -1,18 +1,21 @@
 //! Gradients of `Conv2D`: `Conv2DBackpropInput` (also what a transposed
-//! convolution is) and `Conv2DBackpropFilter`, NHWC, with the forward
-//! op's window geometry (`conv.rs`).
+//! convolution is) and `Conv2DBackpropFilter`, NHWC, float32 and float64,
+//! with the forward op's attributes and checked shapes
+//! ([`super::conv::ConvAttrs`], [`super::conv::Plan`]) over the shared
+//! window geometry (`window.rs`). Grouped convolutions are refused.
 //!
 //! Owns: these kernels. Each is one gemm per image plus a scatter
-//! (col2im) or a gather (im2col). Must not hold state beyond parsed attrs.
+//! (col2im) or the forward's gather (im2col). Must not hold state beyond
+//! parsed attrs.
 
-use super::super::matmul::{Gemm, Strided};
-use super::super::numeric::Float;
-use super::super::registry::OpDef;
-use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values, unsupported_dtype};
-use super::conv::{Axis, FLOATS, Window, axis, im2col, window_of};
+use super::conv::{ConvAttrs, Plan, Run};
 use crate::bail;
-use crate::error::Result;
+use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
+use crate::ops::math::FLOAT;
+use crate::ops::matmul::{Gemm, Strided};
+use crate::ops::registry::OpDef;
+use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values, unsupported_dtype};
 use crate::tensor::{DType, Tensor};
 
 pub const DEFS: &[OpDef] = &[
@@ -29,25 +32,24 @@ fn backprop_signature<const SIZES: usize>(node: &NodeSpec) -> Result<OpSignature
 }
 
 struct Backprop {
-    window: Window,
-    compute: fn(&Window, &mut OpContext<'_>) -> Result<()>,
+    attrs: ConvAttrs,
+    compute: fn(&ConvAttrs, &mut OpContext<'_>) -> Result<()>,
 }
 
 fn build_backprop<const INPUT: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let window = window_of(init.node, true)?;
     let compute = match (init.node.attr_dtype("T")?, INPUT) {
         (DType::F32, true) => backprop_input::<f32>,
         (DType::F64, true) => backprop_input::<f64>,
         (DType::F32, false) => backprop_filter::<f32>,
         (DType::F64, false) => backprop_filter::<f64>,
-        (other, _) => return Err(unsupported_dtype(&init.node.op, other, FLOATS)),
+        (other, _) => return Err(unsupported_dtype(&init.node.op, other, FLOAT)),
     };
-    Ok(Box::new(Backprop { window, compute }))
+    Ok(Box::new(Backprop { attrs: ConvAttrs::from_node(init.node)?, compute }))
 }
 
 impl OpKernel for Backprop {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        (self.compute)(&self.window, ctx)
+        (self.compute)(&self.attrs, ctx)
     }
 
     fn is_expensive(&self) -> bool {
@@ -63,36 +65,46 @@ fn four(t: &Tensor, what: &str) -> Result<[usize; 4]> {
     }
 }
 
-/// The windows of `[n, h, w, c]` under `window` for a `[kh, kw]` filter,
-/// checked against the gradient `dy`'s spatial size.
-fn geometry(window: &Window, input: [usize; 4], filter: [usize; 4], dy: &Tensor) -> Result<(Axis, Axis)> {
-    let ay = axis(input[1], filter[0], window.strides[0], window.dilations[0], window.padding, 0)?;
-    let ax = axis(input[2], filter[1], window.strides[1], window.dilations[1], window.padding, 1)?;
-    let want = [input[0], ay.output, ax.output, filter[3]];
-    if dy.dims() != want {
-        bail!(invalid_argument, "out_backprop has shape {:?}, the forward convolution gives {want:?}", dy.dims());
-    }
+fn dims4(t: &Tensor, what: &str) -> Result<[usize; 4]> {
+    t.dims().try_into().map_err(|_| Status::invalid_argument(format!("{what} must be 4-dimensional: {}", t.shape())))
+}
+
+/// The forward convolution of `input` under `filter`, checked against the
+/// gradient `dy`'s shape. Grouped convolutions are refused, as
+/// TensorFlow's CPU gradient kernels refuse them.
+fn geometry(attrs: &ConvAttrs, input: [usize; 4], filter: [usize; 4], dy: &Tensor) -> Result<Plan> {
     if filter[2] != input[3] {
         bail!(invalid_argument, "input depth {} must equal filter's in_channels {}", input[3], filter[2]);
     }
-    Ok((ay, ax))
+    let plan = Plan::from_dims(attrs, input, filter)?;
+    if dy.dims() != plan.out_dims() {
+        bail!(
+            invalid_argument,
+            "out_backprop has shape {:?}, the forward convolution gives {:?}",
+            dy.dims(),
+            plan.out_dims()
+        );
+    }
+    Ok(plan)
 }
 
 /// dx: per image, dcols = dy · fᵀ, then each window row is added back
-/// where it was gathered from.
-fn backprop_input<T: Float + Gemm>(window: &Window, ctx: &mut OpContext<'_>) -> Result<()> {
+/// where it was gathered from (col2im).
+fn backprop_input<T: Gemm>(attrs: &ConvAttrs, ctx: &mut OpContext<'_>) -> Result<()> {
     let sizes = four(ctx.input(0)?, "input_sizes")?;
     let f = ctx.input(1)?;
     let dy = ctx.input(2)?;
-    let fd: [usize; 4] =
-        f.dims().try_into().map_err(|_| crate::error::Status::invalid_argument("filter must be 4-D"))?;
-    let (ay, ax) = geometry(window, sizes, fd, dy)?;
+    let plan = geometry(attrs, sizes, dims4(f, "filter")?, dy)?;
     let [n, h, w, c] = sizes;
-    let m = fd[3];
-    let patch = fd[0] * fd[1] * c;
+    let (ay, ax) = (&plan.rows, &plan.cols);
+    let (m, patch) = (plan.out_depth, plan.patch_len());
     let rows = ay.output * ax.output;
     let (fs, dys) = (f.as_slice::<T>()?, dy.as_slice::<T>()?);
+    let (row_taps, col_taps) = (ay.all_taps(), ax.all_taps());
     let dx = Tensor::build::<T>(sizes, |dx| {
+        if rows == 0 || patch == 0 || m == 0 {
+            return;
+        }
         let mut dcols = vec![T::ZERO; rows * patch];
         for b in 0..n {
             let ft = Strided { data: fs, rows: 1, cols: m };
@@ -101,10 +113,10 @@ fn backprop_input<T: Float + Gemm>(window: &Window, ctx: &mut OpContext<'_>) -> 
             for oy in 0..ay.output {
                 for ox in 0..ax.output {
                     let row = &dcols[(oy * ax.output + ox) * patch..][..patch];
-                    for ky in 0..ay.window {
-                        let Some(iy) = ay.at(oy, ky) else { continue };
-                        for kx in 0..ax.window {
-                            let Some(ix) = ax.at(ox, kx) else { continue };
+                    for ky in row_taps[oy].clone() {
+                        let iy = ay.position(oy, ky) as usize;
+                        for kx in col_taps[ox].clone() {
+                            let ix = ax.position(ox, kx) as usize;
                             let src = &row[(ky * ax.window + kx) * c..][..c];
                             for (d, &s) in image[(iy * w + ix) * c..][..c].iter_mut().zip(src) {
                                 *d = d.add(s);
@@ -120,23 +132,24 @@ fn backprop_input<T: Float + Gemm>(window: &Window, ctx: &mut OpContext<'_>) -> 
 }
 
 /// df: the sum over images of colsᵀ · dy.
-fn backprop_filter<T: Float + Gemm>(window: &Window, ctx: &mut OpContext<'_>) -> Result<()> {
+fn backprop_filter<T: Gemm>(attrs: &ConvAttrs, ctx: &mut OpContext<'_>) -> Result<()> {
     let x = ctx.input(0)?;
     let sizes = four(ctx.input(1)?, "filter_sizes")?;
     let dy = ctx.input(2)?;
-    let xd: [usize; 4] =
-        x.dims().try_into().map_err(|_| crate::error::Status::invalid_argument("input must be 4-D"))?;
-    let (ay, ax) = geometry(window, xd, sizes, dy)?;
-    let [n, h, w, c] = xd;
-    let m = sizes[3];
-    let patch = sizes[0] * sizes[1] * c;
-    let rows = ay.output * ax.output;
+    let xd = dims4(x, "input")?;
+    let plan = geometry(attrs, xd, sizes, dy)?;
+    let (m, patch) = (plan.out_depth, plan.patch_len());
+    let rows = plan.rows.output * plan.cols.output;
     let (xs, dys) = (x.as_slice::<T>()?, dy.as_slice::<T>()?);
     let df = Tensor::build::<T>(sizes, |df| {
+        if rows == 0 || patch == 0 || m == 0 {
+            return;
+        }
+        let gather = Run::new(&plan, xs, &[]);
         let mut cols = vec![T::ZERO; rows * patch];
         let mut part = vec![T::ZERO; patch * m];
-        for b in 0..n {
-            im2col(&xs[b * h * w * c..][..h * w * c], w, c, &ay, &ax, &mut cols);
+        for b in 0..xd[0] {
+            gather.im2col(b * rows..(b + 1) * rows, 0, &mut cols);
             let cols_t = Strided { data: cols.as_slice(), rows: 1, cols: patch };
             T::gemm_over([patch, rows, m], cols_t, Strided::row_major(&dys[b * rows * m..][..rows * m], m), &mut part);
             for (d, &s) in df.iter_mut().zip(&part) {
