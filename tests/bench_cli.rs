@@ -74,3 +74,30 @@ fn while_loop_and_conv_report_per_unit_figures_with_their_direct_kernel_baseline
         assert!((f["ratio"].as_f64().unwrap() - value / baseline).abs() < 1e-9, "{f}");
     }
 }
+
+#[test]
+fn train_step_reports_both_models_against_the_same_graph_in_one_process() {
+    let lines = bench(&["train-step", "--iterations", "20", "--json"]);
+    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for metric in ["p50_small", "p99_small", "p50_medium", "p99_medium"] {
+        let f = figures
+            .iter()
+            .find(|f| f["scenario"] == "train-step" && f["metric"] == metric)
+            .unwrap_or_else(|| panic!("a train-step {metric} figure: {lines:?}"));
+        assert_eq!(f["unit"], "us", "{f}");
+        let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
+        assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
+    }
+}
+
+#[test]
+fn training_demo_matches_tensorflow_and_learns_on_a_ps_and_two_workers() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringflow"))
+        .args(["demo", "--train", "--steps", "200"])
+        .output()
+        .expect("run ringflow demo --train");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("40 steps match TensorFlow"), "{stdout}");
+    assert!(stdout.contains("steps/s over both workers"), "{stdout}");
+}

@@ -322,3 +322,93 @@ pub fn scale(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     }
     Ok(figures)
 }
+
+/// `train-step`'s models, exported by `tools/golden/train_demo.py`: one SGD
+/// step of an MLP, variables on task 1, compute on task 0.
+const TRAIN_MODELS: [(&str, &[u8], [usize; 3], usize); 2] = [
+    ("small", include_bytes!("../../tests/fixtures/train-bench/small.pb"), [6, 8, 10], 16),
+    ("medium", include_bytes!("../../tests/fixtures/train-bench/medium.pb"), [256, 1024, 10], 256),
+];
+
+/// One training step as a callable (feeds x and labels, fetches the loss,
+/// runs `train`) on a session of `graph` at `target` ("" in process).
+struct TrainStep {
+    session: Box<dyn Session>,
+    handle: u64,
+    feeds: Vec<Tensor>,
+}
+
+impl TrainStep {
+    fn new(graph: GraphSpec, target: String, [inputs, _, classes]: [usize; 3], batch: usize) -> Result<TrainStep> {
+        let session = create_session(graph, &SessionOptions { target, ..SessionOptions::default() })?;
+        session.run(&RunOptions::default(), Vec::new(), &[], &["init".to_string()])?;
+        let handle = session.make_callable(
+            &["x:0".to_string(), "labels:0".to_string()],
+            &["loss:0".to_string()],
+            &["train".to_string()],
+        )?;
+        // Inputs that keep the loss finite over many thousand steps.
+        let x: Vec<f32> = (0..batch * inputs).map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0).collect();
+        let labels: Vec<i64> = (0..batch).map(|i| (i % classes) as i64).collect();
+        let feeds = vec![Tensor::from_slice([batch, inputs], &x)?, Tensor::from_slice([batch], &labels)?];
+        Ok(TrainStep { session, handle, feeds })
+    }
+
+    fn step(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        let (out, _) = self.session.run_callable(self.handle, self.feeds.clone(), &RunOptions::default())?;
+        let took = start.elapsed();
+        let loss = out[0].scalar_value::<f32>()?;
+        if !loss.is_finite() {
+            return Err(Status::internal(format!("train-step: the loss became {loss}")));
+        }
+        Ok(took)
+    }
+
+    fn close(self) -> Result<()> {
+        self.session.release_callable(self.handle)?;
+        self.session.close()
+    }
+}
+
+/// One SGD step of the small and the medium MLP with the variables on task
+/// 1 and the compute on task 0, against the same graph in one process on
+/// one device (no pins: the forward and backward kernels and the update,
+/// no crossing), steps taking turns.
+pub fn train_step(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
+    let c = cluster(2)?;
+    let mut figures = Vec::new();
+    for (name, graph_pb, sizes, batch) in TRAIN_MODELS {
+        let graph = crate::graph::graph_from_pb_bytes(graph_pb)?;
+        let mut unpinned = graph.clone();
+        unpinned.nodes.iter_mut().for_each(|n| n.device.clear());
+        let mut remote = TrainStep::new(graph, c.target(0), sizes, batch)?;
+        let mut local = TrainStep::new(unpinned, String::new(), sizes, batch)?;
+        let small = name == "small";
+        let iterations = match (opts.iterations, small) {
+            (0, true) => 5_000,
+            (0, false) => 400,
+            (n, _) => n,
+        };
+        let block = if small { TURN_BLOCK } else { 20 };
+        let turns = bench::Turns { iterations, block, settle: Duration::from_millis(1) };
+        let [remote_rec, local_rec] = bench::interleaved([&mut || remote.step(), &mut || local.step()], turns)?;
+        remote.close()?;
+        local.close()?;
+        let layers = sizes.map(|s| s.to_string()).join("-");
+        for p in [50.0, 99.0] {
+            figures.push(
+                Figure::new("train-step", &format!("p{p:.0}_{name}"), remote_rec.percentile_us(p), "us", 1)
+                    .with_baseline(local_rec.percentile_us(p))
+                    .with_note(format!(
+                        "one SGD step of an MLP {layers} (batch {batch}, exported from TensorFlow): variables on \
+                         task 1, compute on task 0, client in this process fetching the loss; baseline: the same \
+                         graph unpinned in one process on one device, same run, steps taking turns in blocks of \
+                         {block}; default pool threads per device"
+                    )),
+            );
+        }
+    }
+    c.shutdown();
+    Ok(figures)
+}

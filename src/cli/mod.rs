@@ -8,6 +8,7 @@
 pub mod bench_inproc;
 pub mod bench_remote;
 pub mod demo;
+pub mod demo_train;
 pub mod inspect;
 pub mod run;
 pub mod server_cmd;
@@ -117,7 +118,7 @@ pub enum Command {
         target: String,
     },
     /// Measure scenarios against raw baselines taken in the same run:
-    /// step-inproc, chain, fanout, pingpong, bulk, step-remote,
+    /// step-inproc, chain, fanout, pingpong, bulk, step-remote, train-step,
     /// transfer-remote, scale.
     Bench {
         /// Scenarios (default: step-inproc chain fanout pingpong bulk).
@@ -156,11 +157,16 @@ pub enum Command {
         #[arg(long, value_name = "BINARY")]
         against: Option<std::path::PathBuf>,
     },
-    /// Run a bundled multi-layer graph and report its outputs and step latency.
+    /// Run a bundled multi-layer graph and report its outputs and step latency;
+    /// with --train, train a bundled model on a ps/worker cluster.
     Demo {
-        /// Steps to time.
+        /// Steps to time (with --train: steps per worker when both train).
         #[arg(long, default_value_t = 3000)]
         steps: usize,
+        /// Train: one ps and two workers with between-graph replication,
+        /// checked against TensorFlow's losses.
+        #[arg(long)]
+        train: bool,
     },
     /// The other process of a transport benchmark (internal).
     #[command(name = "__net-peer", hide = true)]
@@ -328,6 +334,7 @@ fn dispatch(command: Command) -> Result<bool> {
                     "pingpong",
                     "bulk",
                     "step-remote",
+                    "train-step",
                     "transfer-remote",
                     "scale",
                 ]
@@ -383,11 +390,12 @@ fn dispatch(command: Command) -> Result<bool> {
                     "pingpong" => net_bench::bench_pingpong(&net)?,
                     "bulk" => net_bench::bench_bulk(&net)?,
                     "step-remote" => bench_remote::step_remote(&remote)?,
+                    "train-step" => bench_remote::train_step(&remote)?,
                     "transfer-remote" => bench_remote::transfer_remote(&remote)?,
                     "scale" => bench_remote::scale(&remote)?,
                     other => {
                         return Err(Status::invalid_argument(format!(
-                            "unknown bench scenario '{other}' (known: step-inproc, chain, while-loop, conv, fanout, pingpong, bulk, step-remote, transfer-remote, scale)"
+                            "unknown bench scenario '{other}' (known: step-inproc, chain, while-loop, conv, fanout, pingpong, bulk, step-remote, train-step, transfer-remote, scale)"
                         )));
                     }
                 };
@@ -424,7 +432,8 @@ fn dispatch(command: Command) -> Result<bool> {
             })
             .map(|()| true)
         }
-        Command::Demo { steps } => demo::demo(steps).map(|()| true),
+        Command::Demo { steps, train: false } => demo::demo(steps).map(|()| true),
+        Command::Demo { steps, train: true } => demo_train::demo_train(steps).map(|()| true),
         Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen, exit_on_stdin_eof } => {
             server_cmd::serve(&server_cmd::ServerArgs {
                 cluster,
