@@ -54,7 +54,11 @@ impl Trainer {
     }
 
     fn train(&self, batch: &Batch) -> Result<f32> {
-        let (out, _) = self.session.run_callable(self.step, vec![batch.x.clone(), batch.labels.clone()], &RunOptions::default())?;
+        let (out, _) = self.session.run_callable(
+            self.step,
+            vec![batch.x.clone(), batch.labels.clone()],
+            &RunOptions::default(),
+        )?;
         out[0].scalar_value::<f32>()
     }
 
@@ -158,7 +162,11 @@ pub fn demo_train(steps_per_worker: usize) -> Result<()> {
                         if (step + 1) % report_every == 0 {
                             let window = &losses[losses.len().saturating_sub(report_every)..];
                             let mean = window.iter().sum::<f32>() / window.len() as f32;
-                            println!("  worker {worker}  step {:>5}  mean loss of the last {} steps {mean:.4}", step + 1, window.len());
+                            println!(
+                                "  worker {worker}  step {:>5}  mean loss of the last {} steps {mean:.4}",
+                                step + 1,
+                                window.len()
+                            );
                         }
                     }
                     Ok((losses, latency))

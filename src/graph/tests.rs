@@ -226,7 +226,12 @@ fn a_variables_reader_pinned_elsewhere_moves_to_the_variable_but_colocation_conf
                 n.device = reader_device.into();
                 n.attrs.remove("_class");
                 if class {
-                    n.attrs.insert("_class".into(), crate::graph::spec::AttrValue::List(crate::graph::spec::AttrList::Bytes(vec![b"loc:@v".to_vec()])));
+                    n.attrs.insert(
+                        "_class".into(),
+                        crate::graph::spec::AttrValue::List(crate::graph::spec::AttrList::Bytes(vec![
+                            b"loc:@v".to_vec(),
+                        ])),
+                    );
                 }
             }
         }

@@ -46,7 +46,6 @@ const MIN_BLOCK_ROWS: usize = 64;
 const MIN_CHUNK_ROWS: usize = 16;
 /// A convolution with fewer multiply-adds than this runs on the thread
 /// that made it ready (as MatMul's limit: a few microseconds).
-const INLINE_MAX_MACS: usize = 1 << 15;
 
 /// The attributes, checked as TensorFlow's `InitConv2DParameters` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,18 +115,7 @@ impl OpKernel for Conv2DKernel {
     }
 
     fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
-        let input = |i: usize| inputs.get(i).and_then(Option::as_ref).or_else(|| lent.get(i)?.as_ref());
-        match (input(0), input(1)) {
-            (Some(Value::Tensor(x)), Some(Value::Tensor(f))) if x.rank() == 4 && f.rank() == 4 => {
-                let (xd, fd) = (x.dims(), f.dims());
-                let pixels = xd[0]
-                    .saturating_mul(xd[1].div_ceil(self.attrs.strides[0]))
-                    .saturating_mul(xd[2].div_ceil(self.attrs.strides[1]));
-                pixels.saturating_mul(fd.iter().product()) >= INLINE_MAX_MACS
-            }
-            (Some(Value::Tensor(_)), Some(Value::Tensor(_))) => false,
-            _ => true,
-        }
+        super::window::filter_worth_a_thread(self.attrs.strides, inputs, lent)
     }
 }
 

@@ -32,7 +32,6 @@ pub const DEFS: &[OpDef] = &[OpDef::kernel("DepthwiseConv2dNative", binary_signa
 
 /// A depthwise convolution with fewer multiply-adds than this runs on the
 /// thread that made it ready.
-const INLINE_MAX_MACS: usize = 1 << 15;
 
 #[derive(Debug, Clone, Copy)]
 struct DepthwiseAttrs {
@@ -98,18 +97,7 @@ impl OpKernel for DepthwiseKernel {
     }
 
     fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
-        let input = |i: usize| inputs.get(i).and_then(Option::as_ref).or_else(|| lent.get(i)?.as_ref());
-        match (input(0), input(1)) {
-            (Some(Value::Tensor(x)), Some(Value::Tensor(f))) if x.rank() == 4 && f.rank() == 4 => {
-                let (xd, fd) = (x.dims(), f.dims());
-                let pixels = xd[0]
-                    .saturating_mul(xd[1].div_ceil(self.attrs.strides[0]))
-                    .saturating_mul(xd[2].div_ceil(self.attrs.strides[1]));
-                pixels.saturating_mul(fd.iter().product()) >= INLINE_MAX_MACS
-            }
-            (Some(Value::Tensor(_)), Some(Value::Tensor(_))) => false,
-            _ => true,
-        }
+        super::window::filter_worth_a_thread(self.attrs.strides, inputs, lent)
     }
 }
 

@@ -357,17 +357,9 @@ fn depth_max_pool<T: PoolNum>(depth: usize, input: &Tensor, pool: Option<&dyn In
 
 #[cfg(test)]
 mod tests {
-    use super::super::window::testing::{assert_values, ints, pool, run_with_pool, tensor, text, xs};
+    use super::super::window::testing::{assert_values, ints, pool, pool_node, run_with_pool, tensor, text, xs};
     use super::*;
     use crate::ops::testing::{node, run1, ty};
-
-    fn pool_node(op: &str, dtype: DType, ksize: [i64; 2], strides: [i64; 2], padding: &str) -> NodeSpec {
-        node(op)
-            .attr("T", ty(dtype))
-            .attr("ksize", ints(&[1, ksize[0], ksize[1], 1]))
-            .attr("strides", ints(&[1, strides[0], strides[1], 1]))
-            .attr("padding", text(padding))
-    }
 
     fn ramp_input(dtype: DType, dims: &[usize]) -> Tensor {
         tensor(dtype, dims, &xs(dims.iter().product()))

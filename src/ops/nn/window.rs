@@ -285,6 +285,30 @@ pub fn positive(v: i64, error: impl FnOnce() -> Status) -> Result<usize> {
     }
 }
 
+/// A filtered window op (input `[N,H,W,C]`, filter of rank 4) smaller than
+/// this many multiply-adds runs inline: a pool thread's hand-off costs more.
+const INLINE_MAX_MACS: usize = 1 << 15;
+
+/// Whether a convolution-like kernel is worth a pool thread, from its
+/// input and filter shapes and strides (unknown inputs: yes).
+pub(super) fn filter_worth_a_thread(
+    strides: [usize; 2],
+    inputs: &[Option<crate::ops::Value>],
+    lent: &[Option<crate::ops::Value>],
+) -> bool {
+    use crate::ops::Value;
+    let input = |i: usize| inputs.get(i).and_then(Option::as_ref).or_else(|| lent.get(i)?.as_ref());
+    match (input(0), input(1)) {
+        (Some(Value::Tensor(x)), Some(Value::Tensor(f))) if x.rank() == 4 && f.rank() == 4 => {
+            let (xd, fd) = (x.dims(), f.dims());
+            let pixels = xd[0].saturating_mul(xd[1].div_ceil(strides[0])).saturating_mul(xd[2].div_ceil(strides[1]));
+            pixels.saturating_mul(fd.iter().product()) >= INLINE_MAX_MACS
+        }
+        (Some(Value::Tensor(_)), Some(Value::Tensor(_))) => false,
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,6 +377,15 @@ pub(crate) mod testing {
     use crate::ops::testing::{node, ty};
     use crate::ops::{IntraOpPool, KernelInit, OpContext, ResourceMgr, Value, lookup};
     use crate::tensor::{DType, Tensor};
+
+    /// A pooling node over NHWC windows `ksize`, moved by `strides`.
+    pub fn pool_node(op: &str, dtype: DType, ksize: [i64; 2], strides: [i64; 2], padding: &str) -> NodeSpec {
+        node(op)
+            .attr("T", ty(dtype))
+            .attr("ksize", ints(&[1, ksize[0], ksize[1], 1]))
+            .attr("strides", ints(&[1, strides[0], strides[1], 1]))
+            .attr("padding", text(padding))
+    }
 
     /// `(i * mul + add) % modulo - sub` for `i < len`: small integers, so
     /// float sums of their products are exact in any order. The test
