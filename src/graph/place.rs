@@ -61,7 +61,7 @@ pub fn place(graph: &Graph, devices: &[DeviceName], default_device: &DeviceName)
 
     let mut groups = UnionFind((0..graph.len()).collect());
     let mut reads_a_variable = vec![false; graph.len()];
-    for id in 0..graph.len() {
+    for (id, reads) in reads_a_variable.iter_mut().enumerate() {
         let node = graph.node(id);
         let mut constrained = false;
         for constraint in node.spec.attr_str_list("_class") {
@@ -74,7 +74,7 @@ pub fn place(graph: &Graph, devices: &[DeviceName], default_device: &DeviceName)
             let ty = output_type(graph, &mut resolved, producer, port)?;
             if matches!(ty, ValueType::Ref(_) | ValueType::Resource) {
                 groups.union(id, producer);
-                reads_a_variable[id] = !constrained;
+                *reads = !constrained;
             }
         }
     }

@@ -44,9 +44,6 @@ const PATCH_BUDGET_BYTES: usize = 1 << 20;
 const MIN_BLOCK_ROWS: usize = 64;
 /// Fewest output pixels in a chunk handed to another thread.
 const MIN_CHUNK_ROWS: usize = 16;
-/// A convolution with fewer multiply-adds than this runs on the thread
-/// that made it ready (as MatMul's limit: a few microseconds).
-
 /// The attributes, checked as TensorFlow's `InitConv2DParameters` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConvAttrs {
