@@ -21,6 +21,7 @@ pub mod math;
 pub mod matmul;
 pub mod nn;
 pub mod numeric;
+pub mod random;
 pub mod reduce;
 pub mod registry;
 pub mod resource;

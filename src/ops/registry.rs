@@ -104,6 +104,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::depthwise::DEFS,
             super::nn::pool::DEFS,
             super::nn::pool_grad::DEFS,
+            super::random::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
             super::training::grad::DEFS,
@@ -323,6 +324,14 @@ mod tests {
             vec![I64],
         ));
         rows.push(("Fill", t("Fill"), vec![I32, F], vec![F]));
+        for op in ["RandomUniform", "RandomStandardNormal", "TruncatedNormal"] {
+            rows.push((
+                op,
+                NodeSpec::new("n", op).attr("T", ty(DType::I32)).attr("dtype", ty(DType::F32)),
+                vec![I32],
+                vec![F],
+            ));
+        }
         rows.push(("NoOp", NodeSpec::new("n", "NoOp"), vec![], vec![]));
         rows.push(("Placeholder", dtype("Placeholder"), vec![], vec![F]));
         for op in ["VariableV2", "Variable"] {
@@ -515,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn stateful_ops_are_exactly_the_variable_ops() {
+    fn stateful_ops_are_exactly_the_variable_and_random_ops() {
         for (op, ..) in table() {
             let def = lookup(op).unwrap();
             let want = matches!(
@@ -534,6 +543,9 @@ mod tests {
                     | "VarIsInitializedOp"
                     | "DestroyResourceOp"
                     | "ResourceGather"
+                    | "RandomUniform"
+                    | "RandomStandardNormal"
+                    | "TruncatedNormal"
             ) || is_training_update(op);
             assert_eq!(def.stateful, want, "{op}");
         }
