@@ -253,8 +253,13 @@ fn dispatch(command: Command) -> Result<bool> {
             Ok(true)
         }
         Command::Ops => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
             for name in crate::ops::registry::op_names() {
-                println!("{name}");
+                // A reader that stopped early (`ringflow ops | head`) is not an error.
+                if writeln!(out, "{name}").is_err() {
+                    break;
+                }
             }
             Ok(true)
         }
