@@ -58,6 +58,16 @@ struct Tagged {
     frame: u32,
     iter: u64,
     dead: bool,
+    /// Not a node but a whole compiled loop instance of this static frame,
+    /// entered from iteration `iter` of `frame` (`id` is its last `Enter`);
+    /// [`NO_FRAME`] for a node.
+    compiled_loop: u32,
+}
+
+impl Tagged {
+    fn node(id: u32, frame: u32, iter: u64, dead: bool) -> Tagged {
+        Tagged { id, frame, iter, dead, compiled_loop: NO_FRAME }
+    }
 }
 
 /// Starts a step of `executor`'s partition (which has control flow).
@@ -71,10 +81,11 @@ pub(super) fn run_async(executor: &Arc<Executor>, step: Arc<StepContext>, done: 
     let mut ready = Vec::new();
     {
         let mut state = exec.state.lock();
+        state.run_compiled = !exec.step.collects_stats();
         let plan = &executor.plan;
         let root = state.new_frame(exec.cf(), 0, None);
         for &id in &plan.roots {
-            ready.push(Tagged { id, frame: root, iter: 0, dead: false });
+            ready.push(Tagged::node(id, root, 0, false));
         }
         state.frame_mut(root).iteration_mut(0).outstanding_ops = ready.len() as u32;
         state.outstanding = ready.len();
@@ -102,6 +113,19 @@ struct State {
     children: HashMap<(u32, u64, u32), u32>,
     /// Nodes ready or running, in every frame.
     outstanding: usize,
+    /// Whether loops of the simple shape run as compiled programs (not
+    /// when the step collects per-node stats: those name every node run).
+    run_compiled: bool,
+    /// Compiled loop instances still waiting for `Enter` values, by
+    /// (parent instance, parent iteration, static frame).
+    compiled_pending: HashMap<(u32, u64, u32), PendingLoop>,
+}
+
+/// The `Enter` values of a compiled loop instance gathered so far.
+struct PendingLoop {
+    values: Vec<Option<Value>>,
+    arrived: usize,
+    dead: bool,
 }
 
 struct FrameState {
@@ -321,7 +345,7 @@ impl State {
                 // A ControlTrigger runs whatever its inputs were.
                 let dead = now_dead && cf.flags[dst] & ControlFlowPlan::TRIGGER == 0;
                 state.outstanding_ops += 1;
-                ready.push(Tagged { id: edge.dst, frame, iter, dead });
+                ready.push(Tagged::node(edge.dst, frame, iter, dead));
             }
         }
     }
@@ -337,6 +361,11 @@ impl State {
         ready: &mut Vec<Tagged>,
     ) {
         match plan.nodes[t.id as usize].kind {
+            NodeKind::Enter { .. }
+                if self.run_compiled && cf.compiled[cf.enter_child[t.id as usize] as usize].is_some() =>
+            {
+                self.gather_compiled(cf, t, outputs, ready);
+            }
             NodeKind::Enter { is_constant } => {
                 let child = self.child_frame(cf, t.frame, t.iter, cf.enter_child[t.id as usize]);
                 if is_constant {
@@ -385,6 +414,28 @@ impl State {
                 self.activate(plan, cf, t.id, false, outputs, t.frame, next, ready);
             }
             _ => self.activate(plan, cf, t.id, t.dead, outputs, t.frame, t.iter, ready),
+        }
+    }
+
+    /// An `Enter` of a compiled loop delivered: once all of the instance's
+    /// have, the instance becomes one ready task of the parent iteration.
+    fn gather_compiled(&mut self, cf: &ControlFlowPlan, t: Tagged, outputs: &mut Values, ready: &mut Vec<Tagged>) {
+        let child = cf.enter_child[t.id as usize];
+        let Some(compiled) = cf.compiled[child as usize].as_ref() else { return };
+        let Some(index) = compiled.enter_index(t.id) else { return };
+        let key = (t.frame, t.iter, child);
+        let pending = self.compiled_pending.entry(key).or_insert_with(|| PendingLoop {
+            values: vec![None; compiled.enters.len()],
+            arrived: 0,
+            dead: false,
+        });
+        let value = outputs.first_mut().and_then(Option::take);
+        pending.dead |= t.dead || value.is_none();
+        pending.values[index] = value;
+        pending.arrived += 1;
+        if pending.arrived == compiled.enters.len() {
+            self.frame_mut(t.frame).iteration_mut(t.iter).outstanding_ops += 1;
+            ready.push(Tagged { id: t.id, frame: t.frame, iter: t.iter, dead: false, compiled_loop: child });
         }
     }
 
@@ -456,6 +507,10 @@ impl CfExecution {
     /// a lock round trip per node would cost more than the node.
     fn drain(self: &Arc<Self>, ready: &mut Vec<Tagged>) {
         while let Some(t) = ready.pop() {
+            if t.compiled_loop != NO_FRAME {
+                self.run_compiled(t, ready);
+                continue;
+            }
             if self.runs_locked(t) {
                 let mut state = self.state.lock();
                 let mut next = Some(t);
@@ -492,10 +547,64 @@ impl CfExecution {
         }
     }
 
+    /// Runs a compiled loop instance off the state lock, then hands its
+    /// `Exit` values to the parent iteration (all dead when an `Enter`
+    /// was: the loop sits in an untaken branch).
+    fn run_compiled(&self, t: Tagged, ready: &mut Vec<Tagged>) {
+        let cf = self.cf();
+        let Some(compiled) = cf.compiled[t.compiled_loop as usize].as_ref() else { return };
+        let pending = self.state.lock().compiled_pending.remove(&(t.frame, t.iter, t.compiled_loop));
+        let result = match pending {
+            _ if self.outcome.failed() || self.step.is_cancelled() => Ok(Vec::new()),
+            None => Err(Status::internal(format!(
+                "loop frame '{}': its Enter values are gone",
+                cf.frames[t.compiled_loop as usize].name
+            ))),
+            Some(p) if p.dead => Ok(vec![None; compiled.exits.len()]),
+            Some(p) => compiled.run(&self.executor, p.values, &|| {
+                if self.outcome.failed() {
+                    Some(Status::cancelled("the step failed elsewhere"))
+                } else if self.step.is_cancelled() {
+                    Some(self.step.cancel_status().cloned().unwrap_or_else(|| Status::cancelled("step cancelled")))
+                } else {
+                    None
+                }
+            }),
+        };
+        let plan = self.plan();
+        let mut state = self.state.lock();
+        let before = ready.len();
+        match result {
+            Ok(exits) if !self.outcome.failed() && !self.step.is_cancelled() => {
+                for (&(exit, _), value) in compiled.exits.iter().zip(exits) {
+                    let dead = value.is_none();
+                    let mut outputs: Values = smallvec![value];
+                    state.activate(plan, cf, exit, dead, &mut outputs, t.frame, t.iter, ready);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => self.outcome.fail(e),
+        }
+        state.retire(plan, cf, t, ready);
+        if self.outcome.failed() {
+            ready.truncate(before);
+        }
+        let made = ready.len() - before;
+        state.outstanding = state.outstanding + made - 1;
+        let finished = state.outstanding == 0;
+        drop(state);
+        if finished {
+            self.outcome.finish(&self.step);
+        }
+    }
+
     /// Whether `t` runs under the state lock: it neither waits, nor talks
     /// to the rendezvous or the call frame, nor is worth a thread.
     #[inline]
     fn runs_locked(&self, t: Tagged) -> bool {
+        if t.compiled_loop != NO_FRAME {
+            return false;
+        }
         let flags = self.cf().flags[t.id as usize];
         flags & ControlFlowPlan::LOCKED != 0
             || (t.dead && matches!(self.plan().nodes[t.id as usize].kind, NodeKind::Kernel { .. }))

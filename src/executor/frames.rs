@@ -53,6 +53,9 @@ pub(crate) struct ControlFlowPlan {
     pub merge_index_used: Vec<bool>,
     /// Per node: what the run loop asks of it on every activation, packed.
     pub flags: Vec<u8>,
+    /// Per frame: its straight-line program, when it has the simple shape
+    /// (`compiled_loop.rs`; filled in once the plan's edges are final).
+    pub compiled: Vec<Option<super::compiled_loop::CompiledLoop>>,
 }
 
 impl ControlFlowPlan {
@@ -246,6 +249,7 @@ impl ControlFlowPlan {
             num_data_inputs,
             merge_index_used,
             flags,
+            compiled: Vec::new(),
         })
     }
 }

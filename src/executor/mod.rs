@@ -10,6 +10,7 @@
 
 pub mod barrier;
 pub mod cancellation;
+mod compiled_loop;
 mod control_flow;
 pub mod deadline;
 pub mod device;

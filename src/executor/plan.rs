@@ -11,6 +11,7 @@
 //! order; names, ops and non-kernel kinds stay in the cold [`PlanNode`]s,
 //! read only for errors, stats and the rarer node kinds.
 
+use super::compiled_loop::{LoopSource, compile_loops};
 use super::frames::{ControlFlowPlan, EnterAttrs};
 use super::rendezvous::RendezvousKey;
 use crate::error::{Result, Status};
@@ -298,7 +299,15 @@ impl Plan {
                 spec.op == "_Recv" && spec.attr_bool_or(crate::graph::partition::DEAD_OK_ATTR, false).unwrap_or(false)
             });
         let control_flow = if has_control_flow {
-            Some(ControlFlowPlan::build(&nodes, &hot, &out_edges, &initial_pending, &enters, slot_deref.len())?)
+            let mut cf = ControlFlowPlan::build(&nodes, &hot, &out_edges, &initial_pending, &enters, slot_deref.len())?;
+            cf.compiled = compile_loops(&LoopSource {
+                nodes: &nodes,
+                hot: &hot,
+                out_edges: &out_edges,
+                slot_const: &slot_const,
+                cf: &cf,
+            })?;
+            Some(cf)
         } else {
             None
         };

@@ -621,8 +621,21 @@ fn call_kernel(
     inputs: &mut [Option<Value>],
     outputs: &mut [Option<Value>],
 ) -> Result<()> {
+    call_kernel_lending(executor, id, hot, inputs, executor.plan.lent_inputs(hot), outputs)
+}
+
+/// Calls node `id`'s kernel with `lent[i]`, when set, standing for input
+/// `i` (constants the caller keeps).
+#[inline]
+pub(super) fn call_kernel_lending(
+    executor: &Executor,
+    id: u32,
+    hot: &HotNode,
+    inputs: &mut [Option<Value>],
+    lent: &[Option<Value>],
+    outputs: &mut [Option<Value>],
+) -> Result<()> {
     let resources: &ResourceMgr = &executor.resources;
-    let lent = executor.plan.lent_inputs(hot);
     let result = catch_unwind(AssertUnwindSafe(|| {
         let pool: &ThreadPool = &executor.device.pool;
         let mut ctx = OpContext::with_lent(inputs, lent, outputs, resources).with_intra_op(pool);

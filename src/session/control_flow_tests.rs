@@ -251,3 +251,110 @@ fn a_dead_branch_crosses_devices_as_dead() {
         s.run_simple(&[("x", Tensor::scalar(1.0f32)), ("pred", Tensor::scalar(false))], &["then"], &[]).unwrap_err();
     assert!(err.message.contains("dead"), "{err}");
 }
+
+/// `i, a, b, m = 0, 0, 1, x; while i < n: i, a, b, m = i + 1, b, a + b, m @ w`
+/// (int64 Fibonacci with swapped variables, and a matrix variable through a
+/// MatMul kernel), fetching `a_out` and `m_out`.
+fn fibonacci_graph() -> GraphSpec {
+    let mut b = GraphBuilder::new();
+    let n = b.placeholder("n", DType::I64);
+    let x = b.placeholder("x", DType::F64);
+    let w = b.constant("w", &Tensor::from_slice([2, 2], &[0.5f64, 0.25, -0.25, 1.0]).unwrap());
+    let zero = b.constant("zero", &Tensor::scalar(0i64));
+    let one = b.constant("one", &Tensor::scalar(1i64));
+    let enter = |b: &mut GraphBuilder, name: &str, input: &str, dtype: DType, constant: bool| {
+        b.add(
+            &format!("fib/{name}"),
+            "Enter",
+            &[input],
+            vec![
+                ("T", ty(dtype)),
+                ("frame_name", AttrValue::Bytes(b"fib".to_vec())),
+                ("is_constant", AttrValue::Bool(constant)),
+                ("parallel_iterations", AttrValue::Int(10)),
+            ],
+        )
+    };
+    let vars = [
+        ("i", zero.clone(), DType::I64),
+        ("a", zero, DType::I64),
+        ("b", one.clone(), DType::I64),
+        ("m", x, DType::F64),
+    ];
+    let mut merges = Vec::new();
+    for (name, init, dtype) in &vars {
+        let e = enter(&mut b, &format!("enter_{name}"), init, *dtype, false);
+        let next = format!("fib/next_{name}:0");
+        merges.push(b.add(
+            &format!("fib/merge_{name}"),
+            "Merge",
+            &[&e, &next],
+            vec![("T", ty(*dtype)), ("N", AttrValue::Int(2))],
+        ));
+    }
+    let n_in = enter(&mut b, "enter_n", &n, DType::I64, true);
+    let w_in = enter(&mut b, "enter_w", &w, DType::F64, true);
+    let one_in = enter(&mut b, "enter_one", &one, DType::I64, true);
+    let less = b.binary("fib/less", "Less", &merges[0], &n_in, DType::I64);
+    let cond = b.add("fib/cond", "LoopCond", &[&less], vec![]);
+    let mut body = Vec::new();
+    for ((name, _, dtype), merge) in vars.iter().zip(&merges) {
+        let switch = b.add(&format!("fib/switch_{name}"), "Switch", &[merge, &cond], vec![("T", ty(*dtype))]);
+        b.add(&format!("{name}_out"), "Exit", &[&switch], vec![("T", ty(*dtype))]);
+        body.push(format!("fib/switch_{name}:1"));
+    }
+    let i2 = b.binary("fib/i2", "AddV2", &body[0], &one_in, DType::I64);
+    let sum = b.binary("fib/sum", "AddV2", &body[1], &body[2], DType::I64);
+    let m2 = b.matmul("fib/m2", &body[3], &w_in, DType::F64);
+    for (name, value, dtype) in
+        [("i", &i2, DType::I64), ("a", &body[2], DType::I64), ("b", &sum, DType::I64), ("m", &m2, DType::F64)]
+    {
+        b.add(&format!("fib/next_{name}"), "NextIteration", &[value], vec![("T", ty(dtype))]);
+    }
+    b.finish()
+}
+
+fn run_fibonacci(s: &dyn Session, n: i64, trace: bool) -> (i64, Vec<f64>) {
+    let x = Tensor::from_slice([2, 2], &[1.0f64, 2.0, 3.0, 4.0]).unwrap();
+    let options = RunOptions { trace, ..RunOptions::default() };
+    let (out, _) = s
+        .run(&options, vec![("n".into(), Tensor::scalar(n)), ("x".into(), x)], &["a_out".into(), "m_out".into()], &[])
+        .unwrap();
+    (out[0].scalar_value::<i64>().unwrap(), out[1].as_slice::<f64>().unwrap().to_vec())
+}
+
+#[test]
+fn a_compiled_loop_agrees_with_the_node_by_node_executor() {
+    // Untraced steps run the loop as a compiled program; traced ones node
+    // by node (their stats name every node run). Swapped variables, a
+    // shared value and a matrix through a kernel must come out the same.
+    let s = create_session(fibonacci_graph(), &SessionOptions::default()).unwrap();
+    let mut expected_m = vec![1.0f64, 2.0, 3.0, 4.0];
+    let (mut a, mut b) = (0i64, 1i64);
+    for n in 0..12 {
+        let compiled = run_fibonacci(s.as_ref(), n, false);
+        let traced = run_fibonacci(s.as_ref(), n, true);
+        assert_eq!(compiled, traced, "n = {n}");
+        assert_eq!(compiled, (a, expected_m.clone()), "n = {n}");
+        (a, b) = (b, a + b);
+        let m = &expected_m;
+        expected_m = vec![
+            m[0] * 0.5 + m[1] * -0.25,
+            m[0] * 0.25 + m[1] * 1.0,
+            m[2] * 0.5 + m[3] * -0.25,
+            m[2] * 0.25 + m[3] * 1.0,
+        ];
+    }
+}
+
+#[test]
+fn a_long_compiled_loop_ends_at_the_step_deadline() {
+    let s = create_session(counting_loop_graph(10), &SessionOptions::default()).unwrap();
+    let options = RunOptions { timeout: Some(std::time::Duration::from_millis(100)), ..RunOptions::default() };
+    let started = std::time::Instant::now();
+    let err = s.run(&options, vec![("n".into(), Tensor::scalar(i32::MAX))], &["s_out".to_string()], &[]).unwrap_err();
+    assert_eq!(err.code, crate::error::Code::DeadlineExceeded, "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "the loop outlived its deadline");
+    // The session still runs steps.
+    assert_eq!(run_loop(s.as_ref(), 7), (7, 7.0));
+}
