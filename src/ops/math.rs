@@ -748,7 +748,48 @@ fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
 
 fn build_select(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
+    if dtype == DType::String {
+        return Ok(FnKernel::boxed(compute_select_strings));
+    }
     Ok(FnKernel::boxed(crate::dispatch_dtype!(dtype, T => compute_select::<T> as ComputeFn)))
+}
+
+/// `Select` on strings (a Saver picks its temp-file suffix with one): the
+/// same rules as for numbers, elements copied by value.
+fn compute_select_strings(ctx: &mut OpContext<'_>) -> Result<()> {
+    let cond = ctx.input(0)?;
+    let (then, other) = (ctx.input(1)?, ctx.input(2)?);
+    if then.shape() != other.shape() {
+        bail!(
+            invalid_argument,
+            "'then' and 'else' must have the same size.  but received: {} vs. {}",
+            then.shape(),
+            other.shape()
+        );
+    }
+    let c = cond.as_slice::<bool>()?;
+    if cond.shape().is_scalar() {
+        let pick = if c[0] { then.clone() } else { other.clone() };
+        ctx.set_output(0, pick);
+        return Ok(());
+    }
+    let by_rows = cond.rank() == 1 && then.rank() > 1 && then.dims()[0] == c.len();
+    if !by_rows && cond.shape() != then.shape() {
+        bail!(
+            invalid_argument,
+            "'condition' and 'then' must have the same size.  but received: {} vs. {}",
+            cond.shape(),
+            then.shape()
+        );
+    }
+    let row = then.num_elements() / c.len().max(1);
+    let (t, e) = (then.strings()?, other.strings()?);
+    let picked: Vec<&[u8]> = (0..then.num_elements())
+        .map(|i| if c[i / row.max(1)] { t.get(i) } else { e.get(i) }.unwrap_or_default())
+        .collect();
+    let out = Tensor::from_strings(then.shape().clone(), &picked)?;
+    ctx.set_output(0, out);
+    Ok(())
 }
 
 /// Per-output-dimension strides of an operand broadcast to `out` (0 where

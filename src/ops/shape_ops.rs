@@ -517,11 +517,29 @@ impl OpKernel for PackKernel {
         let mut out_dims = first.dims().to_vec();
         out_dims.insert(axis, values.len());
         let outer: usize = first.dims()[..axis].iter().product();
-        let out = dispatch_dtype!(first.dtype(), T => join::<T>(&values, outer, Shape::from_vec(out_dims)))?;
+        let out_shape = Shape::from_vec(out_dims);
+        let out = if first.dtype() == DType::String {
+            join_strings(&values, outer, out_shape)?
+        } else {
+            dispatch_dtype!(first.dtype(), T => join::<T>(&values, outer, out_shape))?
+        };
         drop(values);
         ctx.set_output(0, out);
         Ok(())
     }
+}
+
+/// [`join`] for string tensors (a sharded Saver packs its shards' names).
+fn join_strings(values: &[&Tensor], outer: usize, out_shape: Shape) -> Result<Tensor> {
+    let views: Vec<crate::tensor::Strings<'_>> = values.iter().map(|v| v.strings()).collect::<Result<_>>()?;
+    let mut joined: Vec<&[u8]> = Vec::with_capacity(out_shape.num_elements());
+    for r in 0..outer {
+        for view in &views {
+            let chunk = view.len() / outer.max(1);
+            joined.extend((r * chunk..(r + 1) * chunk).map(|i| view.get(i).unwrap_or_default()));
+        }
+    }
+    Tensor::from_strings(out_shape, &joined)
 }
 
 // ---------------------------------------------------------------------------
