@@ -7,11 +7,14 @@
 //! the shards of a sharded save into one bundle. Must not know about
 //! graphs or ops: the kernels hand over names and tensors.
 //!
-//! A tensor's bytes are its elements, little-endian (a bool is one byte).
-//! A string tensor's are TensorFlow's: every length as a varint64, the
-//! masked CRC32C of those varints (4 bytes, little-endian), then the
-//! strings' bytes back to back. An entry's `crc32c` is the masked CRC32C of
-//! all the bytes the tensor occupies.
+//! A tensor's bytes are its elements, little-endian (a bool is one byte),
+//! and its entry's `crc32c` is the masked CRC32C of those bytes. A string
+//! tensor's bytes are TensorFlow's: every length as a varint64, a 4-byte
+//! length checksum, then the strings' bytes back to back. TensorFlow sums
+//! the lengths as 32-bit little-endian integers, not as the varints it
+//! writes (measured on its files): the length checksum is the masked
+//! CRC32C of those integers, and the entry's checksum covers the integers,
+//! the length checksum and the strings' bytes.
 
 use super::crc;
 use super::proto::{BundleEntryProto, BundleHeaderProto, LITTLE_ENDIAN, TensorShapeProto, VersionDef};
@@ -46,60 +49,79 @@ pub fn dtype_of_tf_number(number: i32) -> Option<DType> {
     DType::ALL.into_iter().find(|&d| tf_number_of(d) == number)
 }
 
-/// The bytes a tensor occupies in a data file.
-pub fn encode_tensor(tensor: &Tensor) -> Result<Vec<u8>> {
+/// The checksum TensorFlow sums a string's length into: the length as a
+/// 32-bit little-endian integer (longer strings wrap, as in TensorFlow).
+fn length_sum_bytes(len: usize) -> [u8; 4] {
+    (len as u32).to_le_bytes()
+}
+
+/// The bytes a tensor occupies in a data file, and the (unmasked) CRC32C
+/// its entry records.
+pub fn encode_tensor(tensor: &Tensor) -> Result<(Vec<u8>, u32)> {
     if tensor.dtype() != DType::String {
-        return Ok(tensor.as_bytes().to_vec());
+        let bytes = tensor.as_bytes().to_vec();
+        let sum = crc::crc32c(&bytes);
+        return Ok((bytes, sum));
     }
     let strings = tensor.strings()?;
     let mut out = Vec::with_capacity(strings.data_len() + strings.len() * 2 + 4);
+    let mut sum = 0u32;
     for s in strings.iter() {
         table::put_varint64(&mut out, s.len() as u64);
+        sum = crc::extend(sum, &length_sum_bytes(s.len()));
     }
-    let lengths_sum = crc::mask(crc::crc32c(&out));
-    out.extend_from_slice(&lengths_sum.to_le_bytes());
+    let lengths_sum = crc::mask(sum).to_le_bytes();
+    out.extend_from_slice(&lengths_sum);
+    sum = crc::extend(sum, &lengths_sum);
     for s in strings.iter() {
         out.extend_from_slice(s);
+        sum = crc::extend(sum, s);
     }
-    Ok(out)
+    Ok((out, sum))
 }
 
-/// The tensor of `dtype` and `shape` that `bytes` encode; errors say what
-/// is wrong and the caller names the tensor and file.
-pub fn decode_tensor(dtype: DType, shape: Shape, bytes: &[u8]) -> Result<Tensor> {
+/// The tensor of `dtype` and `shape` that `bytes` encode, and the
+/// (unmasked) CRC32C its entry should record; errors say what is wrong and
+/// the caller names the tensor and file.
+pub fn decode_tensor(dtype: DType, shape: Shape, bytes: &[u8]) -> Result<(Tensor, u32)> {
     if dtype != DType::String {
-        return Tensor::from_bytes(dtype, shape, bytes).map_err(|e| Status::data_loss(e.into_message()));
+        let tensor = Tensor::from_bytes(dtype, shape, bytes).map_err(|e| Status::data_loss(e.into_message()))?;
+        return Ok((tensor, crc::crc32c(bytes)));
     }
     let count = shape.checked_num_elements().ok_or_else(|| Status::data_loss(format!("shape {shape} overflows")))?;
     let mut pos = 0usize;
     let mut lengths = Vec::with_capacity(count.min(bytes.len()));
+    let mut sum = 0u32;
     for i in 0..count {
         let len = table::get_varint64(bytes, &mut pos)
+            .and_then(|len| usize::try_from(len).ok())
             .ok_or_else(|| Status::data_loss(format!("the length of string {i} is truncated")))?;
+        sum = crc::extend(sum, &length_sum_bytes(len));
         lengths.push(len);
     }
-    let lengths_end = pos;
-    let stored = bytes
+    let stored: [u8; 4] = bytes
         .get(pos..pos + 4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .and_then(|b| b.try_into().ok())
         .ok_or_else(|| Status::data_loss("the checksum of the string lengths is missing"))?;
-    if crc::unmask(stored) != crc::crc32c(&bytes[..lengths_end]) {
+    if crc::unmask(u32::from_le_bytes(stored)) != sum {
         return Err(Status::data_loss("the string lengths fail their checksum"));
     }
+    sum = crc::extend(sum, &stored);
     pos += 4;
     let mut strings: Vec<&[u8]> = Vec::with_capacity(count);
     for (i, &len) in lengths.iter().enumerate() {
-        let end = usize::try_from(len).ok().and_then(|n| pos.checked_add(n)).filter(|&e| e <= bytes.len());
+        let end = pos.checked_add(len).filter(|&e| e <= bytes.len());
         let Some(end) = end else {
             return Err(Status::data_loss(format!("string {i} ({len} bytes) runs past the tensor's bytes")));
         };
         strings.push(&bytes[pos..end]);
+        sum = crc::extend(sum, &bytes[pos..end]);
         pos = end;
     }
     if pos != bytes.len() {
         return Err(Status::data_loss(format!("{} bytes follow the last string", bytes.len() - pos)));
     }
-    Tensor::from_strings(shape, &strings)
+    Ok((Tensor::from_strings(shape, &strings)?, sum))
 }
 
 fn shape_proto(shape: &Shape) -> TensorShapeProto {
@@ -191,14 +213,14 @@ pub fn write_bundle(prefix: &str, tensors: &[(&str, &Tensor)]) -> Result<()> {
                 "checkpoint '{prefix}': a tensor name is empty (the empty key holds the bundle header)"
             )));
         }
-        let bytes = encode_tensor(tensor).map_err(|e| e.context(format_args!("saving tensor '{name}'")))?;
+        let (bytes, sum) = encode_tensor(tensor).map_err(|e| e.context(format_args!("saving tensor '{name}'")))?;
         let entry = BundleEntryProto {
             dtype: tf_number_of(tensor.dtype()),
             shape: Some(shape_proto(tensor.shape())),
             shard_id: 0,
             offset: data.len() as i64,
             size: bytes.len() as i64,
-            crc32c: crc::mask(crc::crc32c(&bytes)),
+            crc32c: crc::mask(sum),
             slices: Vec::new(),
         };
         if entries.insert(name, entry).is_some() {
@@ -363,14 +385,14 @@ impl BundleReader {
         }
         let mut bytes = vec![0u8; size];
         file.read_exact_at(&mut bytes, offset).map_err(|e| io_error(e, "read", &path))?;
-        let actual = crc::crc32c(&bytes);
+        let (tensor, actual) = decode_tensor(dtype, shape, &bytes).map_err(|e| lost(e.into_message()))?;
         if crc::unmask(entry.crc32c) != actual {
             return Err(lost(format!(
                 "checksum mismatch (stored {:#010x}, computed {actual:#010x})",
                 crc::unmask(entry.crc32c)
             )));
         }
-        decode_tensor(dtype, shape, &bytes).map_err(|e| lost(e.into_message()))
+        Ok(tensor)
     }
 }
 
@@ -477,18 +499,23 @@ mod tests {
     #[test]
     fn strings_encode_as_varint_lengths_a_checksum_then_bytes() {
         let t = Tensor::from_strings([3], &[&b"ab"[..], b"", &[b'z'; 200]]).unwrap();
-        let bytes = encode_tensor(&t).unwrap();
-        let lengths = [2u8, 0, 0xc8, 0x01];
-        assert_eq!(&bytes[..4], &lengths);
-        assert_eq!(&bytes[4..8], &crc::mask(crc::crc32c(&lengths)).to_le_bytes());
+        let (bytes, sum) = encode_tensor(&t).unwrap();
+        assert_eq!(&bytes[..4], &[2u8, 0, 0xc8, 0x01]);
+        let lengths_as_u32: Vec<u8> = [2u32, 0, 200].iter().flat_map(|l| l.to_le_bytes()).collect();
+        let lengths_sum = crc::mask(crc::crc32c(&lengths_as_u32)).to_le_bytes();
+        assert_eq!(&bytes[4..8], &lengths_sum);
         assert_eq!(&bytes[8..10], b"ab");
         assert_eq!(bytes.len(), 8 + 202);
-        let back = decode_tensor(DType::String, Shape::from_vec(vec![3]), &bytes).unwrap();
+        let whole = [&lengths_as_u32[..], &lengths_sum, &bytes[8..]].concat();
+        assert_eq!(sum, crc::crc32c(&whole));
+        let shape = || Shape::from_vec(vec![3]);
+        let (back, back_sum) = decode_tensor(DType::String, shape(), &bytes).unwrap();
         assert!(same(&back, &t));
+        assert_eq!(back_sum, sum);
         let mut bad = bytes.clone();
         bad[2] ^= 1;
-        assert_eq!(decode_tensor(DType::String, Shape::from_vec(vec![3]), &bad).unwrap_err().code, Code::DataLoss);
-        let err = decode_tensor(DType::String, Shape::from_vec(vec![3]), &bytes[..bytes.len() - 1]).unwrap_err();
+        assert_eq!(decode_tensor(DType::String, shape(), &bad).unwrap_err().code, Code::DataLoss);
+        let err = decode_tensor(DType::String, shape(), &bytes[..bytes.len() - 1]).unwrap_err();
         assert!(err.message.contains("string 2"), "{err}");
     }
 
