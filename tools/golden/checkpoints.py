@@ -13,9 +13,10 @@ not; installs nothing)
   steps, save, train 2, restore, train the same 2 batches again (their
   losses repeat), fetch the variables.
 - tests/fixtures/tf-graphs/train_checkpoint_ps_sharded: the same steps on a
-  graph placed by `replica_device_setter(ps_tasks=2)` with resource
-  variables and `Saver(sharded=True)`: each ps task saves its shard and one
-  merges them; run by TensorFlow's own servers (ps=2, worker=1).
+  graph placed by `replica_device_setter(ps_tasks=1)` with resource
+  variables, the global step pinned to the worker, and
+  `Saver(sharded=True)`: the ps and the worker task each save a shard and
+  one merges them; run by TensorFlow's own servers (ps=1, worker=1).
 
 Checkpoint prefixes in the golden cases are fed as `$TMPDIR/model.ckpt`:
 `ringflow verify` replaces `$TMPDIR` with a fresh directory per case.
@@ -99,11 +100,11 @@ _SERVERS = []
 
 
 def tf_cluster():
-    """TensorFlow's own servers: ps (2 tasks) and worker (1 task) in this
+    """TensorFlow's own servers: ps and worker (1 task each) in this
     process; returns the worker's target."""
     if not _SERVERS:
         base = 24000 + os.getpid() % 2000 * 4
-        jobs = {"ps": [f"localhost:{base}", f"localhost:{base + 1}"], "worker": [f"localhost:{base + 2}"]}
+        jobs = {"ps": [f"localhost:{base}"], "worker": [f"localhost:{base + 1}"]}
         cluster = tf.train.ClusterSpec(jobs)
         for job, tasks in jobs.items():
             for index in range(len(tasks)):
@@ -111,7 +112,7 @@ def tf_cluster():
     return _SERVERS[-1].target
 
 
-def training_graph(resource, sharded, device_fn):
+def training_graph(resource, sharded, device_fn, step_device):
     g = tf.Graph()
     with g.as_default(), tf1.device(device_fn):
         x = tf1.placeholder(tf.float32, [8, 4], name="x")
@@ -120,7 +121,8 @@ def training_graph(resource, sharded, device_fn):
         b1 = tf1.Variable(np.zeros(6, np.float32), name="b1", use_resource=resource)
         w2 = tf1.Variable(np.linspace(0.4, -0.4, 18, dtype=np.float32).reshape(6, 3), name="w2", use_resource=resource)
         b2 = tf1.Variable(np.full(3, 0.1, np.float32), name="b2", use_resource=resource)
-        step = tf1.Variable(np.int64(0), name="global_step", use_resource=resource, trainable=False)
+        with tf1.device(step_device):
+            step = tf1.Variable(np.int64(0), name="global_step", use_resource=resource, trainable=False)
         tag = tf1.Variable(b"run-a", name="tag", use_resource=False, trainable=False)
         h = tf.nn.relu(tf.matmul(x, w1) + b1)
         logits = tf.matmul(h, w2) + b2
@@ -135,11 +137,11 @@ def training_graph(resource, sharded, device_fn):
     return g, saver, finals
 
 
-def training_case(root, case, note, resource, sharded, device_fn, target):
+def training_case(root, case, note, resource, sharded, device_fn, step_device, target):
     out_dir = os.path.join(root, "tests/fixtures/tf-graphs", case)
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
-    g, saver, finals = training_graph(resource, sharded, device_fn)
+    g, saver, finals = training_graph(resource, sharded, device_fn, step_device)
     graph_def = g.as_graph_def()
     with open(os.path.join(out_dir, "graph.pb"), "wb") as f:
         f.write(graph_def.SerializeToString())
@@ -202,12 +204,14 @@ def main(root):
     training_case(root, "train_checkpoint_momentum_ref",
                   "ref variables, MLP, Momentum, global step, a string variable; Saver(): train 2, save, "
                   "train 2, restore, the same 2 batches give the same losses",
-                  resource=False, sharded=False, device_fn=None, target="")
-    setter = tf1.train.replica_device_setter(ps_tasks=2, worker_device="/job:worker/task:0")
+                  resource=False, sharded=False, device_fn=None, step_device=None, target="")
+    setter = tf1.train.replica_device_setter(ps_tasks=1, worker_device="/job:worker/task:0")
     training_case(root, "train_checkpoint_ps_sharded",
-                  "replica_device_setter (ps=2), resource variables, Momentum; Saver(sharded=True): each ps "
-                  "task saves its shard, one merges; train 2, save, train 2, restore, train the same 2 again",
-                  resource=True, sharded=True, device_fn=setter, target=tf_cluster())
+                  "replica_device_setter (ps=1), resource variables, Momentum, the global step on the worker; "
+                  "Saver(sharded=True): the ps and the worker task each save a shard, one merges; train 2, "
+                  "save, train 2, restore, train the same 2 again",
+                  resource=True, sharded=True, device_fn=setter, step_device="/job:worker/task:0",
+                  target=tf_cluster())
 
 
 if __name__ == "__main__":
