@@ -1,7 +1,8 @@
 //! The distributed runtime against real server processes on loopback:
 //! golden cases through a remote session, session isolation, extend, partial
 //! runs and callables, Reset on every task, CloseSession releasing every
-//! worker's graphs, and a dead task failing steps instead of hanging them.
+//! worker's graphs, a dead task failing steps instead of hanging them, and
+//! a sharded checkpoint saved by one cluster restored by a fresh one.
 
 use ringflow::cli::verify::{GoldenCase, RunMode};
 use ringflow::error::Code;
