@@ -451,11 +451,13 @@ pub fn merge_bundles(
     index.extend(merged.iter().map(|(name, entry)| (name.as_bytes().to_vec(), entry.encode_to_vec())));
     let index = table::build_table(&index, table::DEFAULT_BLOCK_SIZE)?;
     create_parent(destination)?;
+    // The merged index is on disk before any data file moves, so what can
+    // still fail after the first rename is only a rename.
+    let mut temps = TempFiles { files: Vec::new() };
+    temps.write(&index_path(destination), &index)?;
     for (from, to) in &renames {
         fs::rename(from, to).map_err(|e| Status::from(e).context(format_args!("renaming '{from}' to '{to}'")))?;
     }
-    let mut temps = TempFiles { files: Vec::new() };
-    temps.write(&index_path(destination), &index)?;
     temps.commit()?;
     for reader in &readers {
         let old_index = index_path(&reader.prefix);

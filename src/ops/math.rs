@@ -886,6 +886,20 @@ mod tests {
     }
 
     #[test]
+    fn select_picks_strings_by_element_by_row_and_whole() {
+        let sel = node("Select").attr("T", ty(DType::String));
+        let strs = |shape: &[usize], v: &[&str]| Tensor::from_strings(shape, v).unwrap();
+        let cond = Tensor::from_slice::<bool>([2], &[true, false]).unwrap();
+        let out = run1(&sel, &[cond.clone(), strs(&[2], &["a", "b"]), strs(&[2], &["x", "y"])]).unwrap();
+        assert_eq!(out.strings().unwrap().to_vec(), [&b"a"[..], b"y"]);
+        let rows = run1(&sel, &[cond, strs(&[2, 2], &["a", "b", "c", "d"]), strs(&[2, 2], &["w", "x", "y", "z"])]);
+        assert_eq!(rows.unwrap().strings().unwrap().to_vec(), [&b"a"[..], b"b", b"y", b"z"]);
+        let whole = run1(&sel, &[Tensor::scalar(false), strs(&[], &["_temp"]), strs(&[], &[".part"])]).unwrap();
+        assert_eq!(whole.string_value().unwrap(), b".part");
+        let err = run1(&sel, &[Tensor::scalar(true), strs(&[1], &["a"]), strs(&[2], &["a", "b"])]).unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument);
+    }
+    #[test]
     // numpy's float32 results, which happen to round to named constants.
     #[allow(clippy::approx_constant)]
     fn float_unaries_match_numpy() {

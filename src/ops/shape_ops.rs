@@ -929,6 +929,21 @@ mod tests {
     }
 
     #[test]
+    fn pack_stacks_strings_on_any_axis() {
+        let pack = |axis: i64| {
+            node("Pack").attr("T", ty(DType::String)).attr("N", AttrValue::Int(2)).attr("axis", AttrValue::Int(axis))
+        };
+        let a = Tensor::from_strings([2], &["a0", "a1"]).unwrap();
+        let b = Tensor::from_strings([2], &["b0", "b1"]).unwrap();
+        let rows = run1(&pack(0), &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(rows.dims(), &[2, 2]);
+        assert_eq!(rows.strings().unwrap().to_vec(), [&b"a0"[..], b"a1", b"b0", b"b1"]);
+        let columns = run1(&pack(1), &[a, b]).unwrap();
+        assert_eq!(columns.strings().unwrap().to_vec(), [&b"a0"[..], b"b0", b"a1", b"b1"]);
+        let scalars = run1(&pack(0), &[Tensor::string_scalar("p0"), Tensor::string_scalar("p1")]).unwrap();
+        assert_eq!(scalars.dims(), &[2]);
+    }
+    #[test]
     fn reshape_infers_and_never_copies() {
         let x = iota(&[4, 6]);
         let out = run1(&op("Reshape"), &[x.clone(), i32v(&[2, -1, 3])]).unwrap();
