@@ -147,10 +147,22 @@ struct TempFiles {
 
 impl TempFiles {
     fn write(&mut self, final_path: &str, bytes: &[u8]) -> Result<()> {
+        self.write_with(final_path, |out| out.write_all(bytes))
+    }
+
+    /// Writes the temporary file of `final_path` through `fill`, buffered,
+    /// and syncs it.
+    fn write_with(
+        &mut self,
+        final_path: &str,
+        fill: impl FnOnce(&mut std::io::BufWriter<File>) -> std::io::Result<()>,
+    ) -> Result<()> {
         let temp = temp_path(final_path);
         self.files.push((temp.clone(), final_path.to_string()));
-        let mut file = File::create(&temp).map_err(|e| io_error(e, "create", &temp))?;
-        file.write_all(bytes).map_err(|e| io_error(e, "write", &temp))?;
+        let file = File::create(&temp).map_err(|e| io_error(e, "create", &temp))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        fill(&mut out).map_err(|e| io_error(e, "write", &temp))?;
+        let file = out.into_inner().map_err(|e| io_error(e.into_error(), "write", &temp))?;
         file.sync_all().map_err(|e| io_error(e, "sync", &temp))
     }
 
@@ -206,20 +218,30 @@ fn header_entry(num_shards: i32) -> Vec<u8> {
 /// as it was.
 pub fn write_bundle(prefix: &str, tensors: &[(&str, &Tensor)]) -> Result<()> {
     let mut entries: BTreeMap<&str, BundleEntryProto> = BTreeMap::new();
-    let mut data = Vec::new();
+    // Only strings are re-encoded; numbers go from the tensor to the file.
+    let mut encoded_strings: Vec<Option<Vec<u8>>> = Vec::with_capacity(tensors.len());
+    let mut offset = 0i64;
     for &(name, tensor) in tensors {
         if name.is_empty() {
             return Err(Status::invalid_argument(format!(
                 "checkpoint '{prefix}': a tensor name is empty (the empty key holds the bundle header)"
             )));
         }
-        let (bytes, sum) = encode_tensor(tensor).map_err(|e| e.context(format_args!("saving tensor '{name}'")))?;
+        let (size, sum) = if tensor.dtype() == DType::String {
+            let (bytes, sum) = encode_tensor(tensor).map_err(|e| e.context(format_args!("saving tensor '{name}'")))?;
+            let size = bytes.len();
+            encoded_strings.push(Some(bytes));
+            (size, sum)
+        } else {
+            encoded_strings.push(None);
+            (tensor.byte_len(), crc::crc32c(tensor.as_bytes()))
+        };
         let entry = BundleEntryProto {
             dtype: tf_number_of(tensor.dtype()),
             shape: Some(shape_proto(tensor.shape())),
             shard_id: 0,
-            offset: data.len() as i64,
-            size: bytes.len() as i64,
+            offset,
+            size: size as i64,
             crc32c: crc::mask(sum),
             slices: Vec::new(),
         };
@@ -228,7 +250,7 @@ pub fn write_bundle(prefix: &str, tensors: &[(&str, &Tensor)]) -> Result<()> {
                 "checkpoint '{prefix}': tensor '{name}' is saved twice in one call"
             )));
         }
-        data.extend_from_slice(&bytes);
+        offset += size as i64;
     }
     let mut index: Vec<(Vec<u8>, Vec<u8>)> = vec![(Vec::new(), header_entry(1))];
     index.extend(entries.iter().map(|(name, entry)| (name.as_bytes().to_vec(), entry.encode_to_vec())));
@@ -236,7 +258,12 @@ pub fn write_bundle(prefix: &str, tensors: &[(&str, &Tensor)]) -> Result<()> {
     create_parent(prefix)?;
     let mut temps = TempFiles { files: Vec::new() };
     // Data first: an index is never renamed in before the bytes it points at.
-    temps.write(&data_path(prefix, 0, 1), &data)?;
+    temps.write_with(&data_path(prefix, 0, 1), |out| {
+        for (&(_, tensor), strings) in tensors.iter().zip(&encoded_strings) {
+            out.write_all(strings.as_deref().unwrap_or(tensor.as_bytes()))?;
+        }
+        Ok(())
+    })?;
     temps.write(&index_path(prefix), &index)?;
     temps.commit()
 }
