@@ -450,7 +450,10 @@ pub fn merge_bundles(
             sources.len()
         )));
     }
-    let total_shards: i32 = readers.iter().map(BundleReader::num_shards).sum();
+    let total_shards = readers
+        .iter()
+        .try_fold(0i32, |total, r| total.checked_add(r.num_shards()))
+        .ok_or_else(|| Status::invalid_argument(format!("merging checkpoint '{destination}': too many shards")))?;
     let mut merged: BTreeMap<String, BundleEntryProto> = BTreeMap::new();
     let mut renames = Vec::new();
     let mut first_shard = 0;
