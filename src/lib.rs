@@ -11,6 +11,7 @@
 
 pub mod alloc;
 pub mod bench;
+pub mod checkpoint;
 pub mod cli;
 pub mod cluster;
 pub mod error;

@@ -1,7 +1,8 @@
 //! The distributed runtime against real server processes on loopback:
 //! golden cases through a remote session, session isolation, extend, partial
 //! runs and callables, Reset on every task, CloseSession releasing every
-//! worker's graphs, and a dead task failing steps instead of hanging them.
+//! worker's graphs, a dead task failing steps instead of hanging them, and
+//! a sharded checkpoint saved by one cluster restored by a fresh one.
 
 use ringflow::cli::verify::{GoldenCase, RunMode};
 use ringflow::error::Code;
@@ -636,4 +637,64 @@ fn string_tensors_cross_between_tasks_and_back_to_the_client() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("y (string [2]):\n[b'model.ckpt-7', b\"it's \\xff\"]"), "{stdout}");
     assert!(stdout.contains("names_on_0 (string [3]):\n[b'w', b'', b'\\xffbias']"), "{stdout}");
+}
+
+/// `train_checkpoint_ps_sharded`'s graph, fed batch `b` of the case.
+fn checkpoint_case_batch(b: usize) -> Vec<(String, Tensor)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs/train_checkpoint_ps_sharded");
+    ["x", "labels"]
+        .iter()
+        .map(|name| {
+            let path = dir.join(format!("batch{b}_{name}_0.npy"));
+            (format!("{name}:0"), ringflow::tensor::npy::read_npy(path).unwrap())
+        })
+        .collect()
+}
+
+/// The loss of batch `b` before its update, then the update.
+fn train_on(session: &dyn Session, b: usize) -> f32 {
+    let loss = session.run(&RunOptions::default(), checkpoint_case_batch(b), &strings(&["loss:0"]), &[]).unwrap().0;
+    session.run(&RunOptions::default(), checkpoint_case_batch(b), &[], &strings(&["train"])).unwrap();
+    loss[0].scalar_value::<f32>().unwrap()
+}
+
+#[test]
+fn a_fresh_cluster_restores_a_sharded_checkpoint_and_trains_on_as_the_first_would() {
+    // Saver(sharded=True) over variables on the ps task and a global step
+    // on the worker: each task's SaveV2 writes its shard, one task merges.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs/train_checkpoint_ps_sharded");
+    let graph = ringflow::graph::load_graph(dir.join("graph.pb")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let prefix = scratch.path().join("model.ckpt").to_string_lossy().into_owned();
+    let prefix_feed = || vec![("save/Const:0".to_string(), Tensor::string_scalar(&prefix))];
+    let jobs = ringflow::server::local_cluster::parse_jobs("ps=1,worker=1").unwrap();
+
+    let first = LocalCluster::start_jobs(binary(), &jobs, &LocalClusterOptions::default()).unwrap();
+    let session = shared_session_on(&first.default_target(), graph.clone());
+    session.run_simple(&[], &[], &["init"]).unwrap();
+    train_on(session.as_ref(), 0);
+    train_on(session.as_ref(), 1);
+    session.run(&RunOptions::default(), prefix_feed(), &[], &strings(&["save/Identity"])).unwrap();
+    let continued = [train_on(session.as_ref(), 2), train_on(session.as_ref(), 3)];
+    session.close().unwrap();
+    first.shutdown();
+
+    let mut files: Vec<String> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["model.ckpt.data-00000-of-00002", "model.ckpt.data-00001-of-00002", "model.ckpt.index"]);
+
+    let second = LocalCluster::start_jobs(binary(), &jobs, &LocalClusterOptions::default()).unwrap();
+    let session = shared_session_on(&second.default_target(), graph);
+    // No initializer: restoring assigns every variable, the optimizer's
+    // slots and the global step included.
+    session.run(&RunOptions::default(), prefix_feed(), &[], &strings(&["save/restore_all"])).unwrap();
+    let resumed = [train_on(session.as_ref(), 2), train_on(session.as_ref(), 3)];
+    assert_eq!(resumed, continued, "losses after the restore");
+    let step = session.run_simple(&[], &["global_step_value:0"], &[]).unwrap();
+    assert_eq!(step[0].scalar_value::<i64>().unwrap(), 4);
+    session.close().unwrap();
+    second.shutdown();
 }

@@ -1,7 +1,7 @@
-//! The training golden cases (exported by `tools/golden/training.py`)
-//! through the in-process session: TF1 graphs as `tf.compat.v1` optimizers
-//! build them, a few steps each, every loss and the final variables against
-//! TensorFlow's.
+//! The training golden cases (exported by `tools/golden/training.py` and,
+//! for checkpoints, `tools/golden/checkpoints.py`) through the in-process
+//! session: TF1 graphs as `tf.compat.v1` optimizers build them, a few steps
+//! each, every loss and the final variables against TensorFlow's.
 
 use ringflow::cli::verify::{GoldenCase, RunMode};
 use ringflow::session::{SessionOptions, create_session};
@@ -43,4 +43,9 @@ fn softmax_regression_with_adagrad_on_ref_variables() {
 #[test]
 fn softmax_regression_with_rmsprop_on_resource_variables() {
     check("train_dense_rmsprop_resource");
+}
+
+#[test]
+fn saver_checkpoint_saves_and_restores_mid_training_on_ref_variables() {
+    check("train_checkpoint_momentum_ref");
 }

@@ -4,6 +4,11 @@
 //! against TensorFlow's outputs with rtol 1e-5 / atol 1e-6, or the
 //! `tolerance` the case states (where TensorFlow itself approximates).
 //!
+//! A feed written `$TMPDIR/NAME` instead of an .npy file is the string
+//! scalar of path NAME inside a fresh directory made for the loaded case
+//! and removed with it (checkpoint prefixes: a case saves and restores
+//! there).
+//!
 //! Owns: case loading and checking; `ringflow verify` and the tests use it.
 //! Must not choose where the session runs: the caller passes a factory.
 
@@ -53,6 +58,33 @@ pub struct GoldenCase {
     pub file: CaseFile,
     /// Per step: feeds and expected fetches, in case.json order.
     pub steps: Vec<LoadedStep>,
+    /// The directory `$TMPDIR` feeds point into, when the case has any.
+    pub scratch: Option<ScratchDir>,
+}
+
+/// The feed-file prefix that names a path in the case's scratch directory.
+pub const SCRATCH_FEED_PREFIX: &str = "$TMPDIR/";
+
+/// A directory that is removed, with what it holds, when dropped.
+pub struct ScratchDir {
+    pub path: PathBuf,
+}
+
+impl ScratchDir {
+    fn create(case: &str) -> Result<ScratchDir> {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let path = std::env::temp_dir().join(format!("ringflow-case-{case}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path)
+            .map_err(|e| Status::from(e).context(format_args!("creating scratch directory {}", path.display())))?;
+        Ok(ScratchDir { path })
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 pub struct LoadedStep {
@@ -71,10 +103,20 @@ impl GoldenCase {
         let file: CaseFile = serde_json::from_str(&text)
             .map_err(|e| Status::invalid_argument(format!("{}: {e}", case_path.display())))?;
         let graph = load_graph(dir.join("graph.pb"))?;
+        let uses_scratch = file.steps.iter().flat_map(|s| s.feeds.values()).any(|f| f.starts_with(SCRATCH_FEED_PREFIX));
+        let scratch = if uses_scratch { Some(ScratchDir::create(&name)?) } else { None };
         let mut steps = Vec::with_capacity(file.steps.len());
         for step in &file.steps {
             let read = |m: &BTreeMap<String, String>| -> Result<Vec<(String, Tensor)>> {
-                m.iter().map(|(name, f)| Ok((name.clone(), npy::read_npy(dir.join(f))?))).collect()
+                m.iter()
+                    .map(|(name, f)| match (f.strip_prefix(SCRATCH_FEED_PREFIX), &scratch) {
+                        (Some(inside), Some(scratch)) => {
+                            let path = scratch.path.join(inside);
+                            Ok((name.clone(), Tensor::string_scalar(path.to_string_lossy().as_bytes())))
+                        }
+                        _ => Ok((name.clone(), npy::read_npy(dir.join(f))?)),
+                    })
+                    .collect()
             };
             steps.push(LoadedStep {
                 feeds: read(&step.feeds)?,
@@ -82,7 +124,7 @@ impl GoldenCase {
                 targets: step.targets.clone(),
             });
         }
-        Ok(GoldenCase { name, dir: dir.to_path_buf(), graph, file, steps })
+        Ok(GoldenCase { name, dir: dir.to_path_buf(), graph, file, steps, scratch })
     }
 
     /// The number of worker tasks the case's device pins need.

@@ -1,4 +1,5 @@
-//! Array-producing and pass-through ops: Const, Placeholder, Identity, NoOp;
+//! Array-producing and pass-through ops: Const, Placeholder,
+//! PlaceholderWithDefault, Identity, NoOp;
 //! and, one file each under `array/`, the indexing and shaping ops Keras
 //! models and TF1 graphs emit:
 //! - StridedSlice and StridedSliceGrad in [`strided_slice`];
@@ -39,6 +40,7 @@ use std::sync::Arc;
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Const", const_signature, build_const),
     OpDef::kernel("Placeholder", placeholder_signature, build_placeholder),
+    OpDef::kernel("PlaceholderWithDefault", placeholder_with_default_signature, build_identity),
     OpDef::kernel("Identity", identity_signature, build_identity),
     OpDef::kernel("StopGradient", identity_signature, build_identity),
     OpDef::kernel("NoOp", no_op_signature, build_no_op),
@@ -71,6 +73,12 @@ impl OpKernel for ConstKernel {
 
 fn placeholder_signature(node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("dtype")?)]))
+}
+
+/// `[dtype] -> [dtype]`: when not fed, passes its input on.
+fn placeholder_with_default_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("dtype")?);
+    Ok(OpSignature::new(vec![t], vec![t]))
 }
 
 /// Runs only when a placeholder was not fed: always an error.

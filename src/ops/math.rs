@@ -748,7 +748,48 @@ fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
 
 fn build_select(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
+    if dtype == DType::String {
+        return Ok(FnKernel::boxed(compute_select_strings));
+    }
     Ok(FnKernel::boxed(crate::dispatch_dtype!(dtype, T => compute_select::<T> as ComputeFn)))
+}
+
+/// `Select` on strings (a Saver picks its temp-file suffix with one): the
+/// same rules as for numbers, elements copied by value.
+fn compute_select_strings(ctx: &mut OpContext<'_>) -> Result<()> {
+    let cond = ctx.input(0)?;
+    let (then, other) = (ctx.input(1)?, ctx.input(2)?);
+    if then.shape() != other.shape() {
+        bail!(
+            invalid_argument,
+            "'then' and 'else' must have the same size.  but received: {} vs. {}",
+            then.shape(),
+            other.shape()
+        );
+    }
+    let c = cond.as_slice::<bool>()?;
+    if cond.shape().is_scalar() {
+        let pick = if c[0] { then.clone() } else { other.clone() };
+        ctx.set_output(0, pick);
+        return Ok(());
+    }
+    let by_rows = cond.rank() == 1 && then.rank() > 1 && then.dims()[0] == c.len();
+    if !by_rows && cond.shape() != then.shape() {
+        bail!(
+            invalid_argument,
+            "'condition' and 'then' must have the same size.  but received: {} vs. {}",
+            cond.shape(),
+            then.shape()
+        );
+    }
+    let row = then.num_elements() / c.len().max(1);
+    let (t, e) = (then.strings()?, other.strings()?);
+    let picked: Vec<&[u8]> = (0..then.num_elements())
+        .map(|i| if c[i / row.max(1)] { t.get(i) } else { e.get(i) }.unwrap_or_default())
+        .collect();
+    let out = Tensor::from_strings(then.shape().clone(), &picked)?;
+    ctx.set_output(0, out);
+    Ok(())
 }
 
 /// Per-output-dimension strides of an operand broadcast to `out` (0 where
@@ -844,6 +885,20 @@ mod tests {
         }
     }
 
+    #[test]
+    fn select_picks_strings_by_element_by_row_and_whole() {
+        let sel = node("Select").attr("T", ty(DType::String));
+        let strs = |shape: &[usize], v: &[&str]| Tensor::from_strings(shape, v).unwrap();
+        let cond = Tensor::from_slice::<bool>([2], &[true, false]).unwrap();
+        let out = run1(&sel, &[cond.clone(), strs(&[2], &["a", "b"]), strs(&[2], &["x", "y"])]).unwrap();
+        assert_eq!(out.strings().unwrap().to_vec(), [&b"a"[..], b"y"]);
+        let rows = run1(&sel, &[cond, strs(&[2, 2], &["a", "b", "c", "d"]), strs(&[2, 2], &["w", "x", "y", "z"])]);
+        assert_eq!(rows.unwrap().strings().unwrap().to_vec(), [&b"a"[..], b"b", b"y", b"z"]);
+        let whole = run1(&sel, &[Tensor::scalar(false), strs(&[], &["_temp"]), strs(&[], &[".part"])]).unwrap();
+        assert_eq!(whole.string_value().unwrap(), b".part");
+        let err = run1(&sel, &[Tensor::scalar(true), strs(&[1], &["a"]), strs(&[2], &["a", "b"])]).unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument);
+    }
     #[test]
     // numpy's float32 results, which happen to round to named constants.
     #[allow(clippy::approx_constant)]

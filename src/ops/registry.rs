@@ -93,6 +93,8 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,
             super::array::where_true::DEFS,
+            super::io::filenames::DEFS,
+            super::io::save_restore::DEFS,
             super::math::DEFS,
             super::math::einsum::DEFS,
             super::matmul::DEFS,
@@ -334,6 +336,23 @@ mod tests {
         }
         rows.push(("NoOp", NodeSpec::new("n", "NoOp"), vec![], vec![]));
         rows.push(("Placeholder", dtype("Placeholder"), vec![], vec![F]));
+        rows.push(("PlaceholderWithDefault", dtype("PlaceholderWithDefault"), vec![F], vec![F]));
+        // Checkpoints.
+        const S: ValueType = ValueType::Tensor(DType::String);
+        let dtypes = AttrValue::List(AttrList::Type(vec![DataType::Tensor(DType::F32), DataType::Tensor(DType::I64)]));
+        rows.push((
+            "SaveV2",
+            NodeSpec::new("n", "SaveV2").attr("dtypes", dtypes.clone()),
+            vec![S, S, S, F, I64],
+            vec![],
+        ));
+        rows.push(("RestoreV2", NodeSpec::new("n", "RestoreV2").attr("dtypes", dtypes), vec![S, S, S], vec![F, I64]));
+        rows.push(("MergeV2Checkpoints", NodeSpec::new("n", "MergeV2Checkpoints"), vec![S, S], vec![]));
+        rows.push(("ShardedFilename", NodeSpec::new("n", "ShardedFilename"), vec![S, I32, I32], vec![S]));
+        rows.push(("ShardedFilespec", NodeSpec::new("n", "ShardedFilespec"), vec![S, I32], vec![S]));
+        rows.push(("StringJoin", NodeSpec::new("n", "StringJoin").attr("N", AttrValue::Int(2)), vec![S, S], vec![S]));
+        let regex = NodeSpec::new("n", "StaticRegexFullMatch").attr("pattern", AttrValue::Bytes(b"^s3://.*".to_vec()));
+        rows.push(("StaticRegexFullMatch", regex, vec![S], vec![B]));
         for op in ["VariableV2", "Variable"] {
             rows.push((op, dtype(op), vec![], vec![REF]));
         }
@@ -524,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn stateful_ops_are_exactly_the_variable_and_random_ops() {
+    fn stateful_ops_are_exactly_the_variable_random_and_checkpoint_ops() {
         for (op, ..) in table() {
             let def = lookup(op).unwrap();
             let want = matches!(
@@ -546,6 +565,9 @@ mod tests {
                     | "RandomUniform"
                     | "RandomStandardNormal"
                     | "TruncatedNormal"
+                    | "SaveV2"
+                    | "RestoreV2"
+                    | "MergeV2Checkpoints"
             ) || is_training_update(op);
             assert_eq!(def.stateful, want, "{op}");
         }

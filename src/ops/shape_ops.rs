@@ -517,11 +517,29 @@ impl OpKernel for PackKernel {
         let mut out_dims = first.dims().to_vec();
         out_dims.insert(axis, values.len());
         let outer: usize = first.dims()[..axis].iter().product();
-        let out = dispatch_dtype!(first.dtype(), T => join::<T>(&values, outer, Shape::from_vec(out_dims)))?;
+        let out_shape = Shape::from_vec(out_dims);
+        let out = if first.dtype() == DType::String {
+            join_strings(&values, outer, out_shape)?
+        } else {
+            dispatch_dtype!(first.dtype(), T => join::<T>(&values, outer, out_shape))?
+        };
         drop(values);
         ctx.set_output(0, out);
         Ok(())
     }
+}
+
+/// [`join`] for string tensors (a sharded Saver packs its shards' names).
+fn join_strings(values: &[&Tensor], outer: usize, out_shape: Shape) -> Result<Tensor> {
+    let views: Vec<crate::tensor::Strings<'_>> = values.iter().map(|v| v.strings()).collect::<Result<_>>()?;
+    let mut joined: Vec<&[u8]> = Vec::with_capacity(out_shape.num_elements());
+    for r in 0..outer {
+        for view in &views {
+            let chunk = view.len() / outer.max(1);
+            joined.extend((r * chunk..(r + 1) * chunk).map(|i| view.get(i).unwrap_or_default()));
+        }
+    }
+    Tensor::from_strings(out_shape, &joined)
 }
 
 // ---------------------------------------------------------------------------
@@ -910,6 +928,21 @@ mod tests {
         node(name).attr("T", ty(DType::F32))
     }
 
+    #[test]
+    fn pack_stacks_strings_on_any_axis() {
+        let pack = |axis: i64| {
+            node("Pack").attr("T", ty(DType::String)).attr("N", AttrValue::Int(2)).attr("axis", AttrValue::Int(axis))
+        };
+        let a = Tensor::from_strings([2], &["a0", "a1"]).unwrap();
+        let b = Tensor::from_strings([2], &["b0", "b1"]).unwrap();
+        let rows = run1(&pack(0), &[a.clone(), b.clone()]).unwrap();
+        assert_eq!(rows.dims(), &[2, 2]);
+        assert_eq!(rows.strings().unwrap().to_vec(), [&b"a0"[..], b"a1", b"b0", b"b1"]);
+        let columns = run1(&pack(1), &[a, b]).unwrap();
+        assert_eq!(columns.strings().unwrap().to_vec(), [&b"a0"[..], b"b0", b"a1", b"b1"]);
+        let scalars = run1(&pack(0), &[Tensor::string_scalar("p0"), Tensor::string_scalar("p1")]).unwrap();
+        assert_eq!(scalars.dims(), &[2]);
+    }
     #[test]
     fn reshape_infers_and_never_copies() {
         let x = iota(&[4, 6]);

@@ -1,0 +1,15 @@
+//! I/O kernels: the ops `tf.compat.v1.train.Saver` puts in a graph to save
+//! and restore variables in TensorFlow's checkpoint format.
+//! - [`save_restore`]: `SaveV2`, `RestoreV2`, `MergeV2Checkpoints`;
+//! - [`filenames`]: the string ops a sharded Saver builds its file names
+//!   with: `ShardedFilename`, `ShardedFilespec`, `StringJoin`,
+//!   `StaticRegexFullMatch`.
+//!
+//! Owns: these kernels and their signatures. Must not know the bytes of a
+//! checkpoint (that is `crate::checkpoint`) nor touch variables: a Saver
+//! graph reads variables into `SaveV2` and assigns `RestoreV2`'s outputs
+//! with the variable ops. Kernels keep nothing between steps but parsed
+//! attributes; files are opened on every run.
+
+pub mod filenames;
+pub mod save_restore;
