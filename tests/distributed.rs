@@ -698,3 +698,92 @@ fn a_fresh_cluster_restores_a_sharded_checkpoint_and_trains_on_as_the_first_woul
     session.close().unwrap();
     second.shutdown();
 }
+
+/// The `train_ps_momentum` golden case: variables on the ps task, the step
+/// placed by `replica_device_setter`, TensorFlow's loss for each batch.
+fn ps_training_case() -> GoldenCase {
+    GoldenCase::load(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs/train_ps_momentum"))
+        .unwrap()
+}
+
+fn ps_worker_cluster() -> (LocalCluster, String, String) {
+    let jobs = ringflow::server::local_cluster::parse_jobs("ps=1,worker=2").unwrap();
+    let cluster = LocalCluster::start_jobs(binary(), &jobs, &LocalClusterOptions::default()).unwrap();
+    let (w0, w1) = (cluster.target_of("worker", 0).unwrap(), cluster.target_of("worker", 1).unwrap());
+    (cluster, w0, w1)
+}
+
+fn train_step(session: &dyn Session, step: &ringflow::cli::verify::LoadedStep) -> Tensor {
+    let names: Vec<String> = step.fetches.iter().map(|(n, _)| n.clone()).collect();
+    let (out, _) = session.run(&RunOptions::default(), step.feeds.clone(), &names, &step.targets).unwrap();
+    out.into_iter().next().unwrap()
+}
+
+#[test]
+fn worker_clients_taking_turns_train_the_ps_variables_as_one_tensorflow_session_does() {
+    // Between-graph replication: each worker's client has its own master
+    // and its own copy of the graph; the variables live once, on the ps
+    // task. Taking turns, the two clients make TensorFlow's one-session
+    // sequence of updates, so every loss and the final variables match it.
+    let case = ps_training_case();
+    let (_cluster, w0, w1) = ps_worker_cluster();
+    let clients = [shared_session_on(&w0, case.graph.clone()), shared_session_on(&w1, case.graph.clone())];
+    for (i, step) in case.steps.iter().enumerate() {
+        let client = &clients[i % 2];
+        let names: Vec<String> = step.fetches.iter().map(|(n, _)| n.clone()).collect();
+        let (out, _) = client.run(&RunOptions::default(), step.feeds.clone(), &names, &step.targets).unwrap();
+        for ((name, want), got) in step.fetches.iter().zip(&out) {
+            got.all_close(want, 1e-5, 1e-6).unwrap_or_else(|why| panic!("step {i} (client {}), {name}: {why}", i % 2));
+        }
+    }
+    for c in clients {
+        c.close().unwrap();
+    }
+}
+
+#[test]
+fn worker_clients_training_at_once_share_one_model_that_learns() {
+    // Both clients step concurrently on the shared variables (updates
+    // interleave as the ps task receives them); the model both see learns.
+    let case = ps_training_case();
+    let (_cluster, w0, w1) = ps_worker_cluster();
+    let a = shared_session_on(&w0, case.graph.clone());
+    a.run(&RunOptions::default(), vec![], &[], &case.steps[0].targets).unwrap();
+    let batches: Vec<_> = case.steps.iter().filter(|s| !s.feeds.is_empty()).collect();
+    let first = train_step(a.as_ref(), batches[0]).scalar_value::<f32>().unwrap();
+    let graph = case.graph.clone();
+    let steps_each = 150;
+    std::thread::scope(|scope| {
+        for (k, target) in [&w0, &w1].into_iter().enumerate() {
+            let graph = graph.clone();
+            let batches = &batches;
+            scope.spawn(move || {
+                let client = shared_session_on(target, graph);
+                for s in 0..steps_each {
+                    let loss = train_step(client.as_ref(), batches[(s + k) % batches.len()]);
+                    assert!(loss.scalar_value::<f32>().unwrap().is_finite(), "client {k} step {s}");
+                }
+                client.close().unwrap();
+            });
+        }
+    });
+    let after = train_step(a.as_ref(), batches[0]).scalar_value::<f32>().unwrap();
+    assert!(after < 0.8 * first, "the shared model did not learn: loss {first} -> {after}");
+    a.close().unwrap();
+}
+
+#[test]
+fn an_isolated_session_on_a_ps_cluster_trains_its_own_variables() {
+    let case = ps_training_case();
+    let (_cluster, w0, w1) = ps_worker_cluster();
+    let shared = shared_session_on(&w0, case.graph.clone());
+    shared.run(&RunOptions::default(), vec![], &[], &case.steps[0].targets).unwrap();
+    let isolated = session_on(&w1, case.graph.clone());
+    // Its own variables are not initialized, whatever the shared ones are.
+    let batch = case.steps.iter().find(|s| !s.feeds.is_empty()).unwrap();
+    let names: Vec<String> = batch.fetches.iter().map(|(n, _)| n.clone()).collect();
+    let err = isolated.run(&RunOptions::default(), batch.feeds.clone(), &names, &batch.targets).unwrap_err();
+    assert_eq!(err.code, Code::FailedPrecondition, "{err}");
+    shared.close().unwrap();
+    isolated.close().unwrap();
+}

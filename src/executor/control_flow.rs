@@ -583,7 +583,7 @@ impl CfExecution {
                 }
             }
             Ok(_) => {}
-            Err(e) => self.outcome.fail(e),
+            Err(e) => self.outcome.fail(e, &self.step),
         }
         state.retire(plan, cf, t, ready);
         if self.outcome.failed() {
@@ -755,7 +755,7 @@ impl CfExecution {
                 }
             }
             Ok(_) => {}
-            Err(e) => self.outcome.fail(e),
+            Err(e) => self.outcome.fail(e, &self.step),
         }
         state.retire(plan, cf, t, ready);
         // Nodes made ready after a failure are dropped: nothing runs on.

@@ -27,13 +27,25 @@ impl Outcome {
         self.failed.load(Ordering::Acquire)
     }
 
-    /// Records a failure; the first one is the step's error.
-    pub fn fail(&self, status: Status) {
-        let mut first = self.status.lock();
-        if first.is_none() {
-            *first = Some(status);
-        }
+    /// Records a failure; the first one is the step's error, and aborts
+    /// the step's rendezvous at once: a `_Recv` of this partition waiting
+    /// for a peer that waits for this partition's sends would otherwise
+    /// keep the step from ending (TensorFlow's executor aborts the same way).
+    pub fn fail(&self, status: Status, step: &StepContext) {
+        let first = {
+            let mut recorded = self.status.lock();
+            let first = recorded.is_none() && !self.failed.load(Ordering::Acquire);
+            if recorded.is_none() {
+                *recorded = Some(status.clone());
+            }
+            first
+        };
         self.failed.store(true, Ordering::Release);
+        if first {
+            // Outside the lock: aborting runs waiting receivers' callbacks,
+            // which may fail here again.
+            step.rendezvous.abort(status);
+        }
     }
 
     /// Calls the completion callback (once) with the step's result: its

@@ -504,7 +504,7 @@ impl Execution {
         let made_cheap = match outputs {
             Ok(outputs) => self.propagate(id, outputs, stack, &mut expensive),
             Err(e) => {
-                self.outcome.fail(e);
+                self.outcome.fail(e, &self.step);
                 0
             }
         };
@@ -533,7 +533,8 @@ impl Execution {
         let outputs = outputs.as_mut_slice();
         if let Some(missing) = outputs.iter().position(Option::is_none) {
             let node = &plan.nodes[id as usize];
-            self.outcome.fail(Status::internal(format!("{}: output {missing} was not set", node.describe())));
+            self.outcome
+                .fail(Status::internal(format!("{}: output {missing} was not set", node.describe())), &self.step);
             return 0;
         }
         let frame = self.frame();

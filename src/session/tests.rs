@@ -102,6 +102,30 @@ fn failing_kernel_aborts_a_blocked_recv_in_another_partition() {
 }
 
 #[test]
+fn a_failing_partition_aborts_its_own_wait_for_a_peer_that_waits_for_it() {
+    // CPU:0 fails, then would receive `y` from CPU:1, which waits for
+    // CPU:0's failed value: neither part can finish unless the failure
+    // aborts the step's rendezvous at once.
+    let g = GraphSpec {
+        nodes: vec![
+            f32_const("x", 1.0).on("/device:CPU:0"),
+            NodeSpec::new("fail", "_TestFail").attr("delay_ms", AttrValue::Int(20)).on("/device:CPU:0"),
+            identity("y", "fail").on("/device:CPU:1"),
+            NodeSpec::new("z", "AddV2")
+                .input("y", 0)
+                .input("x", 0)
+                .attr("T", AttrValue::Type(crate::graph::DataType::Tensor(crate::tensor::DType::F32)))
+                .on("/device:CPU:0"),
+        ],
+    };
+    let s = session_with(g, 2, 1);
+    let options = RunOptions { timeout: Some(std::time::Duration::from_secs(20)), ..RunOptions::default() };
+    let err = s.run(&options, vec![], &strings(&["z"]), &[]).unwrap_err();
+    assert_eq!(err.code, Code::InvalidArgument, "{err}");
+    assert!(err.message.contains("the test kernel failed on purpose"), "{err}");
+}
+
+#[test]
 fn timeout_is_deadline_exceeded_and_the_session_stays_usable() {
     let g = GraphSpec {
         nodes: vec![NodeSpec::new("slow", "_TestSleep").attr("ms", AttrValue::Int(400)), f32_const("c", 3.0)],
