@@ -73,6 +73,18 @@ def make_callable(target):
             check("callable", got, np.arange(n + 2, dtype=np.float32) + 1, 0, 0)
 
 
+def callable_from_options(target):
+    """TensorFlow's own callable calls: MakeCallable, RunCallable, ReleaseCallable."""
+    from tensorflow.core.protobuf import config_pb2
+    graph, x, y = add_graph()
+    with tf1.Session(target, graph=graph, config=isolated()) as sess:
+        run = sess._make_callable_from_options(config_pb2.CallableOptions(feed=[x.name], fetch=[y.name]))
+        for n in range(3):
+            got = run(np.arange(n + 2, dtype=np.float32))[0]
+            check("callable", got, np.arange(n + 2, dtype=np.float32) + 1, 0, 0)
+        del run
+
+
 def partial_run(target):
     graph = tf.Graph()
     with graph.as_default():
@@ -162,6 +174,7 @@ def main():
     checks = [(os.path.basename(os.path.normpath(c)), lambda c=c: golden_case(args.target, c)) for c in args.cases]
     checks += [
         ("api:make_callable", lambda: make_callable(args.target)),
+        ("api:callable_from_options", lambda: callable_from_options(args.target)),
         ("api:partial_run", lambda: partial_run(args.target)),
         ("api:list_devices", lambda: list_devices(args.target, args.expect_devices)),
         ("api:session_reset", lambda: session_reset(args.target)),
