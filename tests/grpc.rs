@@ -321,6 +321,26 @@ fn two_clients_at_once() {
     }
 }
 
+/// Calls that overlap on one connection (one session, two threads) run
+/// off the connection's thread and all complete.
+#[test]
+fn overlapping_calls_on_one_connection() {
+    let session = grpc_session(ringflow::graph::builder::trivial_add_graph());
+    std::thread::scope(|scope| {
+        for client in 0..2 {
+            let session = &session;
+            scope.spawn(move || {
+                for i in 0..200 {
+                    let x = (client * 1000 + i) as f32;
+                    let y = session.run_simple(&[("x:0", Tensor::scalar(x))], &["y:0"], &[]).unwrap();
+                    assert_eq!(y[0].scalar_value::<f32>().unwrap(), x + 1.0);
+                }
+            });
+        }
+    });
+    session.close().unwrap();
+}
+
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Reads what the server sends until it closes; panics if it does not

@@ -4,8 +4,9 @@
 //! Rust and from `ringflow run` / `ringflow devices`.
 //!
 //! Owns: [`GrpcSession`], [`GrpcChannel`] (one HTTP/2 connection on a
-//! one-thread tokio runtime, calls made from any thread) and the client
-//! side of the status mapping. Must not know how a master runs a step.
+//! current-thread tokio runtime that the calling thread drives while it
+//! waits, so an answer wakes the caller itself and no runtime thread) and
+//! the client side of the status mapping. Must not know how a master runs a step.
 
 use super::proto;
 use super::tensor_proto::{tensor_from_proto, tensor_to_proto};
@@ -37,9 +38,7 @@ pub struct GrpcChannel {
 
 impl GrpcChannel {
     pub fn connect(address: &str) -> Result<GrpcChannel> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("rf-grpc-client")
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
@@ -119,20 +118,6 @@ impl GrpcChannel {
                 .await
                 .map_err(|_| Status::deadline_exceeded(format!("{what}: no answer within {timeout:?}")))?
         })
-    }
-}
-
-impl Drop for GrpcChannel {
-    fn drop(&mut self) {
-        // A spawned connection task must not hold the dropping thread.
-        let runtime = std::mem::replace(
-            &mut self.runtime,
-            match tokio::runtime::Builder::new_current_thread().build() {
-                Ok(r) => r,
-                Err(_) => return,
-            },
-        );
-        runtime.shutdown_background();
     }
 }
 

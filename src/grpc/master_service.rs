@@ -1,15 +1,20 @@
 //! TensorFlow's MasterService over gRPC, server end: the HTTP/2
 //! connections that `net::Server` hands over (they opened with HTTP/2's
-//! preface) are served on a small tokio runtime of their own; each call's
-//! TensorFlow protobuf is decoded and the step takes the same path as a
-//! native one, through the [`Master`] and its `MasterSession`s.
+//! preface) are served one thread each, on a current-thread tokio runtime;
+//! each call's TensorFlow protobuf is decoded and the step takes the same
+//! path as a native one, through the [`Master`] and its `MasterSession`s.
 //!
-//! Owns: the gRPC runtime, per-connection HTTP/2 serving, one handler per
-//! MasterService method (`/tensorflow.MasterService/NAME`), and the
+//! Owns: the connection threads, per-connection HTTP/2 serving, one handler
+//! per MasterService method (`/tensorflow.MasterService/NAME`), and the
 //! RunOptions TensorFlow's client attached to each callable. Must not run
-//! steps itself or touch the native transport: a step blocks only the
-//! thread serving its call (`block_in_place` hands that thread's other work
-//! to another), and everything it does goes through the master.
+//! steps itself or touch the native transport: everything a call does goes
+//! through the master.
+//!
+//! A call alone on its connection runs on the connection's thread, so its
+//! answer is written by the thread that computed it, without waking
+//! anyone; a call that overlaps others on the connection, and a partial
+//! run's step (which waits for feeds that later calls bring), run on the
+//! runtime's blocking threads instead.
 
 use super::proto::{self, NO_TRACE};
 use super::tensor_proto::{tensor_from_proto, tensor_to_proto};
@@ -25,7 +30,7 @@ use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// gRPC connections served at once; more are closed at once.
@@ -40,7 +45,9 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 struct FrontEnd {
     master: Arc<Master>,
-    connections: AtomicUsize,
+    /// Live connections' sockets, to shut them when the server stops.
+    connections: Mutex<HashMap<u64, std::net::TcpStream>>,
+    next_connection: AtomicU64,
     /// The RunOptions each callable was made with, by (session, handle):
     /// TensorFlow's RunCallable carries none of its own.
     callable_options: Mutex<HashMap<(String, i64), RunOptions>>,
@@ -48,64 +55,77 @@ struct FrontEnd {
 
 /// The gRPC front end of one server's master.
 pub struct GrpcMasterService {
-    runtime: Option<tokio::runtime::Runtime>,
     front: Arc<FrontEnd>,
 }
 
 impl GrpcMasterService {
-    /// Starts the runtime (two threads; a step's thread is replaced while
-    /// the step blocks it).
-    pub fn start(master: Arc<Master>) -> Result<GrpcMasterService> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("rf-grpc")
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| Status::internal(format!("starting the gRPC runtime: {e}")))?;
-        let front = Arc::new(FrontEnd {
-            master,
-            connections: AtomicUsize::new(0),
-            callable_options: Mutex::new(HashMap::new()),
-        });
-        Ok(GrpcMasterService { runtime: Some(runtime), front })
+    pub fn new(master: Arc<Master>) -> GrpcMasterService {
+        GrpcMasterService {
+            front: Arc::new(FrontEnd {
+                master,
+                connections: Mutex::new(HashMap::new()),
+                next_connection: AtomicU64::new(1),
+                callable_options: Mutex::new(HashMap::new()),
+            }),
+        }
     }
 }
 
 impl Drop for GrpcMasterService {
     fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            // Steps in flight end at their own deadlines; nobody waits for them.
-            runtime.shutdown_background();
+        // Each connection's thread sees its socket end and returns; steps
+        // in flight end at their own deadlines.
+        for stream in self.front.connections.lock().values() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
         }
     }
 }
 
 impl Http2Handoff for GrpcMasterService {
     fn take_over(&self, stream: std::net::TcpStream, peer: &str) {
-        let Some(runtime) = &self.runtime else {
-            return;
-        };
-        if self.front.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            self.front.connections.fetch_sub(1, Ordering::AcqRel);
-            tracing::warn!("refusing gRPC connection from {peer}: {MAX_CONNECTIONS} open");
-            return;
+        let id = self.front.next_connection.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut connections = self.front.connections.lock();
+            if connections.len() >= MAX_CONNECTIONS {
+                tracing::warn!("refusing gRPC connection from {peer}: {MAX_CONNECTIONS} open");
+                return;
+            }
+            match stream.try_clone() {
+                Ok(clone) => connections.insert(id, clone),
+                Err(e) => {
+                    tracing::warn!("gRPC connection from {peer}: {e}");
+                    return;
+                }
+            };
         }
         let front = self.front.clone();
         let peer = peer.to_string();
-        let _entered = runtime.enter();
-        let stream = stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream));
-        match stream {
-            Ok(stream) => {
-                runtime.spawn(async move {
-                    serve_connection(&front, stream, &peer).await;
-                    front.connections.fetch_sub(1, Ordering::AcqRel);
-                });
+        let spawned = std::thread::Builder::new().name(format!("rf-grpc-{id}")).spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .max_blocking_threads(MAX_STREAMS_PER_CONNECTION as usize)
+                .build();
+            match runtime {
+                Ok(runtime) => {
+                    runtime.block_on(async {
+                        let stream =
+                            stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream));
+                        match stream {
+                            Ok(stream) => serve_connection(&front, stream, &peer).await,
+                            Err(e) => tracing::warn!("gRPC connection from {peer}: {e}"),
+                        }
+                    });
+                    // Blocking calls still running end at their deadlines.
+                    runtime.shutdown_background();
+                }
+                Err(e) => tracing::warn!("gRPC connection from {peer}: starting its runtime: {e}"),
             }
-            Err(e) => {
-                self.front.connections.fetch_sub(1, Ordering::AcqRel);
-                tracing::warn!("gRPC connection from {peer}: {e}");
-            }
+            front.connections.lock().remove(&id);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("gRPC connection: spawning its thread: {e}");
+            self.front.connections.lock().remove(&id);
         }
     }
 }
@@ -130,11 +150,17 @@ async fn serve_connection(front: &Arc<FrontEnd>, stream: tokio::net::TcpStream, 
             return;
         }
     };
+    let in_flight = Arc::new(AtomicUsize::new(0));
     while let Some(next) = connection.accept().await {
         match next {
             Ok((request, respond)) => {
                 let front = front.clone();
-                tokio::spawn(async move { serve_call(&front, request, respond).await });
+                let in_flight = in_flight.clone();
+                in_flight.fetch_add(1, Ordering::AcqRel);
+                tokio::spawn(async move {
+                    serve_call(&front, request, respond, &in_flight).await;
+                    in_flight.fetch_sub(1, Ordering::AcqRel);
+                });
             }
             Err(e) => {
                 tracing::debug!("gRPC connection from {peer}: {e}");
@@ -155,6 +181,7 @@ async fn serve_call(
     front: &Arc<FrontEnd>,
     request: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
+    in_flight: &AtomicUsize,
 ) {
     let (parts, mut body) = request.into_parts();
     if parts.method != http::Method::POST {
@@ -178,15 +205,15 @@ async fn serve_call(
                 Err(_) => Err(Status::deadline_exceeded(format!("{what}: its body did not arrive in time"))),
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(message)) => {
-                    // The call's work blocks this thread (a step, session
-                    // creation's worker calls); the runtime's other tasks
-                    // move to another thread meanwhile.
-                    tokio::task::block_in_place(|| {
-                        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            dispatch(front, method, message, call_timeout)
-                        }));
-                        handled.unwrap_or_else(|_| Err(Status::internal(format!("{method} handler panicked"))))
-                    })
+                    let waits_for_later_calls = method == "RunStep" && is_partial_run_step(&message);
+                    if waits_for_later_calls || in_flight.load(Ordering::Acquire) > 1 {
+                        let (front, method) = (front.clone(), method.to_string());
+                        tokio::task::spawn_blocking(move || guarded_dispatch(&front, &method, message, call_timeout))
+                            .await
+                            .unwrap_or_else(|e| Err(Status::internal(format!("{path}: {e}"))))
+                    } else {
+                        guarded_dispatch(front, method, message, call_timeout)
+                    }
                 }
             }
         }
@@ -211,6 +238,23 @@ async fn serve_call(
             let _ = respond.send_response(response, true);
         }
     }
+}
+
+/// Whether a RunStep request names a partial run (field 6, read without
+/// decoding the feeds).
+fn is_partial_run_step(message: &Bytes) -> bool {
+    #[derive(prost::Message)]
+    struct PartialRunHandleOnly {
+        #[prost(string, tag = "6")]
+        partial_run_handle: String,
+    }
+    <PartialRunHandleOnly as prost::Message>::decode(message.clone()).is_ok_and(|m| !m.partial_run_handle.is_empty())
+}
+
+/// [`dispatch`], with a panicking handler answered as Internal.
+fn guarded_dispatch(front: &FrontEnd, method: &str, message: Bytes, call_timeout: Option<Duration>) -> Result<Bytes> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(front, method, message, call_timeout)))
+        .unwrap_or_else(|_| Err(Status::internal(format!("{method} handler panicked"))))
 }
 
 /// Runs one decoded call; the answer is the encoded, prefixed response.
