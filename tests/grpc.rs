@@ -252,6 +252,20 @@ fn golden_cases_by_callable_and_partial_run_over_grpc() {
     }
 }
 
+/// A tensor larger than HTTP/2's windows and frames crosses both ways.
+#[test]
+fn large_tensors_cross_in_many_frames() {
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    b.unary("y", "Identity", &x, DType::F32);
+    let session = grpc_session(b.finish());
+    let values: Vec<f32> = (0..6 << 20).map(|i| i as f32).collect();
+    let fed = Tensor::from_slice([values.len()], &values).unwrap();
+    let y = session.run_simple(&[("x:0", fed.clone())], &["y:0"], &[]).unwrap();
+    assert!(y[0].bit_eq(&fed), "24 MiB came back changed");
+    session.close().unwrap();
+}
+
 #[test]
 fn errors_carry_tensorflows_codes() {
     let mut b = GraphBuilder::new();
