@@ -94,6 +94,12 @@ golden_remote!(
     while_v1,
     while_v2,
     fanout_two_tasks,
+    while_two_tasks,
+    while_v2_two_tasks,
+    while_nested_two_tasks,
+    while_v2_nested_two_tasks,
+    cond_two_tasks,
+    cond_v2_two_tasks,
     mlp2_frozen,
     mlp3_two_tasks,
     ref_variable,
@@ -123,20 +129,10 @@ fn verify_command_runs_every_case_on_a_local_cluster() {
         "{stdout}"
     );
     for case in cases.iter().filter_map(|c| c.file_name()).map(|n| n.to_string_lossy().into_owned()) {
-        if !NOT_YET_SUPPORTED.contains(&case.as_str()) {
-            assert!(stdout.contains(&format!("PASS {case}\n")), "{case} should pass:\n{stdout}");
-        }
+        assert!(stdout.contains(&format!("PASS {case}\n")), "{case} should pass:\n{stdout}");
     }
-    assert_eq!(out.status.success(), NOT_YET_SUPPORTED.is_empty(), "{stdout}");
+    assert!(out.status.success(), "{stdout}");
 }
-
-/// Golden cases that need what this runtime does not have yet (each fails
-/// with an error naming the missing op or feature).
-const NOT_YET_SUPPORTED: &[&str] = &[
-    // Loops whose body spans tasks.
-    "while_two_tasks",
-    "while_v2_two_tasks",
-];
 
 #[test]
 fn verify_command_explains_a_pinned_case_without_a_cluster() {

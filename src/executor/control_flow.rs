@@ -37,6 +37,7 @@ use super::barrier::StepDone;
 use super::frames::{ControlFlowPlan, NO_FRAME};
 use super::outcome::Outcome;
 use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan};
+use super::rendezvous::{RendezvousKey, frame_tag};
 use super::run::{Executor, compute_kernel, thread_number};
 use super::step::{Args, NodeStats, StepContext, arg_key};
 use crate::error::{Result, Status};
@@ -106,6 +107,9 @@ struct State {
 struct FrameState {
     static_id: u32,
     parent: Option<(u32, u64)>,
+    /// Names this instance in rendezvous keys, alike in every partition
+    /// (0 for the root frame).
+    tag: u64,
     /// Iterations `first_iter ..= iteration_count`, oldest first.
     iterations: VecDeque<IterState>,
     first_iter: u64,
@@ -183,9 +187,14 @@ impl State {
     }
 
     fn new_frame(&mut self, cf: &ControlFlowPlan, static_id: u32, parent: Option<(u32, u64)>) -> u32 {
+        let tag = match parent {
+            None => 0,
+            Some((p, iter)) => frame_tag(self.frame(p).tag, iter, &cf.frames[static_id as usize].name),
+        };
         let state = FrameState {
             static_id,
             parent,
+            tag,
             iterations: VecDeque::from([IterState::new(cf, static_id)]),
             first_iter: 0,
             iteration_count: 0,
@@ -543,15 +552,17 @@ impl CfExecution {
             return Some(Ok(SmallVec::new()));
         }
         if t.dead {
-            return Some(match node.kind {
+            return Some(match &node.kind {
                 NodeKind::Retval(index) => Err(Status::invalid_argument(format!(
                     "{}: fetch #{index} is dead: it was computed on a branch that was not taken",
                     node.describe()
                 ))),
-                NodeKind::Send(_) => Err(Status::unimplemented(format!(
-                    "{}: a dead value (from an untaken branch) cannot cross devices yet",
-                    node.describe()
-                ))),
+                // The receiver learns the deadness: its partition may
+                // hold the rest of the branch or of the iteration.
+                NodeKind::Send(key) => {
+                    let key = self.key_in_frame(key, t);
+                    self.step.rendezvous.send(&key, Value::Dead).map(|()| SmallVec::new())
+                }
                 _ => Ok(smallvec![None; n]),
             });
         }
@@ -583,10 +594,11 @@ impl CfExecution {
                 .map(|()| SmallVec::new()),
             NodeKind::Send(key) => take(inputs, 0, node)
                 .and_then(Value::into_tensor)
-                .and_then(|v| self.step.rendezvous.send(key, Value::Tensor(v)))
+                .and_then(|v| self.step.rendezvous.send(&self.key_in_frame(key, t), Value::Tensor(v)))
                 .map(|()| SmallVec::new()),
             NodeKind::Recv(key) => {
-                self.wait_for(t, key);
+                let key = self.key_in_frame(key, t);
+                self.wait_for(t, &key);
                 return None;
             }
             // Pass-throughs hand their input slots on as their outputs.
@@ -666,9 +678,16 @@ impl CfExecution {
         });
     }
 
-    /// A `_Recv` or a partial run's `_Arg` (root frame only): finishes
-    /// when its value arrives, on a pool thread.
-    fn wait_for(self: &Arc<Self>, t: Tagged, key: &super::rendezvous::RendezvousKey) {
+    /// `key` for the frame instance and iteration `t` runs in: a transfer
+    /// inside a loop happens once per iteration, each under its own key.
+    fn key_in_frame(&self, key: &RendezvousKey, t: Tagged) -> RendezvousKey {
+        let tag = self.state.lock().frame(t.frame).tag;
+        if tag == 0 { key.clone() } else { key.in_frame(tag, t.iter) }
+    }
+
+    /// A `_Recv` or a partial run's `_Arg`: finishes when its value arrives,
+    /// on a pool thread. A dead value makes the node dead.
+    fn wait_for(self: &Arc<Self>, t: Tagged, key: &RendezvousKey) {
         let exec = self.clone();
         let start_us = self.step.collects_stats().then(|| self.step.stats_clock_us());
         self.step.rendezvous.recv_async(
@@ -680,7 +699,16 @@ impl CfExecution {
                         exec.record(t, start_us);
                     }
                     let node = &exec.plan().nodes[t.id as usize];
-                    let outputs = result.map(|v| smallvec![Some(v)]).map_err(|e| e.context(node.describe()));
+                    let mut t = t;
+                    let outputs = result
+                        .map(|v| match v {
+                            Value::Dead => {
+                                t.dead = true;
+                                smallvec![None]
+                            }
+                            v => smallvec![Some(v)],
+                        })
+                        .map_err(|e| e.context(node.describe()));
                     let mut ready = Vec::new();
                     exec.complete(t, outputs, &mut ready);
                     exec.drain(&mut ready);

@@ -159,9 +159,9 @@ impl ControlFlowPlan {
                 if is_next(src as usize) && node_frame[src as usize] == 0 && node_frame[id] != 0 {
                     // Its body value came from another device: the loop was
                     // split by partitioning.
-                    return Err(Status::unimplemented(format!(
-                        "{}: loop frame '{}' spans devices or tasks (its NextIteration '{}' is fed from another \
-                         device); loops whose body spans devices or tasks are not supported yet",
+                    return Err(Status::internal(format!(
+                        "{}: loop frame '{}' lost its NextIteration '{}' to the root frame: the partitioner \
+                         should have given its partition a control loop for the frame",
                         nodes[id].describe(),
                         frame_label(&frames, node_frame[id]),
                         nodes[src as usize].name
@@ -187,15 +187,9 @@ impl ControlFlowPlan {
                 frames[node_frame[id] as usize].exits.push(id as u32);
             }
             let in_loop = node_frame[id] != 0;
-            if in_loop
-                && matches!(
-                    nodes[id].kind,
-                    NodeKind::Send(_) | NodeKind::Recv(_) | NodeKind::Arg(_) | NodeKind::Retval(_)
-                )
-            {
-                return Err(Status::unimplemented(format!(
-                    "{}: runs inside loop frame '{}'; loops whose body spans devices or tasks, and feeds or \
-                     fetches inside a loop, are not supported yet",
+            if in_loop && matches!(nodes[id].kind, NodeKind::Arg(_) | NodeKind::Retval(_)) {
+                return Err(Status::invalid_argument(format!(
+                    "{}: a feed or fetch inside loop frame '{}' (a loop's values leave it through an Exit)",
                     nodes[id].describe(),
                     frame_label(&frames, node_frame[id])
                 )));

@@ -290,7 +290,13 @@ impl Plan {
             skipped[id] = control.is_empty();
             out_edges[id] = control;
         }
-        let has_control_flow = nodes.iter().any(|n| n.kind.is_control_flow());
+        // A `_Recv` marked `_dead_ok` may hand on a dead value (its sender
+        // is in a branch or a loop): only the control-flow executor can.
+        let has_control_flow = nodes.iter().any(|n| n.kind.is_control_flow())
+            || order.iter().any(|&id| {
+                let spec = &graph.node(id).spec;
+                spec.op == "_Recv" && spec.attr_bool_or(crate::graph::partition::DEAD_OK_ATTR, false).unwrap_or(false)
+            });
         let control_flow = if has_control_flow {
             Some(ControlFlowPlan::build(&nodes, &hot, &out_edges, &initial_pending, &enters, slot_deref.len())?)
         } else {

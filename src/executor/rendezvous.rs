@@ -69,6 +69,14 @@ fn split_key(text: &str) -> Option<ParsedKey<'_>> {
     })
 }
 
+/// The tag of a loop frame instance in rendezvous keys: the same in every
+/// partition that runs the instance, since each names it by its parent's
+/// tag, the parent's iteration and the frame's name (the root frame is 0).
+pub fn frame_tag(parent_tag: u64, parent_iter: u64, frame_name: &str) -> u64 {
+    let tag = hash_str(&format!("{parent_tag:x}:{parent_iter};{frame_name}"));
+    tag.max(1)
+}
+
 fn malformed(text: &str) -> Status {
     Status::invalid_argument(format!("malformed rendezvous key '{text}'"))
 }
@@ -89,6 +97,15 @@ impl RendezvousKey {
 
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// This key for iteration `iter` of the loop frame instance `frame_tag`
+    /// (see [`frame_tag`]): its `frame:iter` part replaced. A loop whose body
+    /// spans partitions sends once per iteration under these keys.
+    pub fn in_frame(&self, frame_tag: u64, iter: u64) -> RendezvousKey {
+        let cut = self.text.rfind(';').map_or(0, |c| c + 1);
+        let text = format!("{}{frame_tag:x}:{iter}", &self.text[..cut]);
+        RendezvousKey { hash: hash_str(&text), text: Arc::from(text), dst_device: self.dst_device }
     }
 
     /// The destination device of a parsed key; `None` for a raw one.
@@ -278,6 +295,24 @@ mod tests {
         }
         // Equal text, equal key, however it was made.
         assert!(RendezvousKey::parse(k.as_str()).unwrap() == k);
+    }
+
+    #[test]
+    fn frame_keys_differ_by_instance_and_iteration_only() {
+        let k = key("edge_1_x_0");
+        let outer = frame_tag(0, 0, "while/while_context");
+        assert_ne!(outer, 0);
+        assert_eq!(outer, frame_tag(0, 0, "while/while_context"), "the same instance everywhere");
+        let inner_a = frame_tag(outer, 1, "inner");
+        let inner_b = frame_tag(outer, 2, "inner");
+        assert_ne!(inner_a, inner_b);
+        let k3 = k.in_frame(inner_a, 3);
+        let p = k3.parts().unwrap();
+        assert_eq!(p.frame_iter, format!("{inner_a:x}:3"));
+        assert_eq!((p.tensor_name, p.src_incarnation), ("edge_1_x_0", 255));
+        assert_eq!(k3.dst_device(), k.dst_device());
+        assert!(k3 == RendezvousKey::parse(k3.as_str()).unwrap());
+        assert!(k3 != k.in_frame(inner_a, 4) && k3 != k.in_frame(inner_b, 3));
     }
 
     #[test]

@@ -478,7 +478,15 @@ impl Execution {
     fn complete_wait(self: &Arc<Self>, id: u32, result: Result<Value>) {
         let node = &self.plan().nodes[id as usize];
         let mut stack: SmallVec<[u32; 16]> = SmallVec::new();
-        let outputs = result.map(Outputs::one).map_err(|e| e.context(node.describe()));
+        let outputs = match result {
+            // The partitioner gives a partition that may receive one the
+            // control-flow executor (a `_Recv` marked `_dead_ok`).
+            Ok(Value::Dead) => Err(Status::internal(format!(
+                "{}: received a dead value in a partition without control flow",
+                node.describe()
+            ))),
+            result => result.map(Outputs::one).map_err(|e| e.context(node.describe())),
+        };
         self.complete(id, outputs, &mut stack);
         self.drain(&mut stack);
     }

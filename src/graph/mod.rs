@@ -7,6 +7,7 @@
 //! run. Must not run anything: no threads, no kernel computation, no sockets.
 
 pub mod builder;
+pub mod control_loop;
 pub mod function;
 pub mod import;
 pub mod partition;

@@ -13,6 +13,7 @@
 //! instead of taking a second hop through the fed node's task. The fed node
 //! itself is never run, so where its value is handed in changes no result.
 
+use super::control_loop::{ROOT, add_control_loops, colocate_next_iterations, has_control_flow};
 use super::spec::{AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, TensorValue};
 use super::validate::{Graph, NodeId, Resolved, output_type, resolve_nodes};
 use crate::cluster::DeviceName;
@@ -45,27 +46,61 @@ fn key_attrs(node: NodeSpec, send_device: &str, incarnation: u64, recv_device: &
         .attr("recv_device", AttrValue::Bytes(recv_device.as_bytes().to_vec()))
 }
 
+/// The attr the partitioner sets on a `_Recv` whose value may arrive dead
+/// (the graph has control flow): its partition then runs in the
+/// control-flow executor, which knows what to do with one.
+pub const DEAD_OK_ATTR: &str = "_dead_ok";
+
+/// Each node's location, checking that it is placed.
+fn locate(graph: &Graph, opts: &PartitionOptions<'_>) -> Result<Vec<String>> {
+    graph
+        .nodes()
+        .iter()
+        .map(|node| {
+            let name = DeviceName::parse(&node.spec.device)?;
+            if !name.is_full() {
+                return Err(Status::internal(format!(
+                    "node '{}' is not placed (device '{}')",
+                    node.spec.name, node.spec.device
+                )));
+            }
+            Ok((opts.location_of)(&name))
+        })
+        .collect()
+}
+
 /// Splits `placed` (every node's `device` a full name) by location.
 pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTreeMap<String, GraphSpec>> {
-    let graph = Graph::build(placed.clone())?;
+    let mut placed = placed.clone();
+    colocate_next_iterations(&mut placed, &|device| Ok((opts.location_of)(&DeviceName::parse(device)?)))?;
+    let graph = Graph::build(placed)?;
+    let mut taken: HashSet<String> = graph.nodes().iter().map(|n| n.spec.name.clone()).collect();
+    let locations = locate(&graph, opts)?;
+    let (graph, frames, loops) = add_control_loops(graph, &locations, &mut taken)?;
+    let locations = locate(&graph, opts)?;
+    let device_names: Vec<String> = graph.nodes().iter().map(|n| n.spec.device.clone()).collect();
     let ids: Vec<NodeId> = (0..graph.len()).collect();
     let mut resolved: HashMap<NodeId, Resolved> = resolve_nodes(&graph, &ids)?;
-
-    let mut device_names = Vec::with_capacity(graph.len());
-    let mut locations = Vec::with_capacity(graph.len());
-    for node in graph.nodes() {
-        let name = DeviceName::parse(&node.spec.device)?;
-        if !name.is_full() {
-            return Err(Status::internal(format!(
-                "node '{}' is not placed (device '{}')",
-                node.spec.name, node.spec.device
-            )));
+    // A value crossing may be dead where the graph has control flow (or
+    // received one already, when a worker splits a task's partition).
+    let dead_ok = has_control_flow(&graph)
+        || graph.nodes().iter().any(|n| n.spec.attr_bool_or(DEAD_OK_ATTR, false).unwrap_or(false));
+    // Inside a loop frame a `_Recv` hangs on its location's control loop,
+    // which runs it once per iteration.
+    let anchor = |frame: usize, location: &str, recv: NodeSpec| -> Result<NodeSpec> {
+        let recv = if dead_ok { recv.attr(DEAD_OK_ATTR, AttrValue::Bool(true)) } else { recv };
+        if frame == ROOT {
+            return Ok(recv);
         }
-        locations.push((opts.location_of)(&name));
-        device_names.push(node.spec.device.clone());
-    }
+        let control_loop = loops.at(frame, location).ok_or_else(|| {
+            Status::internal(format!(
+                "'{}' receives inside loop frame '{}' at {location}, which has no control loop there",
+                recv.name, frames.names[frame]
+            ))
+        })?;
+        Ok(recv.control(control_loop.merge.clone()))
+    };
 
-    let mut taken: HashSet<String> = graph.nodes().iter().map(|n| n.spec.name.clone()).collect();
     let mut unique = |base: String| {
         let mut name = base.clone();
         let mut n = 1;
@@ -149,6 +184,7 @@ pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTre
                         &device_names[id],
                         &tensor_name,
                     );
+                    let recv = anchor(frames.out_frame[p], here, recv)?;
                     extra.push((locations[p].clone(), send));
                     extra.push((here.clone(), recv));
                     recvs.insert((p, port, here.clone()), recv_name.clone());
@@ -194,6 +230,7 @@ pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTre
                         &device_names[id],
                         &tensor_name,
                     );
+                    let recv = anchor(frames.out_frame[c], here, recv)?;
                     extra.push((locations[c].clone(), dummy));
                     extra.push((locations[c].clone(), send));
                     extra.push((here.clone(), recv));

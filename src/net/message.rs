@@ -715,6 +715,9 @@ pub struct TensorPush {
     pub step_id: u64,
     pub rendezvous_key: String,
     pub tensor: TensorRef,
+    /// No tensor: the sender's value was dead (an untaken branch, a loop's
+    /// last iteration); the receiver's `_Recv` outputs a dead value.
+    pub dead: bool,
 }
 impl OneWay for TensorPush {
     const METHOD: Method = Method::TensorPush;
@@ -926,7 +929,13 @@ mod tests {
         round_trip(&CleanupAllRequest { session_handle: String::new(), containers: strings });
         round_trip(&RecvTensorRequest { step_id: 5, rendezvous_key: "a;1;b;x:0;0:0".into() });
         round_trip(&RecvTensorResponse { tensor: t.clone() });
-        round_trip(&TensorPush { session_handle: "s".into(), step_id: 5, rendezvous_key: "k".into(), tensor: t });
+        round_trip(&TensorPush {
+            session_handle: "s".into(),
+            step_id: 5,
+            rendezvous_key: "k".into(),
+            tensor: t,
+            dead: false,
+        });
         round_trip(&AbortStep { session_handle: "s".into(), step_id: 5, code: 10, message: "aborted".into() });
         round_trip(&stats);
     }

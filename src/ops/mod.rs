@@ -48,6 +48,11 @@ pub enum Value {
     Ref(Arc<Variable>),
     /// A handle to a resource variable (`VarHandleOp` and its consumers).
     Resource(Arc<ResourceHandle>),
+    /// No value: what a `_Send` of a dead input (from an untaken branch,
+    /// or a loop's last iteration) hands its `_Recv`, so the receiving
+    /// partition sees the same deadness. Only rendezvous carry it; the
+    /// control-flow executor turns it back into a dead output.
+    Dead,
 }
 
 impl Value {
@@ -67,6 +72,7 @@ impl Value {
             Value::Resource(h) => {
                 Err(Status::invalid_argument(format!("resource handle to variable '{}' is not a tensor", h.name)))
             }
+            Value::Dead => Err(Status::internal("a dead value (from an untaken branch) used as a tensor")),
         }
     }
 }
@@ -77,6 +83,7 @@ impl fmt::Debug for Value {
             Value::Tensor(t) => write!(f, "{t:?}"),
             Value::Ref(v) => write!(f, "Ref({})", v.name()),
             Value::Resource(h) => write!(f, "Resource({}/{})", h.container, h.name),
+            Value::Dead => f.write_str("Dead"),
         }
     }
 }

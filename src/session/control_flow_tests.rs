@@ -178,3 +178,76 @@ fn string_tensors_ride_loops_and_conds() {
         assert_eq!(out[0].string_value().unwrap(), want);
     }
 }
+
+/// Pins the nodes named in `on_second` to the second CPU device.
+fn split_across_devices(mut graph: GraphSpec, on_second: &[&str]) -> GraphSpec {
+    for node in &mut graph.nodes {
+        if on_second.contains(&node.name.as_str()) {
+            node.device = "/device:CPU:1".to_string();
+        }
+    }
+    graph
+}
+
+fn two_device_session(graph: GraphSpec) -> Box<dyn Session> {
+    create_session(graph, &SessionOptions { cpu_devices: 2, ..SessionOptions::default() }).unwrap()
+}
+
+#[test]
+fn a_loop_whose_body_spans_devices_iterates_in_step_on_both() {
+    // The float accumulator's body on CPU:1, the counter and the loop's
+    // predicate on CPU:0: CPU:1's partition gets a control loop driven by
+    // the LoopCond it receives once per iteration.
+    for parallel in [1, 10] {
+        let graph = split_across_devices(counting_loop_graph(parallel), &["loop/body_s", "loop/add_s", "loop/one_f"]);
+        let s = two_device_session(graph);
+        for n in [5, 0, 1, 200, 3] {
+            assert_eq!(run_loop(s.as_ref(), n), (n, n as f32), "n = {n}, parallel_iterations = {parallel}");
+        }
+    }
+}
+
+#[test]
+fn nested_loops_split_across_devices_run_every_inner_iteration() {
+    // for o in 0..n { for i in 1..n { s += 1 } }: the outer loop carries s
+    // through the inner one, whose float add runs on CPU:1, so both frames
+    // span the devices.
+    let mut b = GraphBuilder::new();
+    let n = b.placeholder("n", DType::I32);
+    let o0 = b.constant("o0", &Tensor::scalar(0i32));
+    let s0 = b.constant("s0", &Tensor::scalar(0.0f32));
+    let (o_out, s_out) = b.counting_loop("outer", &n, &o0, &s0, 10);
+    // Inputs of the inner loop, in the outer frame.
+    let inner_n = b.add("outer/inner_n", "Identity", &["outer/enter_n"], vec![("T", ty(DType::I32))]);
+    let inner_i0 = b.add("outer/inner_i0", "Identity", &["outer/one_i"], vec![("T", ty(DType::I32))]);
+    let (_, inner_s) = b.counting_loop("inner", &inner_n, &inner_i0, "outer/body_s", 10);
+    b.add("o_out", "Identity", &[&o_out], vec![("T", ty(DType::I32))]);
+    b.add("s_out", "Identity", &[&s_out], vec![("T", ty(DType::F32))]);
+    let mut graph = b.finish();
+    for node in &mut graph.nodes {
+        if node.name == "outer/next_s" {
+            node.inputs[0] = crate::graph::Endpoint::new(inner_s.trim_end_matches(":0"), 0);
+        }
+    }
+    let s = two_device_session(split_across_devices(graph, &["inner/body_s", "inner/add_s", "inner/one_f"]));
+    for n in [0, 1, 3, 5] {
+        let out = s.run_simple(&[("n", Tensor::scalar(n))], &["o_out", "s_out"], &[]).unwrap();
+        assert_eq!(out[0].scalar_value::<i32>().unwrap(), n, "n = {n}");
+        assert_eq!(out[1].scalar_value::<f32>().unwrap(), (n * (n - 1).max(0)) as f32, "n = {n}");
+    }
+}
+
+#[test]
+fn a_dead_branch_crosses_devices_as_dead() {
+    // Both branches on CPU:1; the Switch and Merge on CPU:0: the untaken
+    // branch's value crosses back dead, and the Merge takes the live one.
+    let s = two_device_session(split_across_devices(cond_graph(), &["then", "else", "two", "ten"]));
+    for (x, pred, want) in [(3.0f32, true, 6.0f32), (3.0, false, 13.0), (-1.0, true, -2.0)] {
+        let out = s.run_simple(&[("x", Tensor::scalar(x)), ("pred", Tensor::scalar(pred))], &["merge"], &[]).unwrap();
+        assert_eq!(out[0].scalar_value::<f32>().unwrap(), want, "x = {x}, pred = {pred}");
+    }
+    // Fetching the untaken branch across devices is still an error naming it.
+    let err =
+        s.run_simple(&[("x", Tensor::scalar(1.0f32)), ("pred", Tensor::scalar(false))], &["then"], &[]).unwrap_err();
+    assert!(err.message.contains("dead"), "{err}");
+}

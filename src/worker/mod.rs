@@ -109,7 +109,7 @@ impl Worker {
         session_handle: &str,
         step_id: u64,
         key: &crate::executor::RendezvousKey,
-        tensor: crate::tensor::Tensor,
+        tensor: Option<crate::tensor::Tensor>,
     ) -> Result<()> {
         let session = self.session(session_handle)?;
         session.graph_mgr.rendezvous.find_or_create(step_id).deliver(key, tensor)

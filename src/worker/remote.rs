@@ -359,12 +359,13 @@ impl SessionPeers {
     }
 }
 
-fn tensor_push(session_handle: &str, step_id: u64, key: &RendezvousKey, tensor: &Tensor) -> msg::TensorPush {
+fn tensor_push(session_handle: &str, step_id: u64, key: &RendezvousKey, tensor: Option<&Tensor>) -> msg::TensorPush {
     msg::TensorPush {
         session_handle: session_handle.to_string(),
         step_id,
         rendezvous_key: key.as_str().to_string(),
-        tensor: msg::TensorRef::describe(tensor, 0),
+        tensor: tensor.map(|t| msg::TensorRef::describe(t, 0)).unwrap_or_default(),
+        dead: tensor.is_none(),
     }
 }
 
@@ -378,10 +379,10 @@ fn abort_step(session_handle: &str, step_id: u64, status: &Status) -> msg::Abort
 }
 
 impl RemoteSend for SessionPeers {
-    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
-        let push = tensor_push(&self.session_handle, step_id, key, &tensor);
+    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Option<Tensor>) -> Result<()> {
+        let push = tensor_push(&self.session_handle, step_id, key, tensor.as_ref());
         let client = self.client(dst_task)?;
-        client.push_msg(&push, std::slice::from_ref(&tensor)).map_err(|e| name_task(dst_task, client.peer(), e))
+        client.push_msg(&push, tensor.as_slice()).map_err(|e| name_task(dst_task, client.peer(), e))
     }
 
     fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status) {
@@ -411,11 +412,9 @@ impl ConnectionBack {
 }
 
 impl RemoteSend for ConnectionBack {
-    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
-        let push = tensor_push(&self.session_handle, step_id, key, &tensor);
-        self.channel
-            .push_msg(&push, std::slice::from_ref(&tensor))
-            .map_err(|e| name_task(dst_task, self.channel.peer(), e))
+    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Option<Tensor>) -> Result<()> {
+        let push = tensor_push(&self.session_handle, step_id, key, tensor.as_ref());
+        self.channel.push_msg(&push, tensor.as_slice()).map_err(|e| name_task(dst_task, self.channel.peer(), e))
     }
 
     fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status) {

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 /// Reaches the other tasks of one session: tensors pushed to the task
 /// that will receive them, and aborts of a failed step.
 pub trait RemoteSend: Send + Sync {
-    /// `dst_task` is `/job:J/replica:R/task:T`.
-    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Tensor) -> Result<()>;
+    /// `dst_task` is `/job:J/replica:R/task:T`; `tensor` is `None` for a
+    /// dead value.
+    fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Option<Tensor>) -> Result<()>;
 
     /// Tells `dst_task` that `step_id` failed here (best effort: the master
     /// aborts the step everywhere too).
@@ -65,9 +66,9 @@ impl WorkerRendezvous {
         let _ = self.return_route.set(route);
     }
 
-    /// A tensor a peer pushed for this step.
-    pub fn deliver(&self, key: &RendezvousKey, tensor: Tensor) -> Result<()> {
-        self.local.send(key, Value::Tensor(tensor))
+    /// A tensor a peer pushed for this step (`None`: a dead value).
+    pub fn deliver(&self, key: &RendezvousKey, tensor: Option<Tensor>) -> Result<()> {
+        self.local.send(key, tensor.map_or(Value::Dead, Value::Tensor))
     }
 
     pub fn is_aborted(&self) -> bool {
@@ -87,7 +88,10 @@ impl Rendezvous for WorkerRendezvous {
             .remote
             .as_ref()
             .ok_or_else(|| Status::internal(format!("no transport to send '{}' to {dst_task}", key.as_str())))?;
-        let tensor = value.into_tensor()?;
+        let tensor = match value {
+            Value::Dead => None,
+            value => Some(value.into_tensor()?),
+        };
         match self.return_route.get() {
             Some(route) if &*route.task == dst_task => route.send.send_remote(dst_task, self.step_id, key, tensor),
             _ => remote.send_remote(dst_task, self.step_id, key, tensor),

@@ -134,7 +134,7 @@ fn register_graph(worker: &Arc<Worker>, request: &Request) -> Result<Encoded> {
 
 fn tensor_push(worker: &Arc<Worker>, request: &Request) -> Result<()> {
     let m = request.meta::<msg::TensorPush>()?;
-    let tensor = m.tensor.resolve(&request.payloads)?;
+    let tensor = if m.dead { None } else { Some(m.tensor.resolve(&request.payloads)?) };
     let key = RendezvousKey::parse(&m.rendezvous_key)?;
     worker.deliver(&m.session_handle, m.step_id.to_native(), &key, tensor)
 }

@@ -83,6 +83,14 @@ tf.distribute.Server tasks, the Session's target the task-0 server):
   while_v2_two_tasks  the same loop with control flow v2 (a While op, its body
                       function pinning nodes to both tasks; TF lowers it to
                       Switch/Merge before partitioning).
+  while_nested_two_tasks, while_v2_nested_two_tasks
+                      an outer loop around an inner loop whose body (matmul and
+                      a cond) runs on task 1: both frames span the tasks, dead
+                      branches cross inside the inner frame; zero-iteration
+                      loops among the steps.
+  cond_two_tasks, cond_v2_two_tasks
+                      a cond whose predicate is on task 0 and whose branches run
+                      on task 1: the untaken branch's dead value crosses.
 """
 import json
 import os
@@ -791,12 +799,121 @@ def case_while_v2_two_tasks(out_dir):
                   "partitioning. Run by 2 in-process servers, session on task 0; steps n=5 and n=0")
 
 
+def build_nested_two_task_loops(n, m, x):
+    """An outer loop on task 0 around an inner loop whose body spans both
+    tasks, with a cond inside the inner body whose branches run on task 1."""
+    with tf.device(TASK1):
+        w = tf.constant(np.linspace(-0.4, 0.6, 16, dtype=np.float32).reshape(4, 4), name="w")
+
+    def outer_body(i, acc):
+        def inner_body(j, s):
+            with tf.device(TASK0):
+                j2 = j + 1
+                odd = tf.equal(tf.math.floormod(j, 2), 1)
+            with tf.device(TASK1):
+                t = tf.linalg.matmul(s, w) + x
+                s2 = tf1.cond(odd, lambda: tf.nn.tanh(t), lambda: t * 0.5, name="parity")
+            return j2, s2
+
+        with tf.device(TASK0):
+            _, s = tf.while_loop(lambda j, s: j < m, inner_body, (tf.constant(0), acc), name="inner")
+            return i + 1, s + tf.cast(i, tf.float32)
+
+    with tf.device(TASK0):
+        i, acc = tf.while_loop(lambda i, acc: i < n, outer_body, (tf.constant(0), tf.zeros([2, 4])),
+                               name="outer")
+        return tf.identity(i, name="i"), tf.identity(acc, name="acc")
+
+
+def nested_two_task_case(out_dir, name, v2, note):
+    if not v2:
+        tf1.disable_control_flow_v2()
+    servers = two_task_servers()
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(TASK0):
+            n = tf1.placeholder(tf.int32, [], name="n")
+            m = tf1.placeholder(tf.int32, [], name="m")
+            x = tf1.placeholder(tf.float32, [2, 4], name="x")
+        build_nested_two_task_loops(n, m, x)
+    gd = g.as_graph_def()
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal([2, 4]).astype(np.float32)
+    steps = [{"feeds": {"n:0": np.array(a, np.int32), "m:0": np.array(b, np.int32), "x:0": x},
+              "fetches": ["i:0", "acc:0"], "targets": []} for a, b in ((3, 4), (2, 0), (0, 3), (1, 1))]
+    write_case(out_dir, name, gd, steps, note, target=servers[0].target,
+               outputs={"i:0": "outer counter (task 0)",
+                        "acc:0": "per outer iteration: m inner steps of s <- (j odd ? tanh : 0.5*)(s @ w + x) "
+                                 "on task 1, then + i"})
+
+
+def case_while_nested_two_tasks(out_dir):
+    nested_two_task_case(out_dir, "while_nested_two_tasks", False,
+                         "control flow v1: an outer loop on /job:worker/task:0 around an inner loop whose "
+                         "counter and predicate live on task 0 and whose body (matmul and a tf.compat.v1.cond "
+                         "on the counter's parity) runs on /job:worker/task:1, so both loop frames span the "
+                         "tasks and the cond's dead branch crosses inside the inner frame. Run by TF's "
+                         "distributed runtime (2 in-process servers, session on task 0); steps (n,m): (3,4) "
+                         "(2,0) (0,3) (1,1): zero-iteration inner and outer loops included")
+
+
+def case_while_v2_nested_two_tasks(out_dir):
+    nested_two_task_case(out_dir, "while_v2_nested_two_tasks", True,
+                         "control flow v2: the nested loops of while_nested_two_tasks as While ops (and an If "
+                         "in the inner body) whose body functions pin nodes to both tasks; TF lowers them to "
+                         "frames before partitioning. Steps (n,m): (3,4) (2,0) (0,3) (1,1)")
+
+
+def cond_two_task_case(out_dir, name, v2, note):
+    if not v2:
+        tf1.disable_control_flow_v2()
+    servers = two_task_servers()
+    g = tf.Graph()
+    with g.as_default():
+        with tf.device(TASK0):
+            pred = tf1.placeholder(tf.bool, [], name="pred")
+            x = tf1.placeholder(tf.float32, [3], name="x")
+
+        def true_fn():
+            with tf.device(TASK1):
+                return tf.square(x) + 1.0
+
+        def false_fn():
+            with tf.device(TASK1):
+                return tf.reduce_sum(x) * x
+
+        with tf.device(TASK0):
+            y = tf1.cond(pred, true_fn, false_fn, name="cond")
+            z = tf.identity(y * 2.0, name="z")
+    gd = g.as_graph_def()
+    xa = np.array([0.5, -1.25, 2.0], np.float32)
+    steps = [{"feeds": {"pred:0": np.array(p), "x:0": xa}, "fetches": ["z:0"], "targets": []}
+             for p in (True, False, True)]
+    write_case(out_dir, name, gd, steps, note, target=servers[0].target,
+               outputs={"z:0": "2 * (pred ? x^2+1 : sum(x)*x), branches on task 1"})
+
+
+def case_cond_two_tasks(out_dir):
+    cond_two_task_case(out_dir, "cond_two_tasks", False,
+                       "control flow v1 cond across two tasks: the predicate, Switch and Merge on "
+                       "/job:worker/task:0, both branches on /job:worker/task:1, so the untaken branch's dead "
+                       "value crosses the tasks. Run by TF's distributed runtime; steps pred = T, F, T")
+
+
+def case_cond_v2_two_tasks(out_dir):
+    cond_two_task_case(out_dir, "cond_v2_two_tasks", True,
+                       "control flow v2 cond across two tasks: an If op on /job:worker/task:0 whose branch "
+                       "functions pin their nodes to /job:worker/task:1; TF lowers it to Switch/Merge before "
+                       "partitioning. Steps pred = T, F, T")
+
+
 # ----------------------------------------------------------------------------
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "array_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
-         "while_two_tasks", "while_v2_two_tasks"]
+         "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
+         "cond_two_tasks", "cond_v2_two_tasks"]
 assert sorted(ORDER) == sorted(CASES), (ORDER, sorted(CASES))
 
 

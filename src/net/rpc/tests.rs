@@ -68,6 +68,7 @@ impl Service for TestService {
                         step_id: step_id as u64,
                         rendezvous_key: "back".into(),
                         tensor: list.add(t),
+                        dead: false,
                     };
                     channel.push_msg(&push, list.tensors()).unwrap();
                 }
@@ -215,6 +216,7 @@ fn pushes_arrive_one_way() {
             step_id: 1,
             rendezvous_key: "k".into(),
             tensor: list.add(&t),
+            dead: false,
         };
         client.push_msg(&push, list.tensors()).unwrap();
         // A call after the push on the same connection is answered after it.
