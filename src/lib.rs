@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod error;
 pub mod executor;
 pub mod graph;
+pub mod grpc;
 pub mod host;
 pub mod master;
 pub mod net;

@@ -69,7 +69,7 @@ pub enum Command {
     /// Check golden case directories (graph.pb + case.json) against their
     /// expected outputs; exits 0 only if all pass.
     Verify {
-        /// Session target: "" (in process) or ringflow://host:port.
+        /// Session target: "" (in process), ringflow://host:port or grpc://host:port.
         #[arg(long, default_value = "", conflicts_with = "local_cluster")]
         target: String,
         /// Start N worker tasks (/job:worker/task:0..N-1), or the jobs
@@ -113,7 +113,7 @@ pub enum Command {
     },
     /// List the devices of the cluster a master serves.
     Devices {
-        /// ringflow://host:port of any task.
+        /// ringflow://host:port or grpc://host:port of any task.
         #[arg(long)]
         target: String,
     },
@@ -454,8 +454,11 @@ fn dispatch(command: Command) -> Result<bool> {
             .map(|()| true)
         }
         Command::Devices { target } => {
-            let address = crate::session::parse_target(&target)?;
-            for device in crate::session::remote::list_cluster_devices(address)? {
+            let devices = match crate::session::parse_grpc_target(&target) {
+                Some(address) => crate::grpc::client::list_cluster_devices(address?)?,
+                None => crate::session::remote::list_cluster_devices(crate::session::parse_target(&target)?)?,
+            };
+            for device in devices {
                 println!("{} ({}, incarnation {:#x})", device.name, device.device_type, device.incarnation);
             }
             Ok(true)

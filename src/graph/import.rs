@@ -325,7 +325,7 @@ fn string_tensor_of(proto: &proto::TensorProto, dims: Vec<u64>, count: usize) ->
 
 /// TensorFlow's string list encoding: `count` varint32 lengths, then the
 /// strings' bytes, which must use up `content` exactly.
-fn decode_string_list(content: &[u8], count: usize) -> Result<Vec<&[u8]>> {
+pub(crate) fn decode_string_list(content: &[u8], count: usize) -> Result<Vec<&[u8]>> {
     let bad = |what: &str| Status::invalid_argument(format!("string tensor_content of {count} elements: {what}"));
     let mut at = 0usize;
     let mut lengths = Vec::with_capacity(count.min(content.len()));
@@ -553,7 +553,12 @@ fn attr_to_proto(value: &AttrValue) -> proto::AttrValue {
 /// Encodes a graph as a binary GraphDef (for tools and tests that build
 /// graphs in code and want to hand them to `ringflow run`).
 pub fn graph_to_pb_bytes(graph: &GraphSpec) -> Vec<u8> {
-    let def = proto::GraphDef {
+    graph_to_proto(graph).encode_to_vec()
+}
+
+/// A graph as a GraphDef message (functions already inlined at import).
+pub fn graph_to_proto(graph: &GraphSpec) -> proto::GraphDef {
+    proto::GraphDef {
         node: graph
             .nodes
             .iter()
@@ -572,8 +577,7 @@ pub fn graph_to_pb_bytes(graph: &GraphSpec) -> Vec<u8> {
             .collect(),
         versions: Some(proto::VersionDef { producer: 2474, min_consumer: 0 }),
         library: None,
-    };
-    def.encode_to_vec()
+    }
 }
 
 #[cfg(test)]

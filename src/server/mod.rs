@@ -152,6 +152,8 @@ impl Server {
         )
         .map_err(|e| e.context(format_args!("starting {task_name} on {bind}")))?;
         if let Some(m) = &master {
+            // TensorFlow's client speaks gRPC to the same port.
+            transport.hand_http2_to(Arc::new(crate::grpc::GrpcMasterService::new(m.clone())));
             registry().lock().insert(address.clone(), Arc::downgrade(m));
         }
         tracing::info!("{task_name} serving on {bind} ({:?})", options.role);

@@ -3,7 +3,8 @@
 //! [`create_session`], which picks the implementation from the target:
 //! `""` runs in this process, `ringflow://host:port` talks to a server
 //! ([`remote::RemoteSession`]), or directly to that server's master when it
-//! runs in this same process ([`local::LocalSession`]).
+//! runs in this same process ([`local::LocalSession`]); `grpc://host:port`
+//! speaks TensorFlow's MasterService over gRPC ([`crate::grpc::GrpcSession`]).
 //!
 //! Owns: the trait and the factory. Must not implement graph execution: the
 //! implementations delegate to a master session.
@@ -23,7 +24,7 @@ use std::time::Duration;
 /// How to create a session.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
-    /// `""` (in process) or `ringflow://host:port`.
+    /// `""` (in process), `ringflow://host:port` or `grpc://host:port`.
     pub target: String,
     pub config: SessionConfig,
     /// In-process sessions: how many CPU devices.
@@ -129,6 +130,9 @@ pub fn create_session(graph: GraphSpec, options: &SessionOptions) -> Result<Box<
     if options.target.is_empty() {
         return Ok(Box::new(local::LocalSession::direct(graph, options)?));
     }
+    if let Some(address) = parse_grpc_target(&options.target) {
+        return Ok(Box::new(crate::grpc::GrpcSession::create(address?, graph, options)?));
+    }
     let address = parse_target(&options.target)?;
     if options.local_shortcut {
         if let Some(master) = crate::server::local_master(address) {
@@ -138,12 +142,22 @@ pub fn create_session(graph: GraphSpec, options: &SessionOptions) -> Result<Box<
     Ok(Box::new(remote::RemoteSession::create(address, graph, options)?))
 }
 
+/// `grpc://host:port` → `Some(Ok(host:port))`; `None` for other schemes.
+pub fn parse_grpc_target(target: &str) -> Option<Result<&str>> {
+    let address = target.strip_prefix("grpc://")?;
+    Some(if address.contains(':') {
+        Ok(address)
+    } else {
+        Err(Status::invalid_argument(format!("session target '{target}': use grpc://host:port")))
+    })
+}
+
 /// `ringflow://host:port` → `host:port`.
 pub fn parse_target(target: &str) -> Result<&str> {
     match target.strip_prefix("ringflow://") {
         Some(address) if address.contains(':') => Ok(address),
         _ => Err(Status::invalid_argument(format!(
-            "unknown session target '{target}': use \"\" (in process) or ringflow://host:port"
+            "unknown session target '{target}': use \"\" (in process), ringflow://host:port or grpc://host:port"
         ))),
     }
 }

@@ -98,6 +98,41 @@ impl Conn {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Whether the peer's first byte is `P`, as in HTTP/2's preface
+    /// (`PRI * HTTP/2.0`); a native hello starts with `R` (`RFLW`). Peeks
+    /// without consuming, waiting for that byte until `deadline`; `false`
+    /// when the peer sent nothing or closed (the hello's read reports it).
+    pub(crate) fn opens_with_http2_preface(&self, deadline: Instant) -> bool {
+        let mut first = [0u8; 1];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut pollfd = libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let ready = unsafe { libc::poll(&mut pollfd, 1, left.as_millis().clamp(1, i32::MAX as u128) as i32) };
+            if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if ready <= 0 {
+                return false;
+            }
+            // SAFETY: `first` is valid for one byte; MSG_PEEK leaves it queued.
+            let got =
+                unsafe { libc::recv(self.fd(), first.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+            return got == 1 && first[0] == b'P';
+        }
+    }
+
+    /// Gives the socket to another owner: this connection is marked closed
+    /// without shutting the socket, and a duplicate descriptor is returned.
+    pub(crate) fn detach(&self) -> std::io::Result<TcpStream> {
+        let stream = self.stream.try_clone()?;
+        self.closed.store(true, Ordering::Release);
+        Ok(stream)
+    }
+
     /// Shuts the socket down both ways: wakes this connection's reader
     /// (its receive completes with end-of-stream) and fails later sends.
     pub(crate) fn close(&self) {

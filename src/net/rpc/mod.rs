@@ -19,7 +19,7 @@ pub use cache::ChannelCache;
 pub use client::{Client, PendingCall, Response};
 pub use conn::NetError;
 pub use options::{TransportOptions, process_incarnation};
-pub use server::{BackChannel, Reply, Request, Server, Service};
+pub use server::{BackChannel, Http2Handoff, Reply, Request, Server, Service};
 
 #[cfg(test)]
 mod tests;

@@ -40,6 +40,13 @@ pub trait Service: Send + Sync + 'static {
     fn handle(&self, request: Request, reply: Reply);
 }
 
+/// Takes over connections that open with HTTP/2's preface (gRPC clients,
+/// such as TensorFlow's): the server peeks at a new connection's first
+/// byte, without consuming it, and hands such a socket over whole.
+pub trait Http2Handoff: Send + Sync + 'static {
+    fn take_over(&self, stream: std::net::TcpStream, peer: &str);
+}
+
 /// A received request: its metadata is read in place, its payloads are
 /// tensors over the receive buffer.
 pub struct Request {
@@ -234,6 +241,7 @@ struct Shared {
     next_conn_id: AtomicU64,
     live: Mutex<HashMap<u64, Arc<Conn>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    http2: std::sync::OnceLock<Arc<dyn Http2Handoff>>,
 }
 
 /// A listening server. Dropping it shuts it down.
@@ -260,6 +268,7 @@ impl Server {
             next_conn_id: AtomicU64::new(1),
             live: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
+            http2: std::sync::OnceLock::new(),
         });
         let acceptor = {
             let listener = listener.clone();
@@ -279,6 +288,13 @@ impl Server {
 
     pub fn driver(&self) -> Driver {
         self.shared.driver
+    }
+
+    /// Hands connections that open with HTTP/2's preface to `handoff` from
+    /// now on (once; later calls are ignored). Without one, every
+    /// connection is read as native and nothing is peeked.
+    pub fn hand_http2_to(&self, handoff: Arc<dyn Http2Handoff>) {
+        let _ = self.shared.http2.set(handoff);
     }
 
     /// Connections currently open.
@@ -372,6 +388,15 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
         }
     };
     let deadline = Instant::now() + options.connect_timeout();
+    if let Some(handoff) = shared.http2.get() {
+        if conn.opens_with_http2_preface(deadline) {
+            match conn.detach() {
+                Ok(stream) => handoff.take_over(stream, &conn.peer),
+                Err(e) => tracing::warn!("handing over the HTTP/2 connection from {}: {e}", conn.peer),
+            }
+            return;
+        }
+    }
     let hello = conn.expect_hello(&mut reader, deadline).and_then(|hello| conn.send_hello(options).map(|()| hello));
     let peer_name: Arc<str> = match hello {
         Ok(hello) => {
