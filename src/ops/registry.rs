@@ -93,6 +93,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,
             super::array::where_true::DEFS,
+            super::list::DEFS,
             super::math::DEFS,
             super::math::einsum::DEFS,
             super::matmul::DEFS,
