@@ -44,3 +44,13 @@ fn softmax_regression_with_adagrad_on_ref_variables() {
 fn softmax_regression_with_rmsprop_on_resource_variables() {
     check("train_dense_rmsprop_resource");
 }
+
+#[test]
+fn rnn_in_a_v1_while_loop_whose_gradient_pops_stacks() {
+    check("train_rnn_while_v1");
+}
+
+#[test]
+fn rnn_in_a_v2_while_loop_whose_gradient_pops_tensor_list_accumulators() {
+    check("train_rnn_while_v2");
+}

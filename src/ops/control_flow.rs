@@ -1,12 +1,15 @@
 //! Control-flow ops of TensorFlow's v1 dataflow form: `Enter`, `Exit`,
 //! `Switch`, `Merge`, `NextIteration`, `LoopCond`, `_SwitchN` (and the
 //! `Ref*` forms), plus `IdentityN` and `ControlTrigger`, which the
-//! lowering of functional control flow (`graph::function`) also emits.
+//! lowering of functional control flow (`graph::function`) also emits;
+//! and, in [`stack`], the stack ops v1 loop gradients keep forward values on.
 //!
 //! Owns: their signatures, and the decisions the executor asks of a
 //! control-flow node's inputs ([`switch_port`], [`switch_n_port`]). Must
 //! not run them: frames, iterations and dead values are the executor's
 //! (`executor/control_flow.rs`), which is why they are builtins.
+
+pub mod stack;
 
 use super::registry::{Builtin, Implementation, OpDef};
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count};

@@ -53,6 +53,9 @@ pub enum Value {
     /// A TensorList (a `variant` edge): an immutable list of tensors that
     /// a kernel holding the only reference updates in place.
     List(Arc<TensorList>),
+    /// A stack of control flow v1's loop gradients (`StackV2`'s handle,
+    /// typed `resource` in the graph): the stack itself, alive for a step.
+    Stack(Arc<control_flow::stack::Stack>),
     /// No value: what a `_Send` of a dead input (from an untaken branch,
     /// or a loop's last iteration) hands its `_Recv`, so the receiving
     /// partition sees the same deadness. Only rendezvous carry it; the
@@ -82,6 +85,9 @@ impl Value {
                 l.element_dtype(),
                 l.len()
             ))),
+            Value::Stack(s) => {
+                Err(Status::invalid_argument(format!("the handle of Stack[{}] is not a tensor", s.name())))
+            }
             Value::Dead => Err(Status::internal("a dead value (from an untaken branch) used as a tensor")),
         }
     }
@@ -94,6 +100,7 @@ impl fmt::Debug for Value {
             Value::Ref(v) => write!(f, "Ref({})", v.name()),
             Value::Resource(h) => write!(f, "Resource({}/{})", h.container, h.name),
             Value::List(l) => write!(f, "TensorList<{}>[{}]", l.element_dtype(), l.len()),
+            Value::Stack(s) => write!(f, "Stack({})", s.name()),
             Value::Dead => f.write_str("Dead"),
         }
     }
@@ -406,6 +413,14 @@ impl<'a> OpContext<'a> {
         match self.input_value(index)? {
             Value::List(l) => Ok(l),
             other => Err(Status::invalid_argument(format!("input {index} is {other:?}, not a TensorList"))),
+        }
+    }
+
+    /// Input `index` as a stack handle (`StackV2`'s output).
+    pub fn input_stack(&self, index: usize) -> Result<&Arc<control_flow::stack::Stack>> {
+        match self.input_value(index)? {
+            Value::Stack(s) => Ok(s),
+            other => Err(Status::invalid_argument(format!("input {index} is {other:?}, not a stack handle"))),
         }
     }
 

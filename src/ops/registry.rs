@@ -83,6 +83,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
         let modules: &[&[OpDef]] = &[
             super::array::DEFS,
             super::control_flow::DEFS,
+            super::control_flow::stack::DEFS,
             super::array::gather::DEFS,
             super::array::layout::DEFS,
             super::array::one_hot::DEFS,

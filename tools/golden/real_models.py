@@ -24,6 +24,20 @@ step t, TensorListReserve/SetItem/Stack collect the outputs.
   keras_bidirectional_lstm
                      Bidirectional(LSTM(4, return_sequences=True)) (the backward
                      direction reverses with ReverseV2), concat merge, on [2,5,3].
+
+Training through loops (tf.compat.v1 graphs, graph mode, tf.gradients and a
+tf.compat.v1.train optimizer; an init step, then per step the loss before the
+update and the update as two steps, then the final variables; as
+training.py does):
+  train_rnn_while_v1 control flow v1 (disable_control_flow_v2): an RNN step
+                     h = tanh(x_t W + h U + b) in tf.compat.v1.while_loop over
+                     T=5 steps of [4,3] inputs, squared error of h_T and a
+                     Dense readout; plain gradient descent on ref variables.
+                     Its gradient keeps the forward values on stacks
+                     (StackV2, StackPushV2, StackPopV2) inside a second loop.
+  train_rnn_while_v2 the same RNN with control flow v2 (a While op over
+                     TensorList accumulators; its gradient is a second While
+                     popping them) and momentum on resource variables.
 """
 import os
 import subprocess
@@ -99,8 +113,111 @@ def case_keras_bidirectional_lstm(out_dir):
                       "[2,5,8] forward and backward hidden states, concatenated")
 
 
+def rnn_training_graph(v2):
+    tf, tf1, np = ec.tf, ec.tf1, ec.np
+    g = tf.Graph()
+    with g.as_default():
+        xs = tf1.placeholder(tf.float32, [5, 4, 3], name="x")
+        y = tf1.placeholder(tf.float32, [4, 2], name="y")
+        use_resource = v2
+        w = tf1.Variable(np.linspace(-0.6, 0.6, 18, dtype=np.float32).reshape(3, 6), name="w", use_resource=use_resource)
+        u = tf1.Variable(np.linspace(0.3, -0.3, 36, dtype=np.float32).reshape(6, 6), name="u", use_resource=use_resource)
+        b = tf1.Variable(np.full(6, 0.05, np.float32), name="b", use_resource=use_resource)
+        v = tf1.Variable(np.linspace(-0.5, 0.4, 12, dtype=np.float32).reshape(6, 2), name="v", use_resource=use_resource)
+
+        def body(t, h):
+            x_t = tf.gather(xs, t)
+            return t + 1, tf.tanh(tf.matmul(x_t, w) + tf.matmul(h, u) + b)
+
+        _, h_last = tf1.while_loop(lambda t, h: t < 5, body, [tf.constant(0), tf.zeros([4, 6])], name="rnn")
+        pred = tf.matmul(h_last, v)
+        loss = tf.identity(tf.reduce_mean(tf.square(pred - y)), name="loss")
+        if v2:
+            tf1.train.MomentumOptimizer(0.2, 0.9).minimize(loss, name="train")
+        else:
+            tf1.train.GradientDescentOptimizer(0.5).minimize(loss, name="train")
+        tf1.group(tf1.global_variables_initializer(), name="init")
+        finals = []
+        for var in (w, u, b, v):
+            value = var.read_value() if use_resource else var
+            finals.append(tf.identity(value, name=var.op.name + "_value").name)
+    rng = np.random.default_rng(17 if v2 else 16)
+
+    def feeds():
+        return {"x:0": rng.standard_normal([5, 4, 3]).astype(np.float32),
+                "y:0": rng.standard_normal([4, 2]).astype(np.float32)}
+
+    return g, feeds, finals
+
+
+def export_training(out_dir, name, g, feeds, finals, note):
+    import json
+    import shutil
+    tf, tf1, np = ec.tf, ec.tf1, ec.np
+    case_dir = os.path.join(out_dir, name)
+    if os.path.isdir(case_dir):
+        shutil.rmtree(case_dir)
+    os.makedirs(case_dir)
+    graph_def = g.as_graph_def()
+    with open(os.path.join(case_dir, "graph.pb"), "wb") as f:
+        f.write(graph_def.SerializeToString(deterministic=True))
+    with open(os.path.join(case_dir, "graph.pbtxt"), "w") as f:
+        f.write(str(graph_def))
+
+    def save(fname, value):
+        np.save(os.path.join(case_dir, fname), value)
+        return fname
+
+    steps = [{"feeds": {}, "fetches": {}, "targets": ["init"]}]
+    with tf1.Session(graph=g) as sess:
+        sess.run("init")
+        for i in range(1, 4):
+            feed = feeds()
+            # The loss before this step's update, then the update, as two steps.
+            (loss,) = sess.run(["loss:0"], feed_dict=feed)
+            sess.run("train", feed_dict=feed)
+            fed = {key: save(f"step{i}_feed_{key.replace(':', '_')}.npy", v) for key, v in feed.items()}
+            steps.append({"feeds": fed, "fetches": {"loss:0": save(f"step{i}_expect_loss_0.npy", loss)},
+                          "targets": []})
+            steps.append({"feeds": fed, "fetches": {}, "targets": ["train"]})
+        values = sess.run(finals)
+        fetches = {key: save(f"step4_expect_{key.replace(':', '_')}.npy", value)
+                   for key, value in zip(finals, values)}
+        steps.append({"feeds": {}, "fetches": fetches, "targets": []})
+    ops, functions, devices = ec.graph_ops(graph_def)
+    case = {"note": note, "steps": steps, "ops": ops, "devices": devices, "tolerance": LOOSE_TOL}
+    if functions:
+        case["functions"] = functions
+    case["tensorflow"] = tf.__version__
+    with open(os.path.join(case_dir, "case.json"), "w") as f:
+        json.dump(case, f, indent=1)
+        f.write("\n")
+    print(json.dumps({"case": name, "ops": ops, "functions": functions, "nodes": len(graph_def.node)}))
+
+
+def case_train_rnn_while_v1(out_dir):
+    ec.tf1.disable_eager_execution()
+    ec.tf1.disable_control_flow_v2()
+    g, feeds, finals = rnn_training_graph(False)
+    export_training(out_dir, "train_rnn_while_v1", g, feeds, finals,
+                    "control flow v1 RNN (tf.compat.v1.while_loop, 5 steps, tanh cell, [4,3] inputs, hidden 6) "
+                    "with a Dense readout and squared error; tf.gradients keeps the loop's values on stacks "
+                    "(StackV2/StackPushV2/StackPopV2); GradientDescent(0.5) on ref variables; 3 steps")
+
+
+def case_train_rnn_while_v2(out_dir):
+    ec.tf1.disable_eager_execution()
+    ec.tf1.enable_control_flow_v2()
+    g, feeds, finals = rnn_training_graph(True)
+    export_training(out_dir, "train_rnn_while_v2", g, feeds, finals,
+                    "control flow v2 RNN (a While op, 5 steps, tanh cell, [4,3] inputs, hidden 6) with a Dense "
+                    "readout and squared error; its gradient is a While over TensorList accumulators; "
+                    "Momentum(0.2, 0.9) on resource variables; 3 steps")
+
+
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
-ORDER = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bidirectional_lstm"]
+ORDER = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bidirectional_lstm", "train_rnn_while_v1",
+         "train_rnn_while_v2"]
 assert sorted(ORDER) == sorted(CASES), (ORDER, sorted(CASES))
 
 
