@@ -94,6 +94,8 @@ golden_remote!(
     keras_gru,
     keras_simple_rnn,
     keras_bidirectional_lstm,
+    keras_mobilenet_v2,
+    keras_transformer_encoder,
     nn_ops,
     while_v1,
     while_v2,

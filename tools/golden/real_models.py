@@ -25,6 +25,18 @@ step t, TensorListReserve/SetItem/Stack collect the outputs.
                      Bidirectional(LSTM(4, return_sequences=True)) (the backward
                      direction reverses with ReverseV2), concat merge, on [2,5,3].
 
+Other frozen Keras families:
+  keras_mobilenet_v2 keras.applications.MobileNetV2(weights=None,
+                     input_shape=(64,64,3), alpha=0.35, classes=10) on [1,64,64,3]
+                     (~0.4M weights, set from a seeded generator). Its
+                     graph.pbtxt leaves out the bytes of constants over
+                     256 bytes (graph.pb has them), to keep the case ~2 MB.
+  keras_transformer_encoder
+                     an encoder block: MultiHeadAttention(4 heads, key_dim 8)
+                     self attention with a padding mask, Dropout (inference),
+                     residual Add, LayerNormalization, Dense relu, Dense,
+                     Dropout, Add, LayerNormalization; [2,6,16].
+
 Training through loops (tf.compat.v1 graphs, graph mode, tf.gradients and a
 tf.compat.v1.train optimizer; an init step, then per step the loss before the
 update and the update as two steps, then the final variables; as
@@ -111,6 +123,47 @@ def case_keras_bidirectional_lstm(out_dir):
                       "frozen keras 3 Bidirectional(LSTM(4, return_sequences=True)) on [2,5,3], concat merge: "
                       "a forward and a backward While loop over TensorList ops; two steps",
                       "[2,5,8] forward and backward hidden states, concatenated")
+
+
+def case_keras_mobilenet_v2(out_dir):
+    keras = ec.keras
+    model = keras.applications.MobileNetV2(weights=None, input_shape=(64, 64, 3), alpha=0.35, classes=10)
+    frozen_keras_case(out_dir, "keras_mobilenet_v2", model, [1, 64, 64, 3], 305,
+                      "frozen keras.applications.MobileNetV2(weights=None, input_shape=(64,64,3), alpha=0.35, "
+                      "classes=10), weights from a seeded generator; batch 1 through a [None,64,64,3] placeholder",
+                      "[1,10] softmax probabilities")
+    elide_large_constants(os.path.join(out_dir, "keras_mobilenet_v2"))
+
+
+def elide_large_constants(case_dir, limit=256):
+    """Rewrites graph.pbtxt without the bytes of constants over `limit` bytes."""
+    from tensorflow.core.framework import graph_pb2
+    gd = graph_pb2.GraphDef()
+    with open(os.path.join(case_dir, "graph.pb"), "rb") as f:
+        gd.ParseFromString(f.read())
+    for node in gd.node:
+        if node.op == "Const" and len(node.attr["value"].tensor.tensor_content) > limit:
+            node.attr["value"].tensor.tensor_content = b""
+    with open(os.path.join(case_dir, "graph.pbtxt"), "w") as f:
+        f.write(f"# Constants over {limit} bytes are shown without their bytes; graph.pb has them.\n")
+        f.write(str(gd))
+
+
+def case_keras_transformer_encoder(out_dir):
+    keras = ec.keras
+    L = keras.layers
+    inp = keras.Input((6, 16), name="x")
+    attn = L.MultiHeadAttention(num_heads=4, key_dim=8, dropout=0.1, name="mha")(inp, inp)
+    x = L.LayerNormalization(epsilon=1e-6, name="ln1")(L.Add()([inp, L.Dropout(0.1)(attn)]))
+    ff = L.Dense(32, activation="relu", name="ff1")(x)
+    ff = L.Dropout(0.1)(L.Dense(16, name="ff2")(ff))
+    out = L.LayerNormalization(epsilon=1e-6, name="ln2")(L.Add()([x, ff]))
+    model = keras.Model(inp, out, name="encoder")
+    frozen_keras_case(out_dir, "keras_transformer_encoder", model, [2, 6, 16], 306,
+                      "frozen keras 3 transformer encoder block: MultiHeadAttention(4 heads, key_dim 8, dropout) "
+                      "self attention, Dropout (inference), Add, LayerNormalization, Dense relu, Dense, Dropout, Add, "
+                      "LayerNormalization on [2,6,16]",
+                      "[2,6,16] the block's output")
 
 
 def rnn_training_graph(v2):
@@ -216,8 +269,8 @@ def case_train_rnn_while_v2(out_dir):
 
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
-ORDER = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bidirectional_lstm", "train_rnn_while_v1",
-         "train_rnn_while_v2"]
+ORDER = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bidirectional_lstm", "keras_mobilenet_v2",
+         "keras_transformer_encoder", "train_rnn_while_v1", "train_rnn_while_v2"]
 assert sorted(ORDER) == sorted(CASES), (ORDER, sorted(CASES))
 
 
