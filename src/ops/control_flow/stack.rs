@@ -253,7 +253,7 @@ mod tests {
         assert!(err.message.contains("overflowed its max_size (1)"), "{err}");
         let ints = NodeSpec::new("push", "StackPushV2").attr("T", ty(DType::I32));
         let err = run(&ints, vec![stack.clone(), Value::Tensor(Tensor::scalar(1i32))]).unwrap_err();
-        assert!(err.message.contains("holds elements of float but was pushed int32"), "{err}");
+        assert!(err.message.contains("holds elements of float32 but was pushed int32"), "{err}");
         run(&NodeSpec::new("close", "StackCloseV2"), vec![stack.clone()]).unwrap();
         let err = pop(&stack).unwrap_err();
         assert!(err.message.contains("already been closed"), "{err}");
