@@ -275,7 +275,7 @@ impl ListKernel for FromTensor {
         }
         let dtype = tensor.dtype();
         let rows = tensor.dims()[0];
-        let row_bytes = if rows == 0 { 0 } else { tensor.byte_len() / rows };
+        let row_bytes = tensor.byte_len().checked_div(rows).unwrap_or(0);
         if dtype == DType::String && rows > 0 {
             return Err(Status::unimplemented("TensorListFromTensor of string elements is not supported"));
         }
