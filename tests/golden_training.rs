@@ -49,3 +49,13 @@ fn softmax_regression_with_rmsprop_on_resource_variables() {
 fn saver_checkpoint_saves_and_restores_mid_training_on_ref_variables() {
     check("train_checkpoint_momentum_ref");
 }
+
+#[test]
+fn rnn_in_a_v1_while_loop_whose_gradient_pops_stacks() {
+    check("train_rnn_while_v1");
+}
+
+#[test]
+fn rnn_in_a_v2_while_loop_whose_gradient_pops_tensor_list_accumulators() {
+    check("train_rnn_while_v2");
+}

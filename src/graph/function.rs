@@ -262,6 +262,7 @@ fn output_port(op: &str, arg: &str, index: u32) -> Option<u32> {
         "BroadcastGradientArgs" => &["r0", "r1"],
         "MaxPoolWithArgmax" => &["output", "argmax"],
         "Qr" => &["q", "r"],
+        "TensorListPopBack" => &["output_handle", "tensor"],
         _ => return Some(index),
     };
     let position = args.iter().position(|a| *a == arg)?;
@@ -566,6 +567,7 @@ mod tests {
         assert_eq!(output_port("Split", "output", 2), Some(2));
         assert_eq!(output_port("Switch", "output_true", 0), Some(1));
         assert_eq!(output_port("FusedBatchNormV3", "batch_variance", 0), Some(2));
+        assert_eq!(output_port("TensorListPopBack", "tensor", 0), Some(1));
         assert_eq!(output_port("TopKV2", "nonsense", 0), None);
     }
 

@@ -72,7 +72,9 @@ impl OpKernel for ConstKernel {
 }
 
 fn placeholder_signature(node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("dtype")?)]))
+    // Frozen loops keep variant placeholders for their unused inputs
+    // (`unused_control_flow_input_N`); they import, and fail only if run.
+    Ok(OpSignature::new(vec![], vec![super::control_flow::value_type_attr(node, "dtype")?]))
 }
 
 /// `[dtype] -> [dtype]`: when not fed, passes its input on.
@@ -87,7 +89,7 @@ struct PlaceholderKernel {
 }
 
 fn build_placeholder(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let dtype = init.node.attr_dtype("dtype")?;
+    let dtype = super::control_flow::value_type_attr(init.node, "dtype")?;
     let shape = init.node.attr_shape_or_unknown("shape")?;
     Ok(Box::new(PlaceholderKernel {
         message: format!(

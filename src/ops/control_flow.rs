@@ -1,12 +1,15 @@
 //! Control-flow ops of TensorFlow's v1 dataflow form: `Enter`, `Exit`,
 //! `Switch`, `Merge`, `NextIteration`, `LoopCond`, `_SwitchN` (and the
 //! `Ref*` forms), plus `IdentityN` and `ControlTrigger`, which the
-//! lowering of functional control flow (`graph::function`) also emits.
+//! lowering of functional control flow (`graph::function`) also emits;
+//! and, in [`stack`], the stack ops v1 loop gradients keep forward values on.
 //!
 //! Owns: their signatures, and the decisions the executor asks of a
 //! control-flow node's inputs ([`switch_port`], [`switch_n_port`]). Must
 //! not run them: frames, iterations and dead values are the executor's
 //! (`executor/control_flow.rs`), which is why they are builtins.
+
+pub mod stack;
 
 use super::registry::{Builtin, Implementation, OpDef};
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_count};
@@ -60,11 +63,13 @@ pub fn is_next_iteration(op: &str) -> bool {
     matches!(op, "NextIteration" | "RefNextIteration")
 }
 
-/// The value type an attr `T` names: a tensor dtype or a resource handle.
+/// The value type an attr `T` names: a tensor dtype, a resource handle or
+/// a variant (a TensorList).
 pub fn value_type_attr(node: &NodeSpec, key: &str) -> Result<ValueType> {
     match node.attr_data_type(key)? {
         DataType::Tensor(d) => Ok(ValueType::Tensor(d)),
         DataType::Resource => Ok(ValueType::Resource),
+        DataType::Variant => Ok(ValueType::Variant),
         other => Err(Status::unimplemented(format!(
             "node '{}' ({}): attr '{key}' is {other}, which this runtime does not compute with",
             node.name, node.op
@@ -139,6 +144,7 @@ fn identity_n_signature(node: &NodeSpec) -> Result<OpSignature> {
         .map(|t| match t {
             DataType::Tensor(d) => Ok(ValueType::Tensor(d)),
             DataType::Resource => Ok(ValueType::Resource),
+            DataType::Variant => Ok(ValueType::Variant),
             other => Err(Status::unimplemented(format!(
                 "node '{}' (IdentityN): an input of {other}, which this runtime does not compute with",
                 node.name
@@ -196,9 +202,11 @@ mod tests {
         assert_eq!(sig.outputs, vec![ValueType::Tensor(DType::F32), ValueType::Tensor(DType::I32)]);
         let enter = NodeSpec::new("e", "Enter").attr("T", AttrValue::Type(DataType::Resource));
         assert_eq!(pass_signature::<false>(&enter).unwrap().outputs, vec![ValueType::Resource]);
-        let string = NodeSpec::new("e", "Enter").attr("T", AttrValue::Type(DataType::Variant));
-        let err = pass_signature::<false>(&string).unwrap_err();
-        assert!(err.message.contains("node 'e' (Enter)") && err.message.contains("variant"), "{err}");
+        let list = NodeSpec::new("e", "Enter").attr("T", AttrValue::Type(DataType::Variant));
+        assert_eq!(pass_signature::<false>(&list).unwrap().outputs, vec![ValueType::Variant]);
+        let other = NodeSpec::new("e", "Enter").attr("T", AttrValue::Type(DataType::Unsupported(19)));
+        let err = pass_signature::<false>(&other).unwrap_err();
+        assert!(err.message.contains("node 'e' (Enter)") && err.message.contains("#19"), "{err}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod fast_math;
 #[cfg(test)]
 mod golden_tests;
 pub mod io;
+pub mod list;
 pub mod math;
 pub mod matmul;
 pub mod nn;
@@ -32,6 +33,7 @@ pub mod test_kernels;
 pub mod training;
 pub mod variable;
 
+pub use list::TensorList;
 pub use registry::{Builtin, Implementation, OpDef, lookup};
 pub use resource::{ResourceHandle, ResourceMgr, Variable};
 
@@ -49,6 +51,12 @@ pub enum Value {
     Ref(Arc<Variable>),
     /// A handle to a resource variable (`VarHandleOp` and its consumers).
     Resource(Arc<ResourceHandle>),
+    /// A TensorList (a `variant` edge): an immutable list of tensors that
+    /// a kernel holding the only reference updates in place.
+    List(Arc<TensorList>),
+    /// A stack of control flow v1's loop gradients (`StackV2`'s handle,
+    /// typed `resource` in the graph): the stack itself, alive for a step.
+    Stack(Arc<control_flow::stack::Stack>),
     /// No value: what a `_Send` of a dead input (from an untaken branch,
     /// or a loop's last iteration) hands its `_Recv`, so the receiving
     /// partition sees the same deadness. Only rendezvous carry it; the
@@ -73,6 +81,14 @@ impl Value {
             Value::Resource(h) => {
                 Err(Status::invalid_argument(format!("resource handle to variable '{}' is not a tensor", h.name)))
             }
+            Value::List(l) => Err(Status::invalid_argument(format!(
+                "a TensorList of {} ({} elements) is a variant, not a tensor",
+                l.element_dtype(),
+                l.len()
+            ))),
+            Value::Stack(s) => {
+                Err(Status::invalid_argument(format!("the handle of Stack[{}] is not a tensor", s.name())))
+            }
             Value::Dead => Err(Status::internal("a dead value (from an untaken branch) used as a tensor")),
         }
     }
@@ -84,6 +100,8 @@ impl fmt::Debug for Value {
             Value::Tensor(t) => write!(f, "{t:?}"),
             Value::Ref(v) => write!(f, "Ref({})", v.name()),
             Value::Resource(h) => write!(f, "Resource({}/{})", h.container, h.name),
+            Value::List(l) => write!(f, "TensorList<{}>[{}]", l.element_dtype(), l.len()),
+            Value::Stack(s) => write!(f, "Stack({})", s.name()),
             Value::Dead => f.write_str("Dead"),
         }
     }
@@ -95,6 +113,9 @@ pub enum ValueType {
     Tensor(DType),
     Ref(DType),
     Resource,
+    /// TensorFlow's `variant`; the only variant this runtime carries is a
+    /// TensorList ([`Value::List`]).
+    Variant,
 }
 
 impl ValueType {
@@ -123,6 +144,7 @@ impl fmt::Display for ValueType {
             ValueType::Tensor(d) => write!(f, "{d}"),
             ValueType::Ref(d) => write!(f, "{d}_ref"),
             ValueType::Resource => f.write_str("resource"),
+            ValueType::Variant => f.write_str("variant"),
         }
     }
 }
@@ -374,6 +396,32 @@ impl<'a> OpContext<'a> {
         match self.input_value(index)? {
             Value::Ref(v) => Ok(v),
             other => Err(Status::internal(format!("input {index} is {other:?}, not a ref"))),
+        }
+    }
+
+    /// Takes input `index` as a TensorList: the list itself when this
+    /// kernel holds the only reference (so it may update it in place), a
+    /// shared one otherwise.
+    pub fn take_input_list(&mut self, index: usize) -> Result<Arc<TensorList>> {
+        match self.take_input_value(index)? {
+            Value::List(l) => Ok(l),
+            other => Err(Status::invalid_argument(format!("input {index} is {other:?}, not a TensorList"))),
+        }
+    }
+
+    /// Input `index` as a TensorList.
+    pub fn input_list(&self, index: usize) -> Result<&Arc<TensorList>> {
+        match self.input_value(index)? {
+            Value::List(l) => Ok(l),
+            other => Err(Status::invalid_argument(format!("input {index} is {other:?}, not a TensorList"))),
+        }
+    }
+
+    /// Input `index` as a stack handle (`StackV2`'s output).
+    pub fn input_stack(&self, index: usize) -> Result<&Arc<control_flow::stack::Stack>> {
+        match self.input_value(index)? {
+            Value::Stack(s) => Ok(s),
+            other => Err(Status::invalid_argument(format!("input {index} is {other:?}, not a stack handle"))),
         }
     }
 

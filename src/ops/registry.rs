@@ -83,6 +83,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
         let modules: &[&[OpDef]] = &[
             super::array::DEFS,
             super::control_flow::DEFS,
+            super::control_flow::stack::DEFS,
             super::array::gather::DEFS,
             super::array::layout::DEFS,
             super::array::one_hot::DEFS,
@@ -95,6 +96,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::where_true::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
+            super::list::DEFS,
             super::math::DEFS,
             super::math::einsum::DEFS,
             super::matmul::DEFS,
@@ -152,11 +154,30 @@ fn retval_signature(node: &NodeSpec) -> Result<OpSignature> {
 }
 
 fn send_signature(node: &NodeSpec) -> Result<OpSignature> {
+    refuse_crossing_list(node, "T")?;
     Ok(OpSignature::new(vec![ValueType::Tensor(node.attr_dtype("T")?)], vec![]))
 }
 
 fn recv_signature(node: &NodeSpec) -> Result<OpSignature> {
+    refuse_crossing_list(node, "tensor_type")?;
     Ok(OpSignature::new(vec![], vec![ValueType::Tensor(node.attr_dtype("tensor_type")?)]))
+}
+
+/// Only tensors cross devices and tasks: a TensorList (a `variant` edge)
+/// split by partitioning is refused, naming the edge it would cross on.
+fn refuse_crossing_list(node: &NodeSpec, key: &str) -> Result<()> {
+    if let Ok(crate::graph::spec::DataType::Variant) = node.attr_data_type(key) {
+        let edge = node.attr_str_or("tensor_name", "")?;
+        return Err(crate::error::Status::unimplemented(format!(
+            "node '{}' ({}): the TensorList (variant) '{edge}' would cross from {} to {}; lists do not cross \
+             devices or tasks here: place its producer and consumers together",
+            node.name,
+            node.op,
+            node.attr_str_or("send_device", "?")?,
+            node.attr_str_or("recv_device", "?")?
+        )));
+    }
+    Ok(())
 }
 
 const fn builtin(name: &'static str, signature: SignatureFn, which: Builtin) -> OpDef {
@@ -571,6 +592,20 @@ mod tests {
             ) || is_training_update(op);
             assert_eq!(def.stateful, want, "{op}");
         }
+    }
+
+    #[test]
+    fn a_list_crossing_devices_is_refused_naming_the_edge() {
+        let send = NodeSpec::new("lstm/send", "_Send")
+            .attr("T", AttrValue::Type(DataType::Variant))
+            .attr("tensor_name", AttrValue::Bytes(b"lstm/TensorListReserve:0".to_vec()))
+            .attr("send_device", AttrValue::Bytes(b"/job:worker/task:0/device:CPU:0".to_vec()))
+            .attr("recv_device", AttrValue::Bytes(b"/job:worker/task:1/device:CPU:0".to_vec()));
+        let err = send_signature(&send).unwrap_err();
+        assert!(
+            err.message.contains("'lstm/send' (_Send)") && err.message.contains("lstm/TensorListReserve:0"),
+            "{err}"
+        );
     }
 
     #[test]

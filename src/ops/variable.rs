@@ -8,7 +8,7 @@
 //! - resource variables: `VarHandleOp` outputs a [`ResourceHandle`] (built
 //!   once per kernel); `ReadVariableOp`, `AssignVariableOp`,
 //!   `AssignAddVariableOp`, `AssignSubVariableOp`, `VarIsInitializedOp`,
-//!   `DestroyResourceOp` look the variable up by that handle on each run.
+//!   `VariableShape`, `DestroyResourceOp` look the variable up by that handle on each run.
 //!
 //! Must not keep a variable in a kernel between steps: the resource manager
 //! may be cleared (session reset) and the next lookup must see that. Every
@@ -44,6 +44,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("AssignAddVariableOp", resource_update_signature, build_assign_add_var::<false>).stateful(),
     OpDef::kernel("AssignSubVariableOp", resource_update_signature, build_assign_add_var::<true>).stateful(),
     OpDef::kernel("VarIsInitializedOp", var_is_initialized_signature, build_var_is_initialized).stateful(),
+    OpDef::kernel("VariableShape", variable_shape_signature, build_variable_shape).stateful(),
     OpDef::kernel("DestroyResourceOp", destroy_signature, build_destroy).stateful(),
 ];
 
@@ -80,6 +81,11 @@ fn resource_update_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn var_is_initialized_signature(_node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![ValueType::Resource], vec![ValueType::Tensor(DType::Bool)]))
+}
+
+fn variable_shape_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let out_type = super::attr_index_type_or(node, "out_type", DType::I32)?;
+    Ok(OpSignature::new(vec![ValueType::Resource], vec![ValueType::Tensor(out_type)]))
 }
 
 fn destroy_signature(_node: &NodeSpec) -> Result<OpSignature> {
@@ -328,6 +334,43 @@ impl OpKernel for VarIsInitializedKernel {
     }
 }
 
+/// `VariableShape`: the shape of a resource variable's value, as a vector
+/// of `out_type` (what `tf.shape` of a resource variable, and gradients of
+/// gathers from one, compute).
+struct VariableShapeKernel {
+    out_type: DType,
+}
+
+fn build_variable_shape(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(VariableShapeKernel { out_type: super::attr_index_type_or(init.node, "out_type", DType::I32)? }))
+}
+
+impl OpKernel for VariableShapeKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let var = existing(ctx.resources(), ctx.input_resource(0)?)?;
+        let value = var.read()?;
+        let dims = value.dims();
+        let shape = if self.out_type == DType::I64 {
+            Tensor::from_slice::<i64>([dims.len()], &dims.iter().map(|&d| d as i64).collect::<Vec<_>>())?
+        } else {
+            let dims = dims
+                .iter()
+                .map(|&d| {
+                    i32::try_from(d).map_err(|_| {
+                        Status::invalid_argument(format!(
+                            "variable {} has dimension {d}, which does not fit out_type int32",
+                            var.name()
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Tensor::from_slice::<i32>([dims.len()], &dims)?
+        };
+        ctx.set_output(0, shape);
+        Ok(())
+    }
+}
+
 struct DestroyKernel {
     ignore_lookup_error: bool,
 }
@@ -474,6 +517,8 @@ mod tests {
         assert_eq!(out[0].as_tensor().unwrap().scalar_value::<i64>().unwrap(), 15);
         let out = run(&mgr, &is_init, vec![h.clone()]).unwrap();
         assert!(out[0].as_tensor().unwrap().scalar_value::<bool>().unwrap());
+        let shape = run(&mgr, &NodeSpec::new("shape", "VariableShape"), vec![h.clone()]).unwrap();
+        assert_eq!(shape[0].as_tensor().unwrap().dims(), &[0], "a scalar variable's shape is []");
         // A read with the wrong dtype names both.
         let wrong = NodeSpec::new("r", "ReadVariableOp").attr("dtype", ty(DType::F32));
         let err = run(&mgr, &wrong, vec![h.clone()]).unwrap_err();
