@@ -585,13 +585,7 @@ impl CfExecution {
             Ok(_) => {}
             Err(e) => self.outcome.fail(e, &self.step),
         }
-        state.retire(plan, cf, t, ready);
-        if self.outcome.failed() {
-            ready.truncate(before);
-        }
-        let made = ready.len() - before;
-        state.outstanding = state.outstanding + made - 1;
-        let finished = state.outstanding == 0;
+        let finished = self.retire_locked(&mut state, t, before, ready);
         drop(state);
         if finished {
             self.outcome.finish(&self.step);
@@ -757,7 +751,13 @@ impl CfExecution {
             Ok(_) => {}
             Err(e) => self.outcome.fail(e, &self.step),
         }
-        state.retire(plan, cf, t, ready);
+        self.retire_locked(state, t, before, ready)
+    }
+
+    /// Retires `t`, whose outputs made `ready[before..]` ready, and
+    /// accounts them; true when the step is over.
+    fn retire_locked(&self, state: &mut State, t: Tagged, before: usize, ready: &mut Vec<Tagged>) -> bool {
+        state.retire(self.plan(), self.cf(), t, ready);
         // Nodes made ready after a failure are dropped: nothing runs on.
         if self.outcome.failed() {
             ready.truncate(before);

@@ -31,6 +31,18 @@ use crate::ops::control_flow::{is_control_flow_op, is_next_iteration};
 use crate::tensor::{DType, Tensor};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// `base`, or `base_N` for the first N that makes it a name not in
+/// `taken`; the name is then taken.
+pub fn unique_name(taken: &mut HashSet<String>, base: String) -> String {
+    let mut name = base.clone();
+    let mut n = 1;
+    while !taken.insert(name.clone()) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}
+
 /// Index of the root frame in a [`FrameTable`].
 pub const ROOT: usize = 0;
 
@@ -171,10 +183,10 @@ pub fn add_control_loops(
     // The locations each frame runs in, nested frames' included, and one
     // device at each.
     let mut span: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); num_frames];
-    for id in 0..graph.len() {
+    for (id, location) in locations.iter().enumerate() {
         let mut frame = frames.node_frame[id];
         while frame != ROOT {
-            span[frame].entry(locations[id].clone()).or_insert_with(|| graph.node(id).spec.device.clone());
+            span[frame].entry(location.clone()).or_insert_with(|| graph.node(id).spec.device.clone());
             frame = frames.parents[frame];
         }
     }
@@ -199,15 +211,7 @@ pub fn add_control_loops(
     }
     // Parents first: a nested control loop enters from its parent's pivot.
     order.sort_by_key(|&f| frames.depth(f));
-    let mut unique = |base: String| {
-        let mut name = base.clone();
-        let mut n = 1;
-        while !taken.insert(name.clone()) {
-            name = format!("{base}_{n}");
-            n += 1;
-        }
-        name
-    };
+    let mut unique = |base: String| unique_name(taken, base);
     let bool_t = || AttrValue::Type(DataType::Tensor(DType::Bool));
     let mut loops = ControlLoops::default();
     let mut added = GraphSpec::default();

@@ -13,7 +13,7 @@
 //! instead of taking a second hop through the fed node's task. The fed node
 //! itself is never run, so where its value is handed in changes no result.
 
-use super::control_loop::{ROOT, add_control_loops, colocate_next_iterations, has_control_flow};
+use super::control_loop::{ROOT, add_control_loops, colocate_next_iterations, has_control_flow, unique_name};
 use super::spec::{AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, TensorValue};
 use super::validate::{Graph, NodeId, Resolved, output_type, resolve_nodes};
 use crate::cluster::DeviceName;
@@ -101,15 +101,7 @@ pub fn partition(placed: &GraphSpec, opts: &PartitionOptions<'_>) -> Result<BTre
         Ok(recv.control(control_loop.merge.clone()))
     };
 
-    let mut unique = |base: String| {
-        let mut name = base.clone();
-        let mut n = 1;
-        while !taken.insert(name.clone()) {
-            name = format!("{base}_{n}");
-            n += 1;
-        }
-        name
-    };
+    let mut unique = |base: String| unique_name(&mut taken, base);
     let mut parts: BTreeMap<String, GraphSpec> = BTreeMap::new();
     let mut edge_counter = 0usize;
     // (producer, port, destination location) → Recv node in that location.

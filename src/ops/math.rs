@@ -690,11 +690,8 @@ fn build_add_n(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 // ---------------------------------------------------------------------------
 // Select
 
-/// `Select` (v1): the condition is a scalar (pick a whole operand), a
-/// vector over the first dimension (pick rows), or the operands' shape.
-fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
-    let cond = ctx.input(0)?;
-    let (then, other) = (ctx.input(1)?, ctx.input(2)?);
+/// `Select`'s two operands agree in shape, as TensorFlow requires.
+fn same_operand_shapes(then: &Tensor, other: &Tensor) -> Result<()> {
     if then.shape() != other.shape() {
         bail!(
             invalid_argument,
@@ -703,6 +700,15 @@ fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
             other.shape()
         );
     }
+    Ok(())
+}
+
+/// `Select` (v1): the condition is a scalar (pick a whole operand), a
+/// vector over the first dimension (pick rows), or the operands' shape.
+fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let cond = ctx.input(0)?;
+    let (then, other) = (ctx.input(1)?, ctx.input(2)?);
+    same_operand_shapes(then, other)?;
     let c = cond.as_slice::<bool>()?;
     if cond.shape().is_scalar() {
         // Forward the chosen operand: no copy.
@@ -759,14 +765,7 @@ fn build_select(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 fn compute_select_strings(ctx: &mut OpContext<'_>) -> Result<()> {
     let cond = ctx.input(0)?;
     let (then, other) = (ctx.input(1)?, ctx.input(2)?);
-    if then.shape() != other.shape() {
-        bail!(
-            invalid_argument,
-            "'then' and 'else' must have the same size.  but received: {} vs. {}",
-            then.shape(),
-            other.shape()
-        );
-    }
+    same_operand_shapes(then, other)?;
     let c = cond.as_slice::<bool>()?;
     if cond.shape().is_scalar() {
         let pick = if c[0] { then.clone() } else { other.clone() };
