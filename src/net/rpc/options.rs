@@ -6,6 +6,11 @@ use crate::net::io::TransportKind;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// How long a waiting thread spins before it sleeps, µs: long enough to
+/// cover a small training step's wait on its peer, which a shorter spin
+/// turned into a wake-up (ARCHITECTURE.md has the figures).
+pub const DEFAULT_SPIN_US: u64 = 150;
+
 #[derive(Debug, Clone)]
 pub struct TransportOptions {
     /// io_uring, the socket fallback, or automatic (default: from
@@ -49,7 +54,7 @@ impl Default for TransportOptions {
             max_payloads_per_frame: 1 << 16,
             max_in_flight: 4096,
             max_connections: 256,
-            spin_us: std::env::var("RINGFLOW_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50),
+            spin_us: std::env::var("RINGFLOW_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_SPIN_US),
             zerocopy_send_min_bytes: u64::MAX,
             recv_chunk_bytes: 256 << 10,
             connect_timeout_ms: 5_000,
