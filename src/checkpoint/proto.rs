@@ -5,7 +5,7 @@
 //! Owns: these message shapes only. Must not interpret them; `bundle` does.
 //! `TensorShapeProto` is the GraphDef importer's.
 
-pub use crate::graph::import::proto::TensorShapeProto;
+pub use crate::graph::import::proto::{TensorShapeProto, VersionDef};
 
 /// The value of the index's "" entry: how the bundle is laid out.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -20,16 +20,6 @@ pub struct BundleHeaderProto {
 }
 
 pub const LITTLE_ENDIAN: i32 = 0;
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct VersionDef {
-    #[prost(int32, tag = "1")]
-    pub producer: i32,
-    #[prost(int32, tag = "2")]
-    pub min_consumer: i32,
-    #[prost(int32, repeated, tag = "3")]
-    pub bad_consumers: Vec<i32>,
-}
 
 /// The value of a tensor's entry: where its bytes are and what they are.
 #[derive(Clone, PartialEq, prost::Message)]

@@ -81,6 +81,8 @@ pub mod proto {
         pub producer: i32,
         #[prost(int32, tag = "2")]
         pub min_consumer: i32,
+        #[prost(int32, repeated, tag = "3")]
+        pub bad_consumers: Vec<i32>,
     }
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -575,7 +577,7 @@ pub fn graph_to_proto(graph: &GraphSpec) -> proto::GraphDef {
                 attr: n.attrs.iter().map(|(k, v)| (k.clone(), attr_to_proto(v))).collect(),
             })
             .collect(),
-        versions: Some(proto::VersionDef { producer: 2474, min_consumer: 0 }),
+        versions: Some(proto::VersionDef { producer: 2474, min_consumer: 0, bad_consumers: Vec::new() }),
         library: None,
     }
 }
