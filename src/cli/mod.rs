@@ -26,6 +26,11 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(name = "ringflow", version, about = "A distributed dataflow-graph runtime, rebuilt for latency")]
 pub struct Cli {
+    /// File holding the cluster secret every connection must prove (both
+    /// ends; default: $RINGFLOW_SECRET_FILE). Without one, anyone who
+    /// reaches a server's port may use it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -227,6 +232,14 @@ fn exit_code(result: Result<bool>) -> i32 {
 /// Parses arguments, runs the command, returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    let secret = match &cli.secret_file {
+        Some(path) => crate::net::SecretSetting::from_file(path),
+        None => crate::net::SecretSetting::from_env(),
+    };
+    if let Err(e) = secret.check() {
+        return exit_code(Err(e));
+    }
+    crate::net::SecretSetting::set_process_default(secret);
     exit_code(dispatch(cli.command))
 }
 

@@ -36,7 +36,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub const MAGIC: [u8; 4] = *b"RFLW";
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 pub const HEADER_BYTES: usize = 64;
 /// Payloads (and frames) are aligned to this many bytes.
 pub const PAYLOAD_ALIGN: usize = TENSOR_ALIGN;
@@ -58,6 +58,8 @@ pub enum FrameKind {
     Error = 4,
     /// One-way message; never answered.
     Push = 5,
+    /// A client's cluster-secret proof, or the server's acceptance of it.
+    Auth = 6,
 }
 
 impl FrameKind {
@@ -68,6 +70,7 @@ impl FrameKind {
             3 => FrameKind::Response,
             4 => FrameKind::Error,
             5 => FrameKind::Push,
+            6 => FrameKind::Auth,
             _ => return None,
         })
     }

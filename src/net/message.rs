@@ -300,8 +300,9 @@ pub fn validate_response(method: Method, bytes: &[u8]) -> Result<Validated> {
 // ---------------------------------------------------------------------------
 // Transport messages
 
-/// First frame each way on a connection. A later cluster-secret handshake
-/// checks `auth` here, before any other frame is decoded.
+/// First frame each way on a connection (`rpc/handshake.rs` has the
+/// exchange); nothing else is decoded before it and, with a cluster secret,
+/// before the proofs check.
 #[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
 pub struct Hello {
     pub protocol_version: u16,
@@ -309,8 +310,19 @@ pub struct Hello {
     pub incarnation: u64,
     /// Who is speaking (task name or address), for logs.
     pub name: String,
-    /// Reserved for the cluster-secret proof; empty today.
+    /// Fresh random bytes the peer's proof must cover (empty without a
+    /// cluster secret).
+    pub nonce: Vec<u8>,
+    /// The server's proof that it holds the cluster secret (empty without
+    /// one, and always empty from a client: its proof is the next frame).
     pub auth: Vec<u8>,
+}
+
+/// A client's cluster-secret proof (`FrameKind::Auth`), and the server's
+/// acceptance of it (empty).
+#[derive(Debug, Clone, PartialEq, Default, Archive, Serialize, Deserialize)]
+pub struct AuthProof {
+    pub proof: Vec<u8>,
 }
 
 /// The metadata of an error frame.
@@ -838,7 +850,7 @@ mod tests {
             memory_limit: 1 << 40,
         };
         let strings = vec!["a".to_string(), "ü".to_string(), String::new()];
-        round_trip(&Hello { protocol_version: 1, incarnation: 7, name: "w0".into(), auth: vec![1, 2] });
+        round_trip(&Hello { protocol_version: 1, incarnation: 7, name: "w0".into(), nonce: vec![3; 16], auth: vec![1, 2] });
         round_trip(&ErrorMeta { code: 14, message: "gone".into() });
         round_trip(&Empty {});
         round_trip(&CreateSessionRequest {

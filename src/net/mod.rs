@@ -59,6 +59,6 @@ pub use frame::{FrameError, FrameKind, FrameLimits, ReceivedFrame};
 pub use io::TransportKind;
 pub use message::{Method, TensorRef};
 pub use rpc::{
-    BackChannel, ChannelCache, Client, Http2Handoff, PendingCall, Reply, Request, Response, Server, Service,
-    TransportOptions,
+    BackChannel, ChannelCache, Client, ClusterSecret, Http2Handoff, PendingCall, Reply, Request, Response,
+    SecretSetting, Server, Service, TransportOptions,
 };

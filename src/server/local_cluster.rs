@@ -136,6 +136,9 @@ impl LocalCluster {
             if options.threads_per_device > 0 {
                 command.arg("--threads").arg(options.threads_per_device.to_string());
             }
+            if let Some(path) = crate::net::SecretSetting::process_default().file() {
+                command.arg("--secret-file").arg(path);
+            }
             let child = command.spawn().map_err(|e| {
                 Status::internal(format!("cannot start {} for /job:{job}/task:{task}: {e}", exe.display()))
             })?;

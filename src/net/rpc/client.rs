@@ -162,10 +162,10 @@ impl Client {
             ))
         })?;
         let conn = Conn::new(stream, driver, addr.to_string(), &options);
-        let mut reader = FrameReader::new(conn.limits, options.recv_chunk_bytes, options.recv_region.clone())
+        let reader = FrameReader::new(conn.limits, options.recv_chunk_bytes, options.recv_region.clone())
             .map_err(|e| Status::resource_exhausted(format!("receive buffer for {addr}: {e}")))?;
-        conn.send_hello(&options).map_err(|e| e.to_status())?;
-        let peer_hello = conn.expect_hello(&mut reader, deadline).map_err(|e| Status::unavailable(e.to_string()))?;
+        let peer_hello =
+            super::handshake::client_handshake(conn.fd(), &conn.peer, &options, deadline).map_err(|e| e.to_status())?;
         tracing::debug!(
             "connected to {addr} ({}, incarnation {:#x}) over {}",
             peer_hello.name,

@@ -9,7 +9,7 @@ use super::TransportOptions;
 use crate::error::{Code, Status};
 use crate::net::frame::{FrameError, FrameKind, FrameLimits, OutgoingFrame, ReceivedFrame};
 use crate::net::io::{self, Driver, RecvOutcome, Wait};
-use crate::net::message::{self, ErrorMeta, Hello};
+use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
@@ -31,6 +31,8 @@ pub enum NetError {
     Closed { peer: String },
     #[error("handshake with {peer}: {reason}")]
     Handshake { peer: String, reason: String },
+    #[error("cluster secret with {peer}: {reason}")]
+    Auth { peer: String, reason: String },
     #[error("timed out waiting for {peer}")]
     TimedOut { peer: String },
 }
@@ -40,6 +42,7 @@ impl NetError {
         let code = match self {
             NetError::Frame { .. } => Code::InvalidArgument,
             NetError::TimedOut { .. } => Code::DeadlineExceeded,
+            NetError::Auth { .. } => Code::Unauthenticated,
             _ => Code::Unavailable,
         };
         Status::new(code, self.to_string())
@@ -96,41 +99,6 @@ impl Conn {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
-    }
-
-    /// Whether the peer's first byte is `P`, as in HTTP/2's preface
-    /// (`PRI * HTTP/2.0`); a native hello starts with `R` (`RFLW`). Peeks
-    /// without consuming, waiting for that byte until `deadline`; `false`
-    /// when the peer sent nothing or closed (the hello's read reports it).
-    pub(crate) fn opens_with_http2_preface(&self, deadline: Instant) -> bool {
-        let mut first = [0u8; 1];
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            let mut pollfd = libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let ready = unsafe { libc::poll(&mut pollfd, 1, left.as_millis().clamp(1, i32::MAX as u128) as i32) };
-            if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if ready <= 0 {
-                return false;
-            }
-            // SAFETY: `first` is valid for one byte; MSG_PEEK leaves it queued.
-            let got =
-                unsafe { libc::recv(self.fd(), first.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-            return got == 1 && first[0] == b'P';
-        }
-    }
-
-    /// Gives the socket to another owner: this connection is marked closed
-    /// without shutting the socket, and a duplicate descriptor is returned.
-    pub(crate) fn detach(&self) -> std::io::Result<TcpStream> {
-        let stream = self.stream.try_clone()?;
-        self.closed.store(true, Ordering::Release);
-        Ok(stream)
     }
 
     /// Shuts the socket down both ways: wakes this connection's reader
@@ -311,41 +279,6 @@ impl Conn {
                 }
             }
         }
-    }
-
-    /// Sends our hello (request id 0).
-    pub(crate) fn send_hello(&self, options: &TransportOptions) -> Result<(), NetError> {
-        let hello = Hello {
-            protocol_version: crate::net::frame::PROTOCOL_VERSION,
-            incarnation: options.incarnation,
-            name: options.name.clone(),
-            auth: Vec::new(),
-        };
-        let meta = message::encode(&hello)
-            .map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.into_message() })?;
-        self.send(FrameKind::Hello, 0, 0, &meta, &[])
-    }
-
-    /// Reads the peer's hello: the first frame must be one, with our
-    /// protocol version. (The cluster-secret check goes here, before any
-    /// other frame is decoded.)
-    pub(crate) fn expect_hello(&self, reader: &mut FrameReader, deadline: Instant) -> Result<Hello, NetError> {
-        let handshake = |reason: String| NetError::Handshake { peer: self.peer.clone(), reason };
-        let frame = self
-            .read_frame(reader, self.spin, Some(deadline))?
-            .ok_or_else(|| handshake("no hello before the connect timeout".into()))?;
-        if frame.header.kind != FrameKind::Hello {
-            return Err(handshake(format!("first frame is {:?}, not a hello", frame.header.kind)));
-        }
-        let hello = message::decode::<Hello>(frame.meta_bytes()).map_err(|s| handshake(s.into_message()))?;
-        if hello.protocol_version != crate::net::frame::PROTOCOL_VERSION {
-            return Err(handshake(format!(
-                "peer speaks protocol {}, we speak {}",
-                hello.protocol_version,
-                crate::net::frame::PROTOCOL_VERSION
-            )));
-        }
-        Ok(hello)
     }
 }
 

@@ -12,12 +12,15 @@
 mod cache;
 mod client;
 mod conn;
+mod greeter;
+pub mod handshake;
 mod options;
 mod server;
 
 pub use cache::ChannelCache;
 pub use client::{Client, PendingCall, Response};
 pub use conn::NetError;
+pub use handshake::{ClusterSecret, SECRET_FILE_ENV, SecretSetting};
 pub use options::{TransportOptions, process_incarnation};
 pub use server::{BackChannel, Http2Handoff, Reply, Request, Server, Service};
 

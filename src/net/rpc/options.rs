@@ -2,6 +2,7 @@
 //! start-up (TigerBeetle's "a limit on everything").
 
 use crate::net::frame::FrameLimits;
+use super::handshake::SecretSetting;
 use crate::net::io::TransportKind;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -44,6 +45,15 @@ pub struct TransportOptions {
     /// small frames are received into; io_uring threads register it as a
     /// fixed buffer. `None`: chunks come from the heap.
     pub recv_region: Option<crate::alloc::Region>,
+    /// The cluster secret peers must prove (default: the file named by
+    /// `RINGFLOW_SECRET_FILE`, else none).
+    pub secret: SecretSetting,
+    /// A server closes a connection that has not finished its handshake
+    /// within this long.
+    pub handshake_timeout_ms: u64,
+    /// Connections a server holds in their handshake at once; past it, the
+    /// oldest is closed (a real peer finishes in microseconds).
+    pub max_pending_handshakes: usize,
 }
 
 impl Default for TransportOptions {
@@ -62,6 +72,9 @@ impl Default for TransportOptions {
             incarnation: process_incarnation(),
             name: String::new(),
             recv_region: None,
+            secret: SecretSetting::process_default(),
+            handshake_timeout_ms: 3_000,
+            max_pending_handshakes: 4096,
         }
     }
 }
@@ -73,6 +86,10 @@ impl TransportOptions {
 
     pub fn spin(&self) -> Duration {
         Duration::from_micros(self.spin_us)
+    }
+
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
     }
 
     pub fn connect_timeout(&self) -> Duration {

@@ -31,7 +31,6 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 /// What a server does with requests. `handle` runs on a transport thread:
 /// it must not block. Cheap requests are answered inline (the fastest
@@ -233,15 +232,15 @@ const _: () = {
     is_send::<Request>();
 };
 
-struct Shared {
+pub(super) struct Shared {
     service: Arc<dyn Service>,
-    options: TransportOptions,
+    pub(super) options: TransportOptions,
     driver: Driver,
-    stopping: AtomicBool,
+    pub(super) stopping: AtomicBool,
     next_conn_id: AtomicU64,
-    live: Mutex<HashMap<u64, Arc<Conn>>>,
+    pub(super) live: Mutex<HashMap<u64, Arc<Conn>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    http2: std::sync::OnceLock<Arc<dyn Http2Handoff>>,
+    pub(super) http2: std::sync::OnceLock<Arc<dyn Http2Handoff>>,
 }
 
 /// A listening server. Dropping it shuts it down.
@@ -333,80 +332,43 @@ impl Drop for Server {
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping.load(Ordering::Acquire) {
-            return;
-        }
-        let (stream, peer_addr) = match accepted {
-            Ok(pair) => pair,
-            Err(e) => {
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                tracing::warn!("accept: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
-        };
-        let peer = peer_addr.to_string();
-        if shared.live.lock().len() >= shared.options.max_connections {
-            tracing::warn!(
-                "refusing connection from {peer}: {} connections open (max_connections)",
-                shared.options.max_connections
-            );
-            continue; // `stream` drops and closes.
-        }
-        let conn = Arc::new(Conn::new(stream, shared.driver, peer.clone(), &shared.options));
-        let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
-        shared.live.lock().insert(id, conn.clone());
-        let thread_shared = shared.clone();
-        let spawned = std::thread::Builder::new().name(format!("rf-conn-{id}")).spawn(move || {
-            serve_connection(&conn, &thread_shared);
-            conn.close();
-            thread_shared.live.lock().remove(&id);
-        });
-        let mut threads = shared.threads.lock();
-        threads.retain(|t| !t.is_finished());
-        match spawned {
-            Ok(handle) => threads.push(handle),
-            Err(e) => {
-                tracing::warn!("spawning a thread for {peer}: {e}");
-                shared.live.lock().remove(&id);
-            }
+    super::greeter::run(listener, shared, |stream, peer, hello| spawn_connection(shared, stream, peer, hello));
+}
+
+/// Gives a connection that finished its handshake a thread of its own.
+fn spawn_connection(shared: &Arc<Shared>, stream: std::net::TcpStream, peer: String, hello: message::Hello) {
+    if let Err(e) = stream.set_nonblocking(false) {
+        tracing::warn!("connection from {peer}: {e}");
+        return;
+    }
+    tracing::debug!("connection from {peer} ({}, incarnation {:#x})", hello.name, hello.incarnation);
+    let conn = Arc::new(Conn::new(stream, shared.driver, peer.clone(), &shared.options));
+    let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    shared.live.lock().insert(id, conn.clone());
+    let thread_shared = shared.clone();
+    let peer_name: Arc<str> = Arc::from(hello.name.as_str());
+    let spawned = std::thread::Builder::new().name(format!("rf-conn-{id}")).spawn(move || {
+        serve_connection(&conn, &thread_shared, peer_name);
+        conn.close();
+        thread_shared.live.lock().remove(&id);
+    });
+    let mut threads = shared.threads.lock();
+    threads.retain(|t| !t.is_finished());
+    match spawned {
+        Ok(handle) => threads.push(handle),
+        Err(e) => {
+            tracing::warn!("spawning a thread for {peer}: {e}");
+            shared.live.lock().remove(&id);
         }
     }
 }
 
-fn serve_connection(conn: &Arc<Conn>, shared: &Shared) {
+fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
     let options = &shared.options;
     let mut reader = match FrameReader::new(conn.limits, options.recv_chunk_bytes, options.recv_region.clone()) {
         Ok(reader) => reader,
         Err(e) => {
             tracing::warn!("connection from {}: {e}", conn.peer);
-            return;
-        }
-    };
-    let deadline = Instant::now() + options.connect_timeout();
-    if let Some(handoff) = shared.http2.get() {
-        if conn.opens_with_http2_preface(deadline) {
-            match conn.detach() {
-                Ok(stream) => handoff.take_over(stream, &conn.peer),
-                Err(e) => tracing::warn!("handing over the HTTP/2 connection from {}: {e}", conn.peer),
-            }
-            return;
-        }
-    }
-    let hello = conn.expect_hello(&mut reader, deadline).and_then(|hello| conn.send_hello(options).map(|()| hello));
-    let peer_name: Arc<str> = match hello {
-        Ok(hello) => {
-            tracing::debug!("connection from {} ({}, incarnation {:#x})", conn.peer, hello.name, hello.incarnation);
-            Arc::from(hello.name.as_str())
-        }
-        Err(e) => {
-            if !shared.stopping.load(Ordering::Acquire) {
-                tracing::warn!("rejecting connection: {e}");
-            }
             return;
         }
     };
