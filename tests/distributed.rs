@@ -416,7 +416,7 @@ fn worker_status(address: &str, session: &str) -> (u64, u64) {
     let client = Client::connect(address, TransportOptions::default()).unwrap();
     let response = client
         .call_rpc(
-            &msg::GetStatusRequest { session_handle: session.to_string() },
+            &msg::GetStatusRequest { session_handle: session.to_string(), ..Default::default() },
             &[],
             Instant::now() + Duration::from_secs(5),
         )

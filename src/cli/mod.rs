@@ -115,6 +115,8 @@ pub enum Command {
         /// Exit when standard input closes (a launcher's lifeline).
         #[arg(long, hide = true)]
         exit_on_stdin_eof: bool,
+        #[command(flatten)]
+        limits: server_cmd::LimitArgs,
     },
     /// List the devices of the cluster a master serves.
     Devices {
@@ -452,7 +454,18 @@ fn dispatch(command: Command) -> Result<bool> {
         }
         Command::Demo { steps, train: false } => demo::demo(steps).map(|()| true),
         Command::Demo { steps, train: true } => demo_train::demo_train(steps).map(|()| true),
-        Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen, exit_on_stdin_eof } => {
+        Command::Server {
+            cluster,
+            tf_config,
+            job,
+            task,
+            role,
+            cpu_devices,
+            threads,
+            listen,
+            exit_on_stdin_eof,
+            limits,
+        } => {
             server_cmd::serve(&server_cmd::ServerArgs {
                 cluster,
                 tf_config,
@@ -463,6 +476,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 threads,
                 listen,
                 exit_on_stdin_eof,
+                limits,
             })
             .map(|()| true)
         }

@@ -18,6 +18,35 @@ pub struct ServerArgs {
     pub threads: usize,
     pub listen: Option<String>,
     pub exit_on_stdin_eof: bool,
+    pub limits: LimitArgs,
+}
+
+/// Failure detection, collection and limits of a server.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Milliseconds between heartbeats from this task's master to each task.
+    #[arg(long, default_value_t = 500)]
+    pub heartbeat_ms: u64,
+    /// A task whose heartbeat goes unanswered this long (ms) is marked
+    /// unavailable, failing its steps.
+    #[arg(long, default_value_t = 1500)]
+    pub heartbeat_timeout_ms: u64,
+    /// Close master sessions no client used for this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub session_idle_timeout_s: u64,
+    /// Release worker sessions no master used or heartbeat named for this
+    /// many seconds (0: never).
+    #[arg(long, default_value_t = 600)]
+    pub worker_idle_timeout_s: u64,
+    /// Connections served at once (past their handshake).
+    #[arg(long, default_value_t = 256)]
+    pub max_connections: usize,
+    /// Close a connection that has not finished its handshake in this many ms.
+    #[arg(long, default_value_t = 3000)]
+    pub handshake_timeout_ms: u64,
+    /// Largest frame accepted, in MiB.
+    #[arg(long, default_value_t = 8192)]
+    pub max_frame_mib: u64,
 }
 
 /// The cluster and this task, from `--cluster` or `TF_CONFIG`.
@@ -58,6 +87,15 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
         options.pool.threads = args.threads;
     }
     options.listen = args.listen.clone();
+    let limits = &args.limits;
+    options.health.interval = std::time::Duration::from_millis(limits.heartbeat_ms.max(1));
+    options.health.timeout = std::time::Duration::from_millis(limits.heartbeat_timeout_ms.max(1));
+    let seconds = |s: u64| (s > 0).then(|| std::time::Duration::from_secs(s));
+    options.session_idle_timeout = seconds(limits.session_idle_timeout_s);
+    options.worker_idle_timeout = seconds(limits.worker_idle_timeout_s);
+    options.transport.max_connections = limits.max_connections.max(1);
+    options.transport.handshake_timeout_ms = limits.handshake_timeout_ms.max(1);
+    options.transport.max_frame_bytes = limits.max_frame_mib.max(1) << 20;
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
     // Whatever asks us to stop says why on this channel: a signal, or the

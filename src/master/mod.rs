@@ -6,6 +6,7 @@
 //! Owns: sessions by handle and their lifetimes. Must not run kernels: it
 //! drives workers through `WorkerInterface`.
 
+pub mod health;
 pub mod service;
 pub mod session;
 
@@ -33,6 +34,7 @@ pub struct Master {
     incarnation: u64,
     /// Steps remote clients may cancel ([`service`]).
     pub(crate) client_cancels: service::ClientCancels,
+    health: Arc<health::Health>,
 }
 
 impl Master {
@@ -45,6 +47,17 @@ impl Master {
         cluster: ClusterInfo,
         channels: Arc<ChannelCache>,
     ) -> Result<Master> {
+        Master::with_health(task_name, local_worker, cluster, channels, health::HealthOptions::default())
+    }
+
+    /// Like [`new`](Self::new), with heartbeat settings.
+    pub fn with_health(
+        task_name: &str,
+        local_worker: Option<Arc<Worker>>,
+        cluster: ClusterInfo,
+        channels: Arc<ChannelCache>,
+        health_options: health::HealthOptions,
+    ) -> Result<Master> {
         let mut tasks = Vec::with_capacity(cluster.tasks.len());
         for (name, address) in &cluster.tasks {
             let worker: Arc<dyn WorkerInterface> = match (&local_worker, name == task_name) {
@@ -54,6 +67,11 @@ impl Master {
             };
             tasks.push(TaskHandle { name: name.clone(), worker });
         }
+        let local = |t: &TaskHandle| local_worker.is_some() && t.name == task_name;
+        let health = Arc::new(health::Health::new(
+            tasks.iter().map(|t| (t.name.clone(), t.worker.clone(), !local(t))).collect(),
+            health_options,
+        ));
         let default_task = match &local_worker {
             Some(_) => task_name.to_string(),
             None => tasks
@@ -70,6 +88,7 @@ impl Master {
             next_session: AtomicU64::new(1),
             incarnation: crate::executor::new_incarnation(),
             client_cancels: service::ClientCancels::default(),
+            health,
         })
     }
 
@@ -95,8 +114,10 @@ impl Master {
             &self.cluster,
             graph,
             config,
+            Some(self.health.clone()),
         )?);
         self.sessions.write().insert(handle, session.clone());
+        self.health.sessions_changed(self.sessions.read().keys().cloned().collect());
         Ok(session)
     }
 
@@ -113,7 +134,10 @@ impl Master {
     pub fn close_session(&self, handle: &str) -> Result<()> {
         let session = self.sessions.write().remove(handle);
         match session {
-            Some(s) => s.close(),
+            Some(s) => {
+                self.health.sessions_changed(self.sessions.read().keys().cloned().collect());
+                s.close()
+            }
             None => Err(Status::aborted(format!("session '{handle}' is not known on master {}", self.task_name))),
         }
     }
@@ -134,6 +158,28 @@ impl Master {
             task.worker.cleanup_all(containers).map_err(|e| e.context(&task.name))?;
         }
         Ok(())
+    }
+
+    /// Closes every session no client has used for `max_idle` (and none
+    /// is running a step): its graphs and worker sessions are released on
+    /// every task. Returns how many.
+    pub fn close_idle_sessions(&self, max_idle: std::time::Duration) -> usize {
+        let idle: Vec<String> = self
+            .sessions
+            .read()
+            .iter()
+            .filter(|(_, s)| s.idle_for() > max_idle)
+            .map(|(h, _)| h.clone())
+            .collect();
+        for handle in &idle {
+            tracing::warn!(
+                "master {}: closing session '{handle}': no client call for {} s (its client is gone?)",
+                self.task_name,
+                max_idle.as_secs()
+            );
+            let _ = self.close_session(handle);
+        }
+        idle.len()
     }
 
     pub fn num_sessions(&self) -> usize {

@@ -14,13 +14,14 @@ use crate::error::{Result, Status};
 use crate::executor::{CancellationToken, NodeStats, Notification};
 use crate::graph::{ClientGraph, Endpoint, Graph, GraphSpec, PartitionOptions, partition, place, prune};
 use crate::tensor::Tensor;
+use super::health::Health;
 use crate::worker::{
     ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphRequest, RunGraphResponse, WorkerInterface,
 };
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Per-session settings.
@@ -70,6 +71,18 @@ struct Part {
 struct ClientExecution {
     client: ClientGraph,
     parts: Vec<Part>,
+    /// The session's generation it was built in: a restarted task makes
+    /// every older execution stale (its partitions name the old process).
+    generation: u64,
+}
+
+/// A callable: its signature, and the execution it runs (rebuilt when a
+/// task restarts).
+struct Callable {
+    feeds: Vec<Endpoint>,
+    fetches: Vec<Endpoint>,
+    targets: Vec<String>,
+    exec: Mutex<Arc<ClientExecution>>,
 }
 
 struct PartialRun {
@@ -92,17 +105,42 @@ struct GraphState {
 pub struct MasterSession {
     handle: String,
     tasks: Arc<[TaskHandle]>,
-    devices: Vec<DeviceAttributes>,
+    /// Every task's devices; a restarted task's are discovered again (new
+    /// incarnations).
+    devices: Mutex<Vec<DeviceAttributes>>,
     device_names: Vec<DeviceName>,
     default_device: DeviceName,
     config: SessionConfig,
     graph: Mutex<GraphState>,
     signatures: Mutex<HashMap<String, Arc<ClientExecution>>>,
-    callables: Mutex<HashMap<u64, Arc<ClientExecution>>>,
+    callables: Mutex<HashMap<u64, Arc<Callable>>>,
     partial_runs: Mutex<HashMap<String, Arc<PartialRun>>>,
     next_id: AtomicU64,
     step_ids: AtomicU64,
     closed: AtomicBool,
+    cluster: ClusterInfo,
+    /// Each task's process incarnation when this session last set it up.
+    incarnations: Vec<AtomicU64>,
+    /// Bumped when a task restarts; executions of older generations rebuild.
+    generation: AtomicU64,
+    /// One recovery at a time.
+    recovering: Mutex<()>,
+    /// Heartbeats of the master's tasks (`None` in process).
+    health: Option<Arc<Health>>,
+    /// When a client last used the session, for idle collection.
+    last_used: Mutex<Instant>,
+    /// Steps running now (a running session is never idle).
+    running: AtomicUsize,
+}
+
+/// Counts a running step for as long as it lives.
+struct Running<'a>(&'a MasterSession);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn signature_key(feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]) -> String {
@@ -126,6 +164,8 @@ fn parse_endpoints(names: &[String]) -> Result<Vec<Endpoint>> {
 /// thread saw it, so a part blocked on a tensor from the failed one (or from
 /// a dead task) is released without waiting for anyone's deadline.
 struct StepWaiter {
+    /// Set with the first error, for drivers polling whether to give up.
+    failed: AtomicBool,
     remaining: Mutex<usize>,
     responses: Mutex<Vec<Option<RunGraphResponse>>>,
     error: Mutex<Option<Status>>,
@@ -138,6 +178,7 @@ type AbortHook = Box<dyn FnOnce(&Status) + Send>;
 impl StepWaiter {
     fn new(parts: usize, abort: AbortHook) -> Arc<StepWaiter> {
         Arc::new(StepWaiter {
+            failed: AtomicBool::new(false),
             remaining: Mutex::new(parts),
             responses: Mutex::new((0..parts).map(|_| None).collect()),
             error: Mutex::new(None),
@@ -160,12 +201,17 @@ impl StepWaiter {
 
     /// Fails the step with `e` unless it already failed: aborts every part
     /// and wakes the waiting client.
+    fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
     fn fail(&self, e: Status) {
         let first = {
             let mut first = self.error.lock();
             let is_first = first.is_none();
             if is_first {
                 *first = Some(e.clone());
+                self.failed.store(true, Ordering::Release);
             }
             is_first
         };
@@ -202,10 +248,15 @@ impl MasterSession {
         cluster: &ClusterInfo,
         graph: GraphSpec,
         config: SessionConfig,
+        health: Option<Arc<Health>>,
     ) -> Result<MasterSession> {
         let graph = Graph::build(graph)?;
         let mut devices = Vec::new();
+        let mut incarnations = Vec::with_capacity(tasks.len());
         for task in &tasks {
+            incarnations.push(AtomicU64::new(
+                task.worker.incarnation().map_err(|e| e.context(format_args!("reaching {}", task.name)))?,
+            ));
             let attrs = task
                 .worker
                 .get_status()
@@ -229,7 +280,7 @@ impl MasterSession {
         Ok(MasterSession {
             handle,
             tasks: tasks.into(),
-            devices,
+            devices: Mutex::new(devices),
             device_names,
             default_device,
             config,
@@ -240,7 +291,83 @@ impl MasterSession {
             next_id: AtomicU64::new(1),
             step_ids: AtomicU64::new(seed),
             closed: AtomicBool::new(false),
+            cluster: cluster.clone(),
+            incarnations,
+            generation: AtomicU64::new(0),
+            recovering: Mutex::new(()),
+            health,
+            last_used: Mutex::new(Instant::now()),
+            running: AtomicUsize::new(0),
         })
+    }
+
+    /// How long no client has used the session.
+    pub fn idle_for(&self) -> Duration {
+        if self.running.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
+        self.last_used.lock().elapsed()
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock() = Instant::now();
+    }
+
+    /// Sets the session up again on every task of `exec` whose process
+    /// restarted since this session last set it up there; true if any did
+    /// (the caller looks its execution up again). A task that cannot be
+    /// reached fails the step here, naming it.
+    fn recover_restarted(&self, exec: &ClientExecution) -> Result<bool> {
+        let mut restarted = false;
+        for part in &exec.parts {
+            let task = &self.tasks[part.task];
+            let now = task.worker.incarnation()?;
+            if now != self.incarnations[part.task].load(Ordering::Acquire) {
+                self.recover_task(part.task, now)?;
+                restarted = true;
+            }
+        }
+        Ok(restarted || exec.generation != self.generation.load(Ordering::Acquire))
+    }
+
+    /// A task came back as a new process: its worker session, graphs and
+    /// variables are gone. Re-creates the session there, learns its new
+    /// device incarnations and forgets every registered execution, so the
+    /// next step partitions and registers again. Its variables stay
+    /// uninitialized until the client initializes or restores them:
+    /// reading one fails, naming it, rather than returning stale values.
+    fn recover_task(&self, task: usize, incarnation: u64) -> Result<()> {
+        let _one = self.recovering.lock();
+        let before = self.incarnations[task].load(Ordering::Acquire);
+        if before == incarnation {
+            return Ok(());
+        }
+        let name = &self.tasks[task].name;
+        let worker = &self.tasks[task].worker;
+        worker
+            .create_worker_session(&self.handle, &self.cluster, self.config.isolate_session_state)
+            .map_err(|e| e.context(format_args!("re-creating session '{}' on {name} after it restarted", self.handle)))?;
+        let fresh = worker.get_status().map_err(|e| e.context(format_args!("rediscovering {name}")))?;
+        {
+            let mut devices = self.devices.lock();
+            devices.retain(|d| DeviceName::parse(&d.name).map_or(true, |n| n.task_name() != *name));
+            devices.extend(fresh);
+        }
+        let stale: Vec<_> = self.signatures.lock().drain().map(|(_, e)| e).collect();
+        for exec in stale {
+            let live: Vec<&Part> = exec.parts.iter().filter(|p| p.task != task).collect();
+            for p in live {
+                let _ = self.tasks[p.task].worker.deregister_graph(&self.handle, &p.graph_handle);
+            }
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.incarnations[task].store(incarnation, Ordering::Release);
+        tracing::warn!(
+            "task {name} restarted (incarnation {before:#x} -> {incarnation:#x}): session '{}' set up there again; \
+             its variables on {name} are uninitialized",
+            self.handle
+        );
+        Ok(())
     }
 
     pub fn handle(&self) -> &str {
@@ -274,14 +401,16 @@ impl MasterSession {
     }
 
     pub fn list_devices(&self) -> Vec<DeviceAttributes> {
-        self.devices.clone()
+        self.devices.lock().clone()
     }
 
     fn build_execution(&self, feeds: &[Endpoint], fetches: &[Endpoint], targets: &[String]) -> Result<ClientExecution> {
         let graph = self.graph.lock().graph.clone();
         let client = prune(&graph, feeds, fetches, targets)?;
         let placed = place(&Graph::build(client.graph.clone())?, &self.device_names, &self.default_device)?;
-        let incarnations: HashMap<&str, u64> = self.devices.iter().map(|d| (d.name.as_str(), d.incarnation)).collect();
+        let generation = self.generation.load(Ordering::Acquire);
+        let devices = self.devices.lock().clone();
+        let incarnations: HashMap<&str, u64> = devices.iter().map(|d| (d.name.as_str(), d.incarnation)).collect();
         let per_task = partition(
             &placed,
             &PartitionOptions {
@@ -310,7 +439,7 @@ impl MasterSession {
             };
             parts.push(Part { task, graph_handle, arg_indices, retval_indices });
         }
-        Ok(ClientExecution { client, parts })
+        Ok(ClientExecution { client, parts, generation })
     }
 
     fn deregister_parts(&self, parts: &[Part]) {
@@ -319,8 +448,30 @@ impl MasterSession {
         }
     }
 
-    /// The cached execution of a signature, built on first use.
+    /// The execution of a signature, current with every task it runs on
+    /// (set up again on a task that restarted).
     fn execution(
+        &self,
+        feeds: &[Endpoint],
+        fetches: &[Endpoint],
+        targets: &[String],
+        prefix: &str,
+    ) -> Result<Arc<ClientExecution>> {
+        self.touch();
+        for _ in 0..3 {
+            let exec = self.cached_execution(feeds, fetches, targets, prefix)?;
+            if !self.recover_restarted(&exec)? {
+                return Ok(exec);
+            }
+        }
+        Err(Status::unavailable(format!(
+            "session '{}': tasks kept restarting while the step was being set up",
+            self.handle
+        )))
+    }
+
+    /// The cached execution of a signature, built on first use.
+    fn cached_execution(
         &self,
         feeds: &[Endpoint],
         fetches: &[Endpoint],
@@ -388,6 +539,8 @@ impl MasterSession {
         request_for: impl Fn(&Part) -> RunGraphRequest,
         overrun: impl FnOnce() -> Status,
     ) -> Result<Vec<RunGraphResponse>> {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        let _running = Running(self);
         let tasks = self.tasks.clone();
         let session = self.handle.clone();
         let part_tasks: Vec<usize> = exec.parts.iter().map(|p| p.task).collect();
@@ -415,6 +568,21 @@ impl MasterSession {
             }
             None => None,
         };
+        // A task that stops answering fails the step (heartbeats).
+        let _watch = match &self.health {
+            Some(health) => {
+                let tasks: smallvec::SmallVec<[usize; 4]> = exec.parts.iter().map(|p| p.task).collect();
+                let w = waiter.clone();
+                match health.watch(&tasks, Arc::new(move |status: &Status| w.fail(status.clone()))) {
+                    Ok(guard) => Some(guard),
+                    Err(status) => {
+                        waiter.fail(status.clone());
+                        return Err(status);
+                    }
+                }
+            }
+            None => None,
+        };
         let mut drives = Vec::new();
         for (i, part) in exec.parts.iter().enumerate() {
             let w = waiter.clone();
@@ -426,9 +594,10 @@ impl MasterSession {
         }
         if let Some(last) = drives.pop() {
             for drive in drives {
-                call_drivers().spawn(move || drive(deadline));
+                let w = waiter.clone();
+                call_drivers().spawn(move || drive(deadline, &|| w.has_failed()));
             }
-            last(deadline);
+            last(deadline, &|| waiter.has_failed());
         }
         let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
         // A step may also finish late: kernels running inline on this thread
@@ -512,9 +681,11 @@ impl MasterSession {
 
     pub fn make_callable(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<u64> {
         self.check_open()?;
-        let exec = self.execution(&parse_endpoints(feeds)?, &parse_endpoints(fetches)?, targets, "")?;
+        let (feeds, fetches) = (parse_endpoints(feeds)?, parse_endpoints(fetches)?);
+        let exec = self.execution(&feeds, &fetches, targets, "")?;
         let handle = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.callables.lock().insert(handle, exec);
+        let callable = Callable { feeds, fetches, targets: targets.to_vec(), exec: Mutex::new(exec) };
+        self.callables.lock().insert(handle, Arc::new(callable));
         Ok(handle)
     }
 
@@ -525,12 +696,18 @@ impl MasterSession {
         options: &RunOptions,
     ) -> Result<(Vec<Tensor>, RunMetadata)> {
         self.check_open()?;
-        let exec = self
+        let callable = self
             .callables
             .lock()
             .get(&handle)
             .cloned()
             .ok_or_else(|| Status::invalid_argument(format!("callable handle {handle} is not valid")))?;
+        self.touch();
+        let mut exec = callable.exec.lock().clone();
+        if self.recover_restarted(&exec)? {
+            exec = self.execution(&callable.feeds, &callable.fetches, &callable.targets, "")?;
+            *callable.exec.lock() = exec.clone();
+        }
         self.run_execution(&exec, feeds, options)
     }
 

@@ -623,6 +623,9 @@ rpc!(CancelStepRequest => Empty, CancelStep);
 pub struct GetStatusRequest {
     /// When set, the response counts this session's registered graphs.
     pub session_handle: String,
+    /// Sessions the asking master still holds (its heartbeats name them, so
+    /// the worker does not collect them as idle).
+    pub keep_alive: Vec<String>,
 }
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct GetStatusResponse {
@@ -905,7 +908,7 @@ mod tests {
         round_trip(&RunCallableResponse { fetches: vec![t.clone(), t.clone()], step_stats: stats.clone() });
         round_trip(&ReleaseCallableRequest { session_handle: "s".into(), handle: 77 });
         round_trip(&CancelStepRequest { session_handle: "s".into(), cancel_id: 78 });
-        round_trip(&GetStatusRequest { session_handle: "s".into() });
+        round_trip(&GetStatusRequest { session_handle: "s".into(), keep_alive: vec!["t".into()] });
         round_trip(&GetStatusResponse {
             devices: vec![dev.clone()],
             incarnation: 11,

@@ -30,6 +30,8 @@ pub struct LocalCluster {
     tasks: Vec<(String, usize)>,
     spec: ClusterSpec,
     spec_file: PathBuf,
+    exe: PathBuf,
+    options: LocalClusterOptions,
 }
 
 /// Jobs and their task counts, as `--local-cluster` takes them: `N` (N
@@ -60,6 +62,8 @@ pub fn parse_jobs(text: &str) -> Result<Vec<(String, usize)>> {
 pub struct LocalClusterOptions {
     pub cpu_devices: usize,
     pub threads_per_device: usize,
+    /// More `ringflow server` flags for every task (e.g. heartbeat settings).
+    pub extra_args: Vec<String>,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -115,37 +119,69 @@ impl LocalCluster {
         // Children in the spec's task order, which `wait_ready` follows.
         let tasks: Vec<(String, usize)> =
             spec.cluster.iter().flat_map(|(job, addrs)| (0..addrs.len()).map(move |i| (job.clone(), i))).collect();
-        let mut cluster = LocalCluster { children: Vec::with_capacity(total), tasks: tasks.clone(), spec, spec_file };
+        let mut cluster = LocalCluster {
+            children: Vec::with_capacity(total),
+            tasks: tasks.clone(),
+            spec,
+            spec_file,
+            exe: exe.to_path_buf(),
+            options: options.clone(),
+        };
         for (job, task) in tasks {
-            let mut command = Command::new(exe);
-            command
-                .arg("server")
-                .arg("--cluster")
-                .arg(&cluster.spec_file)
-                .arg("--job")
-                .arg(&job)
-                .arg("--task")
-                .arg(task.to_string())
-                .arg("--exit-on-stdin-eof")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit());
-            if options.cpu_devices > 0 {
-                command.arg("--cpu-devices").arg(options.cpu_devices.to_string());
-            }
-            if options.threads_per_device > 0 {
-                command.arg("--threads").arg(options.threads_per_device.to_string());
-            }
-            if let Some(path) = crate::net::SecretSetting::process_default().file() {
-                command.arg("--secret-file").arg(path);
-            }
-            let child = command.spawn().map_err(|e| {
-                Status::internal(format!("cannot start {} for /job:{job}/task:{task}: {e}", exe.display()))
-            })?;
+            let child = cluster.spawn(&job, task)?;
             cluster.children.push(child);
         }
         cluster.wait_ready()?;
         Ok(cluster)
+    }
+
+    fn spawn(&self, job: &str, task: usize) -> Result<Child> {
+        let options = &self.options;
+        let mut command = Command::new(&self.exe);
+        command
+            .arg("server")
+            .arg("--cluster")
+            .arg(&self.spec_file)
+            .arg("--job")
+            .arg(job)
+            .arg("--task")
+            .arg(task.to_string())
+            .arg("--exit-on-stdin-eof")
+            .args(&options.extra_args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if options.cpu_devices > 0 {
+            command.arg("--cpu-devices").arg(options.cpu_devices.to_string());
+        }
+        if options.threads_per_device > 0 {
+            command.arg("--threads").arg(options.threads_per_device.to_string());
+        }
+        if let Some(path) = crate::net::SecretSetting::process_default().file() {
+            command.arg("--secret-file").arg(path);
+        }
+        command.spawn().map_err(|e| {
+            Status::internal(format!("cannot start {} for /job:{job}/task:{task}: {e}", self.exe.display()))
+        })
+    }
+
+    /// Starts worker task `task` again on its port (after [`kill`](Self::kill)),
+    /// as a new process, and waits until it answers.
+    pub fn restart(&mut self, task: usize) -> Result<()> {
+        let i = self.index_of(task).ok_or_else(|| Status::invalid_argument(format!("no worker task {task}")))?;
+        let _ = self.children[i].kill();
+        let _ = self.children[i].wait();
+        self.children[i] = self.spawn("worker", task)?;
+        self.wait_ready()
+    }
+
+    /// The process id of worker task `task` (to stop or signal it).
+    pub fn pid(&self, task: usize) -> Option<u32> {
+        self.index_of(task).map(|i| self.children[i].id())
+    }
+
+    fn index_of(&self, task: usize) -> Option<usize> {
+        self.tasks.iter().position(|(j, t)| j == "worker" && *t == task)
     }
 
     fn wait_ready(&mut self) -> Result<()> {
@@ -217,7 +253,7 @@ impl LocalCluster {
 
     /// Kills worker task `i` (to test failures).
     pub fn kill(&mut self, task: usize) {
-        if let Some(i) = self.tasks.iter().position(|(j, t)| j == "worker" && *t == task) {
+        if let Some(i) = self.index_of(task) {
             let _ = self.children[i].kill();
             let _ = self.children[i].wait();
         }

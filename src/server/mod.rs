@@ -14,12 +14,14 @@ use crate::cluster::{ClusterSpec, TaskId};
 use crate::error::{Result, Status};
 use crate::executor::PoolOptions;
 use crate::master::Master;
+use crate::master::health::HealthOptions;
 use crate::net::{ChannelCache, Reply, Request, Service, TransportOptions};
 use crate::worker::remote::NetTransport;
 use crate::worker::{ClusterInfo, Worker, WorkerOptions};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
 /// Which services a server runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,14 @@ pub struct ServerOptions {
     /// Address to bind instead of the task's address in the spec (e.g.
     /// `0.0.0.0:2222` behind NAT).
     pub listen: Option<String>,
+    /// Heartbeats from this task's master to every task.
+    pub health: HealthOptions,
+    /// The master closes sessions no client used for this long (`None`:
+    /// never).
+    pub session_idle_timeout: Option<Duration>,
+    /// The worker releases sessions no master used or named in a heartbeat
+    /// for this long (their master is gone).
+    pub worker_idle_timeout: Option<Duration>,
 }
 
 impl ServerOptions {
@@ -63,6 +73,9 @@ impl ServerOptions {
             pool: PoolOptions::default(),
             transport: TransportOptions::default(),
             listen: None,
+            health: HealthOptions::default(),
+            session_idle_timeout: None,
+            worker_idle_timeout: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -100,6 +113,53 @@ pub struct Server {
     master: Option<Arc<Master>>,
     worker: Option<Arc<Worker>>,
     transport: Option<crate::net::Server>,
+    collector: Option<Collector>,
+}
+
+/// Releases idle sessions: the master's whose client is gone, the
+/// worker's whose master is gone. Checks once a second.
+struct Collector {
+    stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Collector {
+    fn start(
+        master: Option<Arc<Master>>,
+        worker: Option<Arc<Worker>>,
+        session_idle: Option<Duration>,
+        worker_idle: Option<Duration>,
+    ) -> Result<Collector> {
+        let stop = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("rf-collector".into())
+            .spawn(move || {
+                let (lock, condvar) = &*stopping;
+                let mut stopped = lock.lock();
+                while !*stopped {
+                    condvar.wait_for(&mut stopped, Duration::from_secs(1));
+                    if let (Some(master), Some(idle)) = (&master, session_idle) {
+                        master.close_idle_sessions(idle);
+                    }
+                    if let (Some(worker), Some(idle)) = (&worker, worker_idle) {
+                        worker.release_idle(idle);
+                    }
+                }
+            })
+            .map_err(|e| Status::internal(format!("starting the session collector: {e}")))?;
+        Ok(Collector { stop, thread: Some(thread) })
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Weak<Master>>> {
@@ -138,7 +198,13 @@ impl Server {
         let master = match options.role {
             Role::Worker => None,
             Role::Both | Role::Master => {
-                Some(Arc::new(Master::new(&task_name, worker.clone(), cluster, channels.clone())?))
+                Some(Arc::new(Master::with_health(
+                    &task_name,
+                    worker.clone(),
+                    cluster,
+                    channels.clone(),
+                    options.health,
+                )?))
             }
         };
         let bind = options.listen.clone().unwrap_or_else(|| address.clone());
@@ -157,7 +223,13 @@ impl Server {
             registry().lock().insert(address.clone(), Arc::downgrade(m));
         }
         tracing::info!("{task_name} serving on {bind} ({:?})", options.role);
-        Ok(Server { address, task_name, master, worker, transport: Some(transport) })
+        let collector = Collector::start(
+            master.clone(),
+            worker.clone(),
+            options.session_idle_timeout,
+            options.worker_idle_timeout,
+        )?;
+        Ok(Server { address, task_name, master, worker, transport: Some(transport), collector: Some(collector) })
     }
 
     pub fn address(&self) -> &str {
@@ -191,6 +263,7 @@ impl Server {
         if let Some(t) = self.transport.take() {
             t.shutdown();
         }
+        self.collector.take();
     }
 }
 

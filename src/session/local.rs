@@ -41,6 +41,7 @@ impl LocalSession {
             &ClusterInfo::default(),
             graph,
             options.config.clone(),
+            None,
         )?;
         Ok(LocalSession { session: Arc::new(session), master: None })
     }

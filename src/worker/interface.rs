@@ -61,7 +61,11 @@ pub type RunGraphDone = Box<dyn FnOnce(Result<RunGraphResponse>) + Send>;
 /// and calls the request's `done`. The transport has no receiver thread, so
 /// a caller with nothing better to do drives the call itself, which saves
 /// a thread wake-up on the critical path.
-pub type DriveCall = Box<dyn FnOnce(Option<Instant>) + Send>;
+///
+/// The driver also stops, failing the call with Cancelled, once its second
+/// argument says the step was abandoned: a step that failed elsewhere never
+/// waits on a frozen task.
+pub type DriveCall = Box<dyn FnOnce(Option<Instant>, &dyn Fn() -> bool) + Send>;
 
 /// The jobs and task addresses of a cluster, as a master tells a worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,6 +80,16 @@ pub trait WorkerInterface: Send + Sync {
     fn task_name(&self) -> &str;
 
     fn get_status(&self) -> Result<Vec<DeviceAttributes>>;
+
+    /// The incarnation of the process serving this task now: a change means
+    /// it restarted and lost its sessions. Reconnects if the connection died;
+    /// fails (Unavailable, naming the task) when the task cannot be reached.
+    fn incarnation(&self) -> Result<u64>;
+
+    /// A round trip to the task, answered by `deadline`; returns its
+    /// incarnation. What heartbeats send: `sessions` are the master's open
+    /// sessions, which the worker then keeps from idle collection.
+    fn heartbeat(&self, deadline: Instant, sessions: &[String]) -> Result<u64>;
 
     /// Creates the session's state on this task; `isolate` gives it
     /// resource containers of its own instead of the task's shared ones.

@@ -24,8 +24,9 @@ use crate::error::{Result, Status};
 use crate::executor::{Device, PoolOptions, new_incarnation};
 use crate::ops::ResourceMgr;
 use foldhash::{HashMap, HashMapExt};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// How a worker is built.
 #[derive(Debug, Clone)]
@@ -55,6 +56,8 @@ pub struct WorkerSession {
     pub handle: String,
     pub graph_mgr: Arc<GraphMgr>,
     pub cluster: ClusterInfo,
+    /// When its master last used it or named it in a heartbeat.
+    last_used: Mutex<Instant>,
 }
 
 pub struct Worker {
@@ -97,8 +100,43 @@ impl Worker {
         self.incarnation
     }
 
+    /// Marks a session used now (its master's heartbeat names it).
+    pub fn keep_alive(&self, handle: &str) {
+        if let Some(session) = self.sessions.read().get(handle) {
+            *session.last_used.lock() = Instant::now();
+        }
+    }
+
+    /// Releases every session no master has used or named in a heartbeat
+    /// for `max_idle` (its master is gone): graphs, steps' leftovers and
+    /// its own resources. Returns their handles.
+    pub fn release_idle(&self, max_idle: Duration) -> Vec<String> {
+        let idle: Vec<String> = self
+            .sessions
+            .read()
+            .values()
+            .filter(|s| s.last_used.lock().elapsed() > max_idle)
+            .map(|s| s.handle.clone())
+            .collect();
+        for handle in &idle {
+            let graphs = self.sessions.read().get(handle).map_or(0, |s| s.graph_mgr.len());
+            if self.sessions.write().remove(handle).is_some() {
+                tracing::warn!(
+                    "{}: released session '{handle}' and its {graphs} graphs: no master used it for {} s",
+                    self.task_name,
+                    max_idle.as_secs()
+                );
+            }
+        }
+        idle
+    }
+
     pub fn session(&self, handle: &str) -> Result<Arc<WorkerSession>> {
-        self.sessions.read().get(handle).cloned().ok_or_else(|| {
+        let found = self.sessions.read().get(handle).cloned();
+        if let Some(session) = &found {
+            *session.last_used.lock() = Instant::now();
+        }
+        found.ok_or_else(|| {
             Status::aborted(format!("session '{handle}' is not known on {} (was the task restarted?)", self.task_name))
         })
     }
@@ -162,6 +200,7 @@ impl WorkerInterface for Worker {
                 handle: session_handle.to_string(),
                 graph_mgr: Arc::new(GraphMgr::new(&self.task_name, self.devices.clone(), resources, rendezvous)),
                 cluster: cluster.clone(),
+                last_used: Mutex::new(Instant::now()),
             }),
         );
         Ok(())
@@ -189,6 +228,17 @@ impl WorkerInterface for Worker {
 
     fn deregister_graph(&self, session_handle: &str, graph_handle: &str) -> Result<()> {
         self.session(session_handle)?.graph_mgr.deregister(graph_handle)
+    }
+
+    fn incarnation(&self) -> Result<u64> {
+        Ok(self.incarnation)
+    }
+
+    fn heartbeat(&self, _deadline: std::time::Instant, sessions: &[String]) -> Result<u64> {
+        for handle in sessions {
+            self.keep_alive(handle);
+        }
+        Ok(self.incarnation)
     }
 
     fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone) -> Option<DriveCall> {

@@ -170,7 +170,7 @@ impl RemoteWorker {
     }
 
     fn status(&self, session_handle: &str) -> Result<Response> {
-        self.call(&msg::GetStatusRequest { session_handle: session_handle.to_string() }, &[])
+        self.call(&msg::GetStatusRequest { session_handle: session_handle.to_string(), keep_alive: Vec::new() }, &[])
     }
 }
 
@@ -192,6 +192,19 @@ impl WorkerInterface for RemoteWorker {
     fn get_status(&self) -> Result<Vec<DeviceAttributes>> {
         let response = self.status("")?;
         Ok(devices_from_wire(&response.meta::<msg::GetStatusResponse>()?.devices))
+    }
+
+    fn incarnation(&self) -> Result<u64> {
+        Ok(self.client()?.peer_incarnation())
+    }
+
+    fn heartbeat(&self, deadline: Instant, sessions: &[String]) -> Result<u64> {
+        let client = self.client()?;
+        let request = msg::GetStatusRequest { session_handle: String::new(), keep_alive: sessions.to_vec() };
+        client
+            .call_rpc(&request, &[], deadline)
+            .map_err(|e| name_task(&self.task, &self.address, e))?;
+        Ok(client.peer_incarnation())
     }
 
     fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()> {
@@ -268,9 +281,9 @@ impl WorkerInterface for RemoteWorker {
             }
         };
         let (task, address) = (self.task.clone(), self.address.clone());
-        Some(Box::new(move |deadline: Option<Instant>| {
+        Some(Box::new(move |deadline: Option<Instant>, abandoned: &dyn Fn() -> bool| {
             let result = call
-                .wait(deadline.unwrap_or_else(far_future))
+                .wait_unless(deadline.unwrap_or_else(far_future), abandoned)
                 .map_err(|e| name_task(&task, &address, e))
                 .and_then(|response| run_graph_response(&response));
             done(result)

@@ -112,6 +112,9 @@ type Encoded = Option<(rkyv::util::AlignedVec, Vec<crate::tensor::Tensor>)>;
 
 fn get_status(worker: &Arc<Worker>, request: &Request) -> Result<Encoded> {
     let m = request.meta::<msg::GetStatusRequest>()?;
+    for handle in m.keep_alive.iter() {
+        worker.keep_alive(handle);
+    }
     let registered_graphs =
         if m.session_handle.is_empty() { 0 } else { worker.registered_graphs(&m.session_handle).unwrap_or(0) as u64 };
     let devices = devices_to_wire(worker.get_status()?);

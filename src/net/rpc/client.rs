@@ -42,6 +42,10 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// Longest a follower sleeps before it looks again.
+/// How often a call waiting with [`PendingCall::wait_unless`] asks whether
+/// it was abandoned.
+pub const ABANDON_POLL: Duration = Duration::from_millis(20);
+
 const FOLLOWER_PARK_SLICE: Duration = Duration::from_millis(5);
 
 /// A response: archived metadata read in place, payload tensors over the
@@ -452,6 +456,14 @@ impl PendingCall {
 
     /// Waits for the response until `deadline` (`DeadlineExceeded` after).
     pub fn wait(self, deadline: Instant) -> Result<Response> {
+        self.wait_unless(deadline, &|| false)
+    }
+
+    /// Like [`wait`](Self::wait), but gives up (Cancelled) as soon as
+    /// `abandoned` says so, checked at least every [`ABANDON_POLL`]: a step
+    /// that failed elsewhere stops waiting for a part that may never answer
+    /// (a frozen peer).
+    pub fn wait_unless(self, deadline: Instant, abandoned: &dyn Fn() -> bool) -> Result<Response> {
         let inner = &self.inner;
         let slot = &self.slot;
         *slot.waiter.lock() = Some(std::thread::current());
@@ -461,19 +473,27 @@ impl PendingCall {
                 return slot.result.lock().take().unwrap_or_else(|| Err(Status::internal("call completed twice")));
             }
             let now = Instant::now();
-            if now >= deadline {
+            let gave_up = abandoned();
+            if now >= deadline || gave_up {
                 inner.pending.lock().remove(&self.id);
                 // It may have completed between the check and the removal.
                 if let Some(result) = slot.result.lock().take() {
                     return result;
+                }
+                if gave_up {
+                    return Err(Status::cancelled(format!(
+                        "{} to {} abandoned: its step ended elsewhere",
+                        self.method, inner.conn.peer
+                    )));
                 }
                 return Err(Status::deadline_exceeded(format!(
                     "{} to {} got no response before its deadline",
                     self.method, inner.conn.peer
                 )));
             }
+            let slice = deadline.min(now + ABANDON_POLL);
             if let Some(mut reader) = inner.reader.try_lock() {
-                inner.lead(&mut reader, slot, spin, deadline);
+                inner.lead(&mut reader, slot, spin, slice);
                 drop(reader);
                 inner.wake_followers();
                 continue;
@@ -486,7 +506,7 @@ impl PendingCall {
                 crate::net::io::spin_pause(spin_start);
             }
             if !slot.done.load(Ordering::Acquire) && inner.reader.is_locked() {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = slice.saturating_duration_since(Instant::now());
                 std::thread::park_timeout(left.min(FOLLOWER_PARK_SLICE));
             }
         }
