@@ -345,8 +345,9 @@ impl GraphMgr {
             return;
         }
         if let Some(remote) = self.rendezvous.remote() {
+            let status = super::service::on_task(&self.task_name, status.clone());
             for peer in &graph.peer_tasks {
-                remote.abort_remote(peer, step.step_id, status);
+                remote.abort_remote(peer, step.step_id, &status);
             }
         }
     }

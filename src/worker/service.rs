@@ -176,6 +176,7 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
         Ok(r) => r,
         Err(e) => return reply.err(e),
     };
+    let worker_for_errors = worker.clone();
     let done = Box::new(move |result: Result<super::RunGraphResponse>| match result {
         Ok(response) => {
             let mut payloads = PayloadList::new();
@@ -187,9 +188,18 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
             let wire = msg::RunGraphResponse { fetches, step_stats: stats_to_wire(&response.stats) };
             answer(reply, &wire, payloads.tensors());
         }
-        Err(e) => reply.err(e),
+        Err(e) => reply.err(on_task(worker_for_errors.task_name(), e)),
     });
     // An in-process worker never hands back a call to drive.
     let drive = worker.run_graph(run, done);
     debug_assert!(drive.is_none());
+}
+
+/// Names this task in an error its step raised, unless it already does: the
+/// master and the client see which process failed.
+pub(crate) fn on_task(task: &str, status: crate::error::Status) -> crate::error::Status {
+    if status.message.contains(task) {
+        return status;
+    }
+    status.context(format_args!("on {task}"))
 }
