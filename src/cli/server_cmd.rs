@@ -25,7 +25,7 @@ pub struct ServerArgs {
 #[derive(clap::Args, Debug, Clone)]
 pub struct LimitArgs {
     /// Milliseconds between heartbeats from this task's master to each task.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, env = "RINGFLOW_HEARTBEAT_MS")]
     pub heartbeat_ms: u64,
     /// A task whose heartbeat goes unanswered this long (ms) is marked
     /// unavailable, failing its steps.
@@ -44,6 +44,12 @@ pub struct LimitArgs {
     /// Close a connection that has not finished its handshake in this many ms.
     #[arg(long, default_value_t = 3000)]
     pub handshake_timeout_ms: u64,
+    /// Sessions the master (and the worker) keep at most.
+    #[arg(long, default_value_t = 1024)]
+    pub max_sessions: usize,
+    /// Requests outstanding on one connection.
+    #[arg(long, default_value_t = 4096)]
+    pub max_in_flight: usize,
     /// Largest frame accepted, in MiB.
     #[arg(long, default_value_t = 8192)]
     pub max_frame_mib: u64,
@@ -96,6 +102,8 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.transport.max_connections = limits.max_connections.max(1);
     options.transport.handshake_timeout_ms = limits.handshake_timeout_ms.max(1);
     options.transport.max_frame_bytes = limits.max_frame_mib.max(1) << 20;
+    options.transport.max_in_flight = limits.max_in_flight.max(1);
+    options.max_sessions = limits.max_sessions.max(1);
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
     // Whatever asks us to stop says why on this channel: a signal, or the

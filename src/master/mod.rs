@@ -21,7 +21,7 @@ use parking_lot::RwLock;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Live sessions one master keeps at most.
+/// Live sessions one master keeps at most, unless configured.
 pub const MAX_SESSIONS: usize = 1024;
 
 pub struct Master {
@@ -35,6 +35,7 @@ pub struct Master {
     /// Steps remote clients may cancel ([`service`]).
     pub(crate) client_cancels: service::ClientCancels,
     health: Arc<health::Health>,
+    max_sessions: std::sync::atomic::AtomicUsize,
 }
 
 impl Master {
@@ -89,7 +90,14 @@ impl Master {
             incarnation: crate::executor::new_incarnation(),
             client_cancels: service::ClientCancels::default(),
             health,
+            max_sessions: std::sync::atomic::AtomicUsize::new(MAX_SESSIONS),
         })
+    }
+
+    /// Sessions this master keeps at most; past it, CreateSession fails
+    /// with ResourceExhausted.
+    pub fn set_max_sessions(&self, max: usize) {
+        self.max_sessions.store(max.max(1), Ordering::Relaxed);
     }
 
     pub fn task_name(&self) -> &str {
@@ -99,9 +107,10 @@ impl Master {
     /// TensorFlow's CreateSession: devices of every task are discovered and
     /// a worker session is made on each.
     pub fn create_session(&self, graph: crate::graph::GraphSpec, config: SessionConfig) -> Result<Arc<MasterSession>> {
-        if self.sessions.read().len() >= MAX_SESSIONS {
+        let max = self.max_sessions.load(Ordering::Relaxed);
+        if self.sessions.read().len() >= max {
             return Err(Status::resource_exhausted(format!(
-                "master {} already has {MAX_SESSIONS} sessions (the limit); close some",
+                "master {} already has {max} sessions (max_sessions); close some",
                 self.task_name
             )));
         }

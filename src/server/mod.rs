@@ -61,6 +61,8 @@ pub struct ServerOptions {
     /// The worker releases sessions no master used or named in a heartbeat
     /// for this long (their master is gone).
     pub worker_idle_timeout: Option<Duration>,
+    /// Sessions the master keeps at most.
+    pub max_sessions: usize,
 }
 
 impl ServerOptions {
@@ -76,6 +78,7 @@ impl ServerOptions {
             health: HealthOptions::default(),
             session_idle_timeout: None,
             worker_idle_timeout: Some(Duration::from_secs(600)),
+            max_sessions: crate::master::MAX_SESSIONS,
         }
     }
 }
@@ -189,7 +192,7 @@ impl Server {
                     task: options.task.index,
                     cpu_devices: options.cpu_devices.max(1),
                     pool: options.pool.clone(),
-                    max_sessions: crate::master::MAX_SESSIONS,
+                    max_sessions: options.max_sessions,
                 })?;
                 worker.set_remote(Arc::new(NetTransport::new(channels.clone())));
                 Some(worker)
@@ -207,6 +210,9 @@ impl Server {
                 )?))
             }
         };
+        if let Some(m) = &master {
+            m.set_max_sessions(options.max_sessions);
+        }
         let bind = options.listen.clone().unwrap_or_else(|| address.clone());
         let dispatch: Arc<dyn Service> = Arc::new(Dispatch { master: master.clone(), worker: worker.clone() });
         // Peers answer our RunGraphs' tensors over the connection we opened.

@@ -62,7 +62,7 @@ impl RemoteSession {
             },
         };
         let response = client
-            .call_rpc(&request, &[], Instant::now() + CONTROL_TIMEOUT)
+            .call_rpc(&request, &[], Instant::now() + options.config.operation_timeout.unwrap_or(CONTROL_TIMEOUT))
             .map_err(|e| e.context(format_args!("creating a session on {address}")))?;
         let meta = response.meta::<msg::CreateSessionResponse>()?;
         Ok(RemoteSession {

@@ -486,6 +486,36 @@ fn send_blocking(fd: RawFd, kind: FrameKind, meta: &[u8], deadline: Instant) -> 
     Ok(())
 }
 
+/// The fuzzer's entry: `bytes` as everything a peer sends before its
+/// connection is accepted, to a server with or without a secret, over a
+/// socket pair. Refusals are expected; panics are the bugs.
+#[doc(hidden)]
+pub fn fuzz_server_handshake(bytes: &[u8], with_secret: bool) {
+    use std::os::fd::AsRawFd;
+    let Ok((mut peer, ours)) = std::os::unix::net::UnixStream::pair() else { return };
+    let _ = std::io::Write::write_all(&mut peer, &bytes[..bytes.len().min(4096)]);
+    drop(peer);
+    let options = TransportOptions {
+        secret: if with_secret {
+            SecretSetting::Key(Arc::new(ClusterSecret::from_bytes(b"fuzz", "fuzz".into())))
+        } else {
+            SecretSetting::Open
+        },
+        ..TransportOptions::default()
+    };
+    let mut small = SmallFrame::new();
+    let mut handshake = ServerHandshake::new();
+    for _ in 0..4 {
+        match small.read_from(ours.as_raw_fd()) {
+            Ok(Progress::Done(frame)) => match handshake.on_frame(ours.as_raw_fd(), frame, &options) {
+                Ok(ServerStep::Continue) => continue,
+                Ok(ServerStep::Accepted(_)) | Err(_) => return,
+            },
+            Ok(Progress::Pending) | Err(_) => return,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
