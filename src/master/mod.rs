@@ -6,6 +6,7 @@
 //! Owns: sessions by handle and their lifetimes. Must not run kernels: it
 //! drives workers through `WorkerInterface`.
 
+pub mod clock;
 pub mod service;
 pub mod session;
 

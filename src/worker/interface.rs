@@ -77,6 +77,13 @@ pub trait WorkerInterface: Send + Sync {
 
     fn get_status(&self) -> Result<Vec<DeviceAttributes>>;
 
+    /// This task's wall clock, µs since the Unix epoch: a master's round
+    /// trips with it align step stats across tasks. A worker in the
+    /// caller's process shares its clock.
+    fn wall_clock_us(&self) -> Result<u64> {
+        Ok(crate::executor::wall_clock_us())
+    }
+
     /// Creates the session's state on this task; `isolate` gives it
     /// resource containers of its own instead of the task's shared ones.
     fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()>;

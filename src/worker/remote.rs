@@ -52,6 +52,8 @@ pub fn stats_from_wire(stats: &msg::ArchivedStepStats) -> Vec<NodeStats> {
             thread: n.thread.to_native(),
             frame: n.frame.to_string(),
             iter: n.iter.to_native(),
+            rendezvous_key: n.rendezvous_key.to_string(),
+            bytes: n.bytes.to_native(),
         })
         .collect()
 }
@@ -69,8 +71,11 @@ pub fn stats_to_wire(stats: &[NodeStats]) -> msg::StepStats {
                 thread: n.thread,
                 frame: n.frame.clone(),
                 iter: n.iter,
+                rendezvous_key: n.rendezvous_key.clone(),
+                bytes: n.bytes,
             })
             .collect(),
+        clocks: Vec::new(),
     }
 }
 
@@ -192,6 +197,10 @@ impl WorkerInterface for RemoteWorker {
     fn get_status(&self) -> Result<Vec<DeviceAttributes>> {
         let response = self.status("")?;
         Ok(devices_from_wire(&response.meta::<msg::GetStatusResponse>()?.devices))
+    }
+
+    fn wall_clock_us(&self) -> Result<u64> {
+        Ok(self.status("")?.meta::<msg::GetStatusResponse>()?.wall_clock_us.to_native())
     }
 
     fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()> {
