@@ -5,7 +5,10 @@
 //! trip and takes the task's offset as its reading minus the round trip's
 //! midpoint (NTP's estimate). The reading happened somewhere inside the
 //! round trip, so the offset is off by at most half of it: that half (plus
-//! rounding to whole microseconds) is the recorded bound.
+//! rounding to whole microseconds) is the recorded bound. Every offset in
+//! `midpoint ± bound` fits the round trips alike; the one applied is the
+//! one nearest 0, so tasks that share a host's clock are not moved by
+//! noise (which could turn a transfer's arrow backwards).
 //!
 //! Owns: the estimate, the [`TaskClock`] record and moving a task's stats
 //! onto the master's clock. Must not run steps or decide when to estimate
@@ -30,9 +33,13 @@ const ROUNDING_US: u64 = 2;
 pub struct TaskClock {
     /// `/job:J/replica:R/task:T`.
     pub task: String,
-    /// The task's clock minus the master's, µs: a time the task stamped is
-    /// `stamp - offset_us` on the master's clock.
+    /// The task's clock minus the master's, µs, as applied: a time the task
+    /// stamped is `stamp - offset_us` on the master's clock. The value in
+    /// `midpoint_offset_us ± bound_us` nearest 0.
     pub offset_us: i64,
+    /// NTP's estimate: the task's reading minus the shortest round trip's
+    /// midpoint.
+    pub midpoint_offset_us: i64,
     /// How far `offset_us` may be from the true offset, µs.
     pub bound_us: u64,
     /// The shortest round trip seen, µs.
@@ -65,11 +72,14 @@ pub fn estimate_offset(task: &str, samples: u32, read_remote_us: &mut dyn FnMut(
             best = Some((rtt_us, offset_us));
         }
     }
-    let (min_rtt_us, offset_us) = best.unwrap_or_default();
+    let (min_rtt_us, midpoint_offset_us) = best.unwrap_or_default();
+    let bound_us = min_rtt_us.div_ceil(2) + ROUNDING_US;
+    let bound = bound_us as i64;
     Ok(TaskClock {
         task: task.to_string(),
-        offset_us,
-        bound_us: min_rtt_us.div_ceil(2) + ROUNDING_US,
+        offset_us: midpoint_offset_us - midpoint_offset_us.clamp(-bound, bound),
+        midpoint_offset_us,
+        bound_us,
         min_rtt_us,
         samples: samples.max(1),
     })
@@ -93,6 +103,7 @@ pub fn clocks_to_wire(clocks: &[TaskClock]) -> Vec<msg::TaskClock> {
         .map(|c| msg::TaskClock {
             task: c.task.clone(),
             offset_us: c.offset_us,
+            midpoint_offset_us: c.midpoint_offset_us,
             bound_us: c.bound_us,
             min_rtt_us: c.min_rtt_us,
             samples: c.samples,
@@ -106,6 +117,7 @@ pub fn clocks_from_wire(clocks: &rkyv::vec::ArchivedVec<msg::ArchivedTaskClock>)
         .map(|c| TaskClock {
             task: c.task.to_string(),
             offset_us: c.offset_us.to_native(),
+            midpoint_offset_us: c.midpoint_offset_us.to_native(),
             bound_us: c.bound_us.to_native(),
             min_rtt_us: c.min_rtt_us.to_native(),
             samples: c.samples.to_native(),
@@ -146,7 +158,16 @@ mod tests {
         assert_eq!((calls, clock.samples), (6, 6));
         assert!(clock.min_rtt_us < 3_000, "{clock:?}");
         assert!((clock.offset_us - ahead_us as i64).unsigned_abs() <= clock.bound_us, "{clock:?}");
+        assert!((clock.midpoint_offset_us - ahead_us as i64).unsigned_abs() <= clock.bound_us, "{clock:?}");
         assert_eq!(clock.bound_us, clock.min_rtt_us.div_ceil(2) + ROUNDING_US);
+        assert_eq!(clock.offset_us, clock.midpoint_offset_us - clock.bound_us as i64, "the edge nearest 0");
+    }
+
+    #[test]
+    fn an_estimate_within_its_bound_of_zero_moves_nothing() {
+        let clock = estimate_offset("t", 4, &mut || Ok(wall_clock_us())).unwrap();
+        assert!(clock.midpoint_offset_us.unsigned_abs() <= clock.bound_us, "{clock:?}");
+        assert_eq!(clock.offset_us, 0);
     }
 
     #[test]
@@ -160,7 +181,14 @@ mod tests {
 
     #[test]
     fn a_task_ahead_of_the_master_is_moved_back_by_its_offset() {
-        let clock = TaskClock { task: "t".into(), offset_us: 250, bound_us: 10, min_rtt_us: 16, samples: 8 };
+        let clock = TaskClock {
+            task: "t".into(),
+            offset_us: 250,
+            midpoint_offset_us: 260,
+            bound_us: 10,
+            min_rtt_us: 16,
+            samples: 8,
+        };
         let mut stats = vec![node(1_000, 1_300)];
         align_stats(&mut stats, &clock);
         assert_eq!((stats[0].start_us, stats[0].end_us), (750, 1_050));

@@ -438,6 +438,7 @@ pub struct StepStats {
 pub struct TaskClock {
     pub task: String,
     pub offset_us: i64,
+    pub midpoint_offset_us: i64,
     pub bound_us: u64,
     pub min_rtt_us: u64,
     pub samples: u32,
@@ -854,6 +855,7 @@ mod tests {
             clocks: vec![TaskClock {
                 task: "/job:w/replica:0/task:1".into(),
                 offset_us: -3,
+                midpoint_offset_us: -43,
                 bound_us: 40,
                 min_rtt_us: 80,
                 samples: 8,
