@@ -112,7 +112,7 @@ fn check_flows(trace: &Json) -> usize {
 fn verify_traces_every_step_of_a_loop_across_two_tasks_with_each_crossing_paired() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("verify.json");
-    let out = succeeds(&[
+    let run = ringflow(&[
         "verify",
         "--local-cluster",
         "2",
@@ -121,8 +121,10 @@ fn verify_traces_every_step_of_a_loop_across_two_tasks_with_each_crossing_paired
         case("while_two_tasks").to_str().unwrap(),
         case("mlp3_two_tasks").to_str().unwrap(),
     ]);
+    let (out, err) = (String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "{out}{err}");
     assert!(out.contains("PASS while_two_tasks") && out.contains("PASS mlp3_two_tasks"), "{out}");
-    assert!(!out.contains('\u{1b}'), "no progress drawn on a pipe: {out:?}");
+    assert!(!err.contains('\u{1b}') && !err.contains("cases"), "no progress drawn on a pipe: {err:?}");
     let trace = read_trace(&file);
     let processes = check_structure(&trace);
     let tasks: Vec<&str> = processes.values().map(String::as_str).collect();
@@ -139,11 +141,8 @@ fn verify_traces_every_step_of_a_loop_across_two_tasks_with_each_crossing_paired
     let flows = check_flows(&trace);
     assert!(flows >= 10, "{flows} flows");
     assert_eq!(trace["otherData"]["transfers_paired"].as_u64(), Some(flows as u64));
-    let moved: u64 = slices
-        .iter()
-        .filter(|e| e["args"]["op"] == "_Recv")
-        .map(|e| e["args"]["bytes"].as_u64().unwrap())
-        .sum();
+    let moved: u64 =
+        slices.iter().filter(|e| e["args"]["op"] == "_Recv").map(|e| e["args"]["bytes"].as_u64().unwrap()).sum();
     assert!(moved > 0, "received tensors have sizes");
 }
 
@@ -159,8 +158,9 @@ fn tasks_on_one_host_are_found_to_share_a_clock_within_the_recorded_bound() {
     b.set_device("/job:worker/task:1");
     let one = b.constant("one", &Tensor::scalar(1.0f32));
     b.binary("y", "AddV2", &doubled, &one, DType::F32);
-    let session = create_session(b.finish(), &SessionOptions { target: cluster.target(0), ..SessionOptions::default() })
-        .expect("session");
+    let session =
+        create_session(b.finish(), &SessionOptions { target: cluster.target(0), ..SessionOptions::default() })
+            .expect("session");
     let traced = RunOptions { trace: true, ..RunOptions::default() };
     let (out, metadata) =
         session.run(&traced, vec![("x".into(), Tensor::scalar(3.0f32))], &["y".into()], &[]).expect("step");

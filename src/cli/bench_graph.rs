@@ -81,7 +81,12 @@ struct Callable {
 }
 
 impl Callable {
-    fn new(session: Box<dyn Session>, feeds: Vec<(String, Tensor)>, fetches: &[String], targets: &[String]) -> Result<Callable> {
+    fn new(
+        session: Box<dyn Session>,
+        feeds: Vec<(String, Tensor)>,
+        fetches: &[String],
+        targets: &[String],
+    ) -> Result<Callable> {
         let names: Vec<String> = feeds.iter().map(|(n, _)| n.clone()).collect();
         let handle = session.make_callable(&names, fetches, targets)?;
         Ok(Callable { session, handle, feeds: feeds.into_iter().map(|(_, t)| t).collect() })
@@ -148,7 +153,10 @@ pub fn bench_graph(graph_path: &Path, args: &GraphBenchArgs) -> Result<Vec<Figur
 
     if let Some(path) = &args.trace_file {
         let (_, metadata) = subject.step(&RunOptions { trace: true, ..RunOptions::default() })?;
-        write_trace_file(path, &[TracedStep { label: format!("{} (after {steps} timed steps)", graph_path.display()), metadata }])?;
+        write_trace_file(
+            path,
+            &[TracedStep { label: format!("{} (after {steps} timed steps)", graph_path.display()), metadata }],
+        )?;
     }
     subject.close()?;
     floor.close()?;

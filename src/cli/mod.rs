@@ -249,8 +249,16 @@ pub fn main() -> i32 {
 fn dispatch(command: Command) -> Result<bool> {
     match command {
         Command::Run { graph, feeds, fetches, targets, out, target, trace, trace_file } => {
-            let outcome =
-                run::run(&run::RunArgs { graph, feeds, fetches, targets, out: out.clone(), target, trace, trace_file })?;
+            let outcome = run::run(&run::RunArgs {
+                graph,
+                feeds,
+                fetches,
+                targets,
+                out: out.clone(),
+                target,
+                trace,
+                trace_file,
+            })?;
             let outputs = &outcome.outputs;
             match out {
                 Some(dir) => {
@@ -305,9 +313,9 @@ fn dispatch(command: Command) -> Result<bool> {
                 let mut record = |case: &str, step: usize, metadata| {
                     traced.push(trace_file::TracedStep { label: format!("{case} step {step}"), metadata });
                 };
-                let record: Option<&mut dyn FnMut(&str, usize, crate::session::RunMetadata)> =
+                let record: Option<&mut verify::StepRecorder<'_>> =
                     if trace_file.is_some() { Some(&mut record) } else { None };
-                let result = verify::verify_case_traced(dir, &|case| {
+                let result = verify::verify_case_traced(dir, record, &|case| {
                     let needed = case.jobs_needed();
                     let wanted = match needed.as_slice() {
                         [(job, n)] if job == "worker" => n.to_string(),
@@ -330,7 +338,7 @@ fn dispatch(command: Command) -> Result<bool> {
                     let config = crate::master::SessionConfig { isolate_session_state: true, ..Default::default() };
                     let options = SessionOptions { target: target.clone(), config, ..SessionOptions::default() };
                     create_session(case.graph.clone(), &options)
-                }, record);
+                });
                 progress.inc(1);
                 match result {
                     Ok(()) => progress.println(&format!("PASS {name}")),

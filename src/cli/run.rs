@@ -65,7 +65,10 @@ pub fn run(args: &RunArgs) -> Result<RunOutcome> {
     session.close()?;
     if let Some(path) = &args.trace_file {
         let label = format!("{} step", args.graph.display());
-        super::trace_file::write_trace_file(path, &[super::trace_file::TracedStep { label, metadata: metadata.clone() }])?;
+        super::trace_file::write_trace_file(
+            path,
+            &[super::trace_file::TracedStep { label, metadata: metadata.clone() }],
+        )?;
     }
     let named: Vec<(String, Tensor)> = args.fetches.iter().cloned().zip(outputs).collect();
     if let Some(dir) = &args.out {

@@ -82,12 +82,15 @@ pub fn chrome_trace(steps: &[TracedStep]) -> Json {
     let mut events = Vec::new();
     for (task, pid) in &pids {
         events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": task}}));
-        events.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}));
+        events
+            .push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}));
     }
     for ((task, device, thread), tid) in &tids {
         let name = format!("{} thread {thread}", short_device(device));
         events.push(json!({"ph": "M", "name": "thread_name", "pid": pids[task], "tid": tid, "args": {"name": name}}));
-        events.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pids[task], "tid": tid, "args": {"sort_index": tid}}));
+        events.push(
+            json!({"ph": "M", "name": "thread_sort_index", "pid": pids[task], "tid": tid, "args": {"sort_index": tid}}),
+        );
     }
 
     let mut flow_id = 0u64;
@@ -225,8 +228,22 @@ mod tests {
                     node(TASK1, "other", "Tanh", 1_010, 1_020, 11),
                 ],
                 clocks: vec![
-                    TaskClock { task: TASK0.into(), offset_us: 0, midpoint_offset_us: 1, bound_us: 2, min_rtt_us: 0, samples: 8 },
-                    TaskClock { task: TASK1.into(), offset_us: 5, midpoint_offset_us: 35, bound_us: 30, min_rtt_us: 56, samples: 8 },
+                    TaskClock {
+                        task: TASK0.into(),
+                        offset_us: 0,
+                        midpoint_offset_us: 1,
+                        bound_us: 2,
+                        min_rtt_us: 0,
+                        samples: 8,
+                    },
+                    TaskClock {
+                        task: TASK1.into(),
+                        offset_us: 5,
+                        midpoint_offset_us: 35,
+                        bound_us: 30,
+                        min_rtt_us: 56,
+                        samples: 8,
+                    },
                 ],
             },
         }

@@ -228,15 +228,18 @@ pub enum RunMode {
 /// Loads and checks one case directory in a session made by `make_session`;
 /// returns `Ok` or the reason it failed.
 pub fn verify_case(dir: &Path, make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>) -> Result<()> {
-    verify_case_traced(dir, make_session, None)
+    verify_case_traced(dir, None, make_session)
 }
+
+/// What a traced check hands each step to: case name, step index, stats.
+pub type StepRecorder<'a> = dyn FnMut(&str, usize, crate::session::RunMetadata) + 'a;
 
 /// [`verify_case`]; with `record`, every step is traced and `record` gets
 /// the case's name, the step's index and its stats.
 pub fn verify_case_traced(
     dir: &Path,
+    record: Option<&mut StepRecorder<'_>>,
     make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>,
-    record: Option<&mut dyn FnMut(&str, usize, crate::session::RunMetadata)>,
 ) -> Result<()> {
     let case = GoldenCase::load(dir)?;
     let session = make_session(&case)?;

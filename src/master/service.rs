@@ -275,7 +275,11 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
                 .zip(&tensors)
                 .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
                 .collect();
-            answer(reply, &msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) }, payloads.tensors());
+            answer(
+                reply,
+                &msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) },
+                payloads.tensors(),
+            );
         }
         Err(e) => reply.err(e),
     };
@@ -291,7 +295,8 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         let name = session.handle().to_string();
         std::thread::spawn(move || {
             with_client_cancel(&master, &name, cancel_id, options, |options| {
-                let result = session.partial_run(&partial, feeds, &fetches, options).map(|t| (t, RunMetadata::default()));
+                let result =
+                    session.partial_run(&partial, feeds, &fetches, options).map(|t| (t, RunMetadata::default()));
                 respond(result, reply);
             });
         });
