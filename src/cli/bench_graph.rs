@@ -132,7 +132,7 @@ pub fn bench_graph(graph_path: &Path, args: &GraphBenchArgs) -> Result<Vec<Figur
 
     let block = steps.min(TURN_BLOCK);
     // Counts the graph's steps, warm-up included (each turn's few untimed
-    // settling steps make it run a little past its length).
+    // settling steps would take it a little past its length).
     let progress = Progress::new((steps + block) as u64, "steps");
     progress.set_message(graph_path.display().to_string());
     let untraced = RunOptions::default();

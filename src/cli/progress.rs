@@ -45,8 +45,11 @@ impl Progress {
         Progress { bar, finished }
     }
 
+    /// Counts `n` more units, stopping at the length: a caller whose count
+    /// is an estimate (untimed settling steps) never shows more than all.
     pub fn inc(&self, n: u64) {
-        self.bar.inc(n);
+        let left = self.bar.length().map_or(n, |len| len.saturating_sub(self.bar.position()));
+        self.bar.inc(n.min(left));
     }
 
     pub fn set_message(&self, message: impl Into<String>) {
