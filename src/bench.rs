@@ -120,6 +120,11 @@ impl LatencyRecorder {
         self.histogram.is_empty()
     }
 
+    /// The mean sample in microseconds.
+    pub fn mean_us(&self) -> f64 {
+        self.histogram.mean() / 1000.0
+    }
+
     /// Percentile (0..=100) in microseconds.
     pub fn percentile_us(&self, p: f64) -> f64 {
         self.histogram.value_at_percentile(p) as f64 / 1000.0

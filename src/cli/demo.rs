@@ -18,7 +18,7 @@ const GRAPH: &[u8] = include_bytes!("../../tests/fixtures/tf-graphs/mlp3_two_tas
 const FEED: &[u8] = include_bytes!("../../tests/fixtures/tf-graphs/mlp3_two_tasks/step0_feed_x_0.npy");
 const EXPECTED: &[u8] = include_bytes!("../../tests/fixtures/tf-graphs/mlp3_two_tasks/step0_expect_y_0.npy");
 
-pub fn demo(steps: usize) -> Result<()> {
+pub fn demo(steps: usize, trace_file: Option<&std::path::Path>) -> Result<()> {
     let graph = graph_from_pb_bytes(GRAPH)?;
     let x = read_npy_from(FEED, "bundled feed x:0")?;
     let expected = read_npy_from(EXPECTED, "bundled expected y:0")?;
@@ -59,6 +59,13 @@ pub fn demo(steps: usize) -> Result<()> {
         latency.percentile_us(50.0),
         latency.percentile_us(99.0)
     );
+    if let Some(path) = trace_file {
+        let traced = RunOptions { trace: true, ..RunOptions::default() };
+        let (_, metadata) = session.run_callable(handle, vec![x.clone()], &traced)?;
+        let label = format!("demo step (after {steps} timed steps)");
+        super::trace_file::write_trace_file(path, &[super::trace_file::TracedStep { label, metadata }])?;
+        println!("trace of one step written to {}", path.display());
+    }
     session.release_callable(handle)?;
     session.close()?;
     cluster.shutdown();

@@ -5,13 +5,16 @@
 //! Owns: argument parsing (clap) and the commands' output. Each command's
 //! work lives in its own file; this one only dispatches.
 
+pub mod bench_graph;
 pub mod bench_inproc;
 pub mod bench_remote;
 pub mod demo;
 pub mod demo_train;
 pub mod inspect;
+pub mod progress;
 pub mod run;
 pub mod server_cmd;
+pub mod trace_file;
 pub mod verify;
 
 use crate::bench::{Figure, STEAL_WARN_PCT, print_figures};
@@ -61,6 +64,10 @@ pub enum Command {
         /// device, op, node) after the outputs.
         #[arg(long)]
         trace: bool,
+        /// Write the step's timeline (every task, node and transfer) as
+        /// Chrome trace-event JSON, for Perfetto or chrome://tracing.
+        #[arg(long, value_name = "FILE.json")]
+        trace_file: Option<PathBuf>,
     },
     /// List a GraphDef's ops (with counts), the ones this runtime lacks,
     /// pinned devices, placeholders and likely outputs; exits 0 only if
@@ -85,6 +92,9 @@ pub enum Command {
         /// Case directories.
         #[arg(required = true)]
         cases: Vec<PathBuf>,
+        /// Trace every step of every case into one Chrome trace-event JSON file.
+        #[arg(long, value_name = "FILE.json")]
+        trace_file: Option<PathBuf>,
     },
     /// Serve one task of a cluster (MasterService and WorkerService on one port).
     Server {
@@ -126,7 +136,8 @@ pub enum Command {
     },
     /// Measure scenarios against raw baselines taken in the same run:
     /// step-inproc, chain, fanout, pingpong, bulk, step-remote, train-step,
-    /// transfer-remote, scale.
+    /// transfer-remote, scale; or time any graph's step with
+    /// `bench graph G.pb --fetch T [--feed N=F.npy] [--local-cluster N | --target URL]`.
     Bench {
         /// Scenarios (default: step-inproc chain fanout pingpong bulk).
         scenarios: Vec<String>,
@@ -163,6 +174,8 @@ pub enum Command {
         /// build) instead of the raw round trip, steps interleaved.
         #[arg(long, value_name = "BINARY")]
         against: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        graph: bench_graph::GraphBenchArgs,
     },
     /// Run a bundled multi-layer graph and report its outputs and step latency;
     /// with --train, train a bundled model on a ps/worker cluster.
@@ -174,6 +187,9 @@ pub enum Command {
         /// checked against TensorFlow's losses.
         #[arg(long)]
         train: bool,
+        /// Write one traced step (after the timed ones) as Chrome trace-event JSON.
+        #[arg(long, value_name = "FILE.json", conflicts_with = "train")]
+        trace_file: Option<PathBuf>,
     },
     /// The other process of a transport benchmark (internal).
     #[command(name = "__net-peer", hide = true)]
@@ -247,8 +263,17 @@ pub fn main() -> i32 {
 
 fn dispatch(command: Command) -> Result<bool> {
     match command {
-        Command::Run { graph, feeds, fetches, targets, out, target, trace } => {
-            let outcome = run::run(&run::RunArgs { graph, feeds, fetches, targets, out: out.clone(), target, trace })?;
+        Command::Run { graph, feeds, fetches, targets, out, target, trace, trace_file } => {
+            let outcome = run::run(&run::RunArgs {
+                graph,
+                feeds,
+                fetches,
+                targets,
+                out: out.clone(),
+                target,
+                trace,
+                trace_file,
+            })?;
             let outputs = &outcome.outputs;
             match out {
                 Some(dir) => {
@@ -283,7 +308,7 @@ fn dispatch(command: Command) -> Result<bool> {
             print!("{}", inspect::format_report(&graph, &report));
             Ok(report.runnable())
         }
-        Command::Verify { target, local_cluster, cases } => {
+        Command::Verify { target, local_cluster, cases, trace_file } => {
             let cluster = match local_cluster {
                 Some(jobs) => Some(crate::server::local_cluster::LocalCluster::start_jobs(
                     &crate::server::local_cluster::current_binary()?,
@@ -294,10 +319,18 @@ fn dispatch(command: Command) -> Result<bool> {
             };
             let target = cluster.as_ref().map_or(target, |c| c.default_target());
             let mut all_passed = true;
+            let mut traced = Vec::new();
+            let progress = progress::Progress::new(cases.len() as u64, "cases");
             for dir in &cases {
                 let name =
                     dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
-                let result = verify::verify_case(dir, &|case| {
+                progress.set_message(name.clone());
+                let mut record = |case: &str, step: usize, metadata| {
+                    traced.push(trace_file::TracedStep { label: format!("{case} step {step}"), metadata });
+                };
+                let record: Option<&mut verify::StepRecorder<'_>> =
+                    if trace_file.is_some() { Some(&mut record) } else { None };
+                let result = verify::verify_case_traced(dir, record, &|case| {
                     let needed = case.jobs_needed();
                     let wanted = match needed.as_slice() {
                         [(job, n)] if job == "worker" => n.to_string(),
@@ -321,13 +354,18 @@ fn dispatch(command: Command) -> Result<bool> {
                     let options = SessionOptions { target: target.clone(), config, ..SessionOptions::default() };
                     create_session(case.graph.clone(), &options)
                 });
+                progress.inc(1);
                 match result {
-                    Ok(()) => println!("PASS {name}"),
+                    Ok(()) => progress.println(&format!("PASS {name}")),
                     Err(e) => {
                         all_passed = false;
-                        println!("FAIL {name}: {e}");
+                        progress.println(&format!("FAIL {name}: {e}"));
                     }
                 }
+            }
+            progress.finish();
+            if let Some(path) = &trace_file {
+                trace_file::write_trace_file(path, &traced)?;
             }
             Ok(all_passed)
         }
@@ -343,7 +381,26 @@ fn dispatch(command: Command) -> Result<bool> {
             max_tasks,
             pin_threads,
             against,
+            graph,
         } => {
+            if scenarios.first().is_some_and(|s| s == "graph") {
+                let [_, path] = scenarios.as_slice() else {
+                    return Err(Status::invalid_argument(
+                        "bench graph takes one GraphDef: ringflow bench graph G.pb --fetch T [--feed N=F.npy] ...",
+                    ));
+                };
+                let cpu_before = CpuTimes::now();
+                let mut figures = bench_graph::bench_graph(std::path::Path::new(path), &graph)?;
+                let steal = cpu_before.zip(CpuTimes::now()).and_then(|(b, a)| b.steal_pct_until(&a));
+                figures.iter_mut().for_each(|f| f.host_steal_pct = steal);
+                print_figures(&figures, json);
+                return Ok(true);
+            }
+            if graph.any() || graph.trace_file.is_some() {
+                return Err(Status::invalid_argument(
+                    "--feed, --fetch, --op, --target, --local-cluster, --steps and --trace-file are for `bench graph G.pb`",
+                ));
+            }
             let scenarios = if scenarios.is_empty() {
                 [
                     "step-inproc",
@@ -399,7 +456,9 @@ fn dispatch(command: Command) -> Result<bool> {
                 against,
             };
             let mut figures: Vec<Figure> = Vec::new();
+            let progress = progress::Progress::new(scenarios.len() as u64, "scenarios");
             for scenario in &scenarios {
+                progress.set_message(scenario.clone());
                 let cpu_before = CpuTimes::now();
                 let mut found = match scenario.as_str() {
                     "step-inproc" => bench_inproc::step_inproc(&inproc)?,
@@ -429,12 +488,14 @@ fn dispatch(command: Command) -> Result<bool> {
                         );
                     }
                 }
+                progress.inc(1);
                 if !json {
                     // Print as we go: some scenarios take a while.
-                    print_figures(&found, false);
+                    progress.suspend(|| print_figures(&found, false));
                 }
                 figures.append(&mut found);
             }
+            progress.finish();
             if json {
                 print_figures(&figures, true);
             }
@@ -452,8 +513,8 @@ fn dispatch(command: Command) -> Result<bool> {
             })
             .map(|()| true)
         }
-        Command::Demo { steps, train: false } => demo::demo(steps).map(|()| true),
-        Command::Demo { steps, train: true } => demo_train::demo_train(steps).map(|()| true),
+        Command::Demo { steps, train: false, trace_file } => demo::demo(steps, trace_file.as_deref()).map(|()| true),
+        Command::Demo { steps, train: true, .. } => demo_train::demo_train(steps).map(|()| true),
         Command::Server {
             cluster,
             tf_config,

@@ -23,6 +23,8 @@ pub struct RunArgs {
     pub target: String,
     /// Collect the step's per-node stats.
     pub trace: bool,
+    /// Also write them as Chrome trace-event JSON here (implies `trace`).
+    pub trace_file: Option<PathBuf>,
 }
 
 /// What one `ringflow run` step gave back.
@@ -58,9 +60,16 @@ pub fn run(args: &RunArgs) -> Result<RunOutcome> {
     let feeds = args.feeds.iter().map(|f| parse_feed(f)).collect::<Result<Vec<_>>>()?;
     let options = SessionOptions { target: args.target.clone(), ..SessionOptions::default() };
     let session = create_session(graph, &options)?;
-    let options = RunOptions { trace: args.trace, ..RunOptions::default() };
+    let options = RunOptions { trace: args.trace || args.trace_file.is_some(), ..RunOptions::default() };
     let (outputs, metadata) = session.run(&options, feeds, &args.fetches, &args.targets)?;
     session.close()?;
+    if let Some(path) = &args.trace_file {
+        let label = format!("{} step", args.graph.display());
+        super::trace_file::write_trace_file(
+            path,
+            &[super::trace_file::TracedStep { label, metadata: metadata.clone() }],
+        )?;
+    }
     let named: Vec<(String, Tensor)> = args.fetches.iter().cloned().zip(outputs).collect();
     if let Some(dir) = &args.out {
         write_outputs(dir, &named)?;
@@ -134,6 +143,7 @@ mod tests {
             out: Some(out_dir.clone()),
             target: String::new(),
             trace: false,
+            trace_file: None,
         };
         let outcome = run(&args).unwrap();
         assert!(outcome.outputs[0].1.bit_eq(&feed));

@@ -157,6 +157,35 @@ impl GoldenCase {
         self.check_with(session, RunMode::Run)
     }
 
+    /// As [`GoldenCase::check`], every step traced: `record` gets each
+    /// step's index and stats (before its fetches are compared).
+    pub fn check_traced(
+        &self,
+        session: &dyn Session,
+        record: &mut dyn FnMut(usize, crate::session::RunMetadata),
+    ) -> Result<()> {
+        let traced = RunOptions { trace: true, ..RunOptions::default() };
+        for (i, step) in self.steps.iter().enumerate() {
+            let names: Vec<String> = step.fetches.iter().map(|(n, _)| n.clone()).collect();
+            let (outputs, metadata) = session
+                .run(&traced, step.feeds.clone(), &names, &step.targets)
+                .map_err(|e| e.context(format_args!("step {i}")))?;
+            record(i, metadata);
+            self.compare(i, step, &outputs)?;
+        }
+        Ok(())
+    }
+
+    /// Checks step `i`'s outputs against its expected fetches.
+    fn compare(&self, i: usize, step: &LoadedStep, outputs: &[Tensor]) -> Result<()> {
+        let Tolerance { rtol, atol } = self.file.tolerance.unwrap_or(Tolerance { rtol: RTOL, atol: ATOL });
+        for ((name, expected), got) in step.fetches.iter().zip(outputs) {
+            got.all_close(expected, rtol, atol)
+                .map_err(|why| Status::invalid_argument(format!("step {i}: fetch '{name}': {why}")))?;
+        }
+        Ok(())
+    }
+
     /// Runs every step through the API `mode` names, comparing fetches.
     pub fn check_with(&self, session: &dyn Session, mode: RunMode) -> Result<()> {
         for (i, step) in self.steps.iter().enumerate() {
@@ -182,11 +211,7 @@ impl GoldenCase {
                 }
             }
             .map_err(|e| e.context(format_args!("step {i}")))?;
-            let Tolerance { rtol, atol } = self.file.tolerance.unwrap_or(Tolerance { rtol: RTOL, atol: ATOL });
-            for ((name, expected), got) in step.fetches.iter().zip(&outputs) {
-                got.all_close(expected, rtol, atol)
-                    .map_err(|why| Status::invalid_argument(format!("step {i}: fetch '{name}': {why}")))?;
-            }
+            self.compare(i, step, &outputs)?;
         }
         Ok(())
     }
@@ -203,9 +228,25 @@ pub enum RunMode {
 /// Loads and checks one case directory in a session made by `make_session`;
 /// returns `Ok` or the reason it failed.
 pub fn verify_case(dir: &Path, make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>) -> Result<()> {
+    verify_case_traced(dir, None, make_session)
+}
+
+/// What a traced check hands each step to: case name, step index, stats.
+pub type StepRecorder<'a> = dyn FnMut(&str, usize, crate::session::RunMetadata) + 'a;
+
+/// [`verify_case`]; with `record`, every step is traced and `record` gets
+/// the case's name, the step's index and its stats.
+pub fn verify_case_traced(
+    dir: &Path,
+    record: Option<&mut StepRecorder<'_>>,
+    make_session: &dyn Fn(&GoldenCase) -> Result<Box<dyn Session>>,
+) -> Result<()> {
     let case = GoldenCase::load(dir)?;
     let session = make_session(&case)?;
-    let result = case.check(session.as_ref());
+    let result = match record {
+        Some(record) => case.check_traced(session.as_ref(), &mut |i, m| record(&case.name, i, m)),
+        None => case.check(session.as_ref()),
+    };
     let closed = session.close();
     result.and(closed)
 }

@@ -636,10 +636,14 @@ impl CfExecution {
             self.take_inputs(&mut state, t)
         };
         let start_us = self.start_us(t);
+        // What a `_Send` is about to send, for its stats.
+        let sent_bytes = start_us.map(|_| {
+            inputs.first().and_then(Option::as_ref).and_then(Value::as_tensor).map_or(0, |v| v.byte_len() as u64)
+        });
         let Some(outputs) = self.outputs_of(t, &mut inputs) else { return };
         drop(inputs);
         if let Some(start_us) = start_us {
-            self.record(t, start_us);
+            self.record_transfer(t, start_us, sent_bytes);
         }
         self.complete(t, outputs, ready);
     }
@@ -768,8 +772,20 @@ impl CfExecution {
     }
 
     fn record(&self, t: Tagged, start_us: u64) {
+        self.record_transfer(t, start_us, None);
+    }
+
+    /// `record`, for a `_Send`/`_Recv` with the bytes it moved (its key is
+    /// the node's, in `t`'s frame instance and iteration).
+    fn record_transfer(&self, t: Tagged, start_us: u64, bytes: Option<u64>) {
         let plan = self.plan();
         let node = &plan.nodes[t.id as usize];
+        let (rendezvous_key, bytes) = match (&node.kind, bytes) {
+            (NodeKind::Send(key) | NodeKind::Recv(key), Some(bytes)) => {
+                (self.key_in_frame(key, t).as_str().to_string(), bytes)
+            }
+            _ => (String::new(), 0),
+        };
         let frame = self.cf().node_frame[t.id as usize];
         self.step.record(NodeStats {
             node: node.name.clone(),
@@ -784,6 +800,8 @@ impl CfExecution {
                 self.cf().frames[frame as usize].name.clone()
             },
             iter: t.iter,
+            rendezvous_key,
+            bytes,
         });
     }
 
@@ -805,7 +823,7 @@ impl CfExecution {
                 let pool = exec.executor.device.pool.clone();
                 pool.spawn(move || {
                     if let Some(start_us) = start_us {
-                        exec.record(t, start_us);
+                        exec.record_transfer(t, start_us, Some(super::step::received_bytes(&result)));
                     }
                     let node = &exec.plan().nodes[t.id as usize];
                     let mut t = t;

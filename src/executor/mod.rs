@@ -31,7 +31,7 @@ pub use notification::Notification;
 pub use pool::{PoolOptions, ThreadPool};
 pub use rendezvous::{LocalRendezvous, Rendezvous, RendezvousKey};
 pub use run::{EXPENSIVE_INPUT_BYTES, Executor};
-pub use step::{Args, NodeStats, Retvals, StepContext};
+pub use step::{Args, NodeStats, Retvals, StepContext, wall_clock_us};
 
 #[cfg(test)]
 mod tests;

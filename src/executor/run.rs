@@ -374,6 +374,8 @@ impl Execution {
     #[inline(never)]
     fn run_builtin(self: &Arc<Self>, id: u32, start_us: Option<u64>, stack: &mut SmallVec<[u32; 16]>) {
         let node = &self.plan().nodes[id as usize];
+        // What a `_Send` sent, for its stats.
+        let mut sent: Option<(&super::rendezvous::RendezvousKey, u64)> = None;
         let outputs: Result<Outputs> = match &node.kind {
             NodeKind::Kernel { .. } => Err(Status::internal(format!("{}: a kernel without its flag", node.describe()))),
             NodeKind::Arg(index) => match &self.step.frame.args {
@@ -392,7 +394,10 @@ impl Execution {
                 .map(|()| Outputs::new(0)),
             NodeKind::Send(key) => self
                 .input_tensor(id, 0)
-                .and_then(|t| self.step.rendezvous.send(key, Value::Tensor(t)))
+                .and_then(|t| {
+                    sent = Some((key, t.byte_len() as u64));
+                    self.step.rendezvous.send(key, Value::Tensor(t))
+                })
                 .map(|()| Outputs::new(0)),
             NodeKind::Recv(key) => {
                 self.wait_for(id, key);
@@ -401,12 +406,23 @@ impl Execution {
             _ => Err(Status::internal(format!("{}: control flow outside the control-flow executor", node.describe()))),
         };
         if let Some(start_us) = start_us {
-            self.record(node, start_us);
+            self.record_transfer(node, start_us, sent);
         }
         self.complete(id, outputs, stack);
     }
 
     fn record(&self, node: &PlanNode, start_us: u64) {
+        self.record_transfer(node, start_us, None);
+    }
+
+    /// `record`, for a `_Send`/`_Recv` with the key and bytes it moved.
+    fn record_transfer(
+        &self,
+        node: &PlanNode,
+        start_us: u64,
+        transfer: Option<(&super::rendezvous::RendezvousKey, u64)>,
+    ) {
+        let (rendezvous_key, bytes) = transfer.map_or((String::new(), 0), |(k, b)| (k.as_str().to_string(), b));
         self.step.record(NodeStats {
             node: node.name.clone(),
             op: node.op.clone(),
@@ -416,6 +432,8 @@ impl Execution {
             thread: thread_number(),
             frame: String::new(),
             iter: 0,
+            rendezvous_key,
+            bytes,
         });
     }
 
@@ -455,12 +473,19 @@ impl Execution {
         let exec = self.clone();
         // A waiting node's time is its wait: from here to the value's arrival.
         let start_us = self.step.collects_stats().then(|| self.step.stats_clock_us());
+        // Only a traced step pays for keeping the key (its stats name it).
+        let traced_key = start_us.map(|_| key.clone());
         self.step.rendezvous.recv_async(
             key,
             Box::new(move |result| {
                 let depth = INLINE_DEPTH.with(|d| d.get());
                 if let Some(start_us) = start_us {
-                    exec.record(&exec.plan().nodes[id as usize], start_us);
+                    let node = &exec.plan().nodes[id as usize];
+                    let transfer = traced_key
+                        .as_ref()
+                        .filter(|_| matches!(node.kind, NodeKind::Recv(_)))
+                        .map(|k| (k, super::step::received_bytes(&result)));
+                    exec.record_transfer(node, start_us, transfer);
                 }
                 if depth >= MAX_INLINE_DEPTH {
                     let pool = exec.executor.device.pool.clone();

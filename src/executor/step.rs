@@ -113,8 +113,22 @@ pub struct CallFrame {
     pub retvals: Retvals,
 }
 
+/// The wall clock, µs since the Unix epoch: what step stats are stamped with.
+pub fn wall_clock_us() -> u64 {
+    epoch_us()
+}
+
 fn epoch_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The bytes a `_Recv` got, for its stats: a tensor's size, 0 for a dead
+/// value or a failure.
+pub(crate) fn received_bytes(result: &Result<Value>) -> u64 {
+    match result {
+        Ok(Value::Tensor(t)) => t.byte_len() as u64,
+        _ => 0,
+    }
 }
 
 /// Per-node timing for RunMetadata, recorded when a step asks for it.
@@ -133,6 +147,11 @@ pub struct NodeStats {
     /// The loop frame the node ran in ("" outside loops) and its iteration.
     pub frame: String,
     pub iter: u64,
+    /// `_Send`/`_Recv` only (empty elsewhere): the rendezvous key, which a
+    /// send and its receive share, so a trace can pair them across tasks.
+    pub rendezvous_key: String,
+    /// `_Send`/`_Recv` only: the tensor's bytes (0 for a dead value).
+    pub bytes: u64,
 }
 
 /// One step, as seen by every executor in this process that runs part of it.

@@ -179,6 +179,8 @@ fn stats_of(metadata: Option<proto::RunMetadata>) -> Vec<NodeStats> {
                 thread: node.thread_id,
                 frame: String::new(),
                 iter: 0,
+                rendezvous_key: String::new(),
+                bytes: 0,
             });
         }
     }
@@ -304,7 +306,7 @@ impl Session for GrpcSession {
         };
         let response = self.run_step(request, self.step_timeout(options))?;
         let outputs = Self::outputs_in_order(fetches, response.tensor)?;
-        Ok((outputs, RunMetadata { step_stats: stats_of(response.metadata) }))
+        Ok((outputs, RunMetadata { step_stats: stats_of(response.metadata), ..Default::default() }))
     }
 
     fn partial_run_setup(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<String> {
@@ -369,7 +371,7 @@ impl Session for GrpcSession {
             .enumerate()
             .map(|(i, t)| tensor_from_proto(t, &format!("callable {handle} fetch {i}")))
             .collect::<Result<Vec<_>>>()?;
-        Ok((outputs, RunMetadata { step_stats: stats_of(response.metadata) }))
+        Ok((outputs, RunMetadata { step_stats: stats_of(response.metadata), ..Default::default() }))
     }
 
     fn release_callable(&self, handle: CallableHandle) -> Result<()> {

@@ -7,6 +7,7 @@
 //! drives workers through `WorkerInterface`.
 
 pub mod health;
+pub mod clock;
 pub mod service;
 pub mod session;
 

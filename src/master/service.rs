@@ -8,7 +8,7 @@
 //! a thread of their own, and so do steps the client may cancel: its
 //! CancelStep arrives on the same connection while the step runs.
 
-use super::{Master, RunOptions, SessionConfig};
+use super::{Master, RunMetadata, RunOptions, SessionConfig};
 use crate::error::{Result, Status};
 use crate::executor::CancellationToken;
 use crate::graph::GraphSpec;
@@ -236,7 +236,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
             Ok((outputs, metadata)) => {
                 let mut payloads = PayloadList::new();
                 let fetches = outputs.iter().map(|t| payloads.add(t)).collect();
-                let response = msg::RunCallableResponse { fetches, step_stats: stats_to_wire(&metadata.step_stats) };
+                let response = msg::RunCallableResponse { fetches, step_stats: metadata_to_wire(&metadata) };
                 answer(reply, &response, payloads.tensors());
             }
             Err(e) => reply.err(e),
@@ -267,22 +267,26 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         Err(e) => return reply.err(e),
     };
     let names = fetches.clone();
-    let respond = move |outputs: Result<(Vec<Tensor>, Vec<crate::executor::NodeStats>)>, reply: Reply| match outputs {
-        Ok((tensors, stats)) => {
+    let respond = move |outputs: Result<(Vec<Tensor>, RunMetadata)>, reply: Reply| match outputs {
+        Ok((tensors, metadata)) => {
             let mut payloads = PayloadList::new();
             let outputs = names
                 .iter()
                 .zip(&tensors)
                 .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
                 .collect();
-            answer(reply, &msg::RunStepResponse { outputs, step_stats: stats_to_wire(&stats) }, payloads.tensors());
+            answer(
+                reply,
+                &msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) },
+                payloads.tensors(),
+            );
         }
         Err(e) => reply.err(e),
     };
     if partial.is_empty() {
         let name = session.handle().to_string();
         run_maybe_cancellable(master, &name, cancel_id, options, move |options| {
-            let result = session.run(options, feeds, &fetches, &targets).map(|(t, m)| (t, m.step_stats));
+            let result = session.run(options, feeds, &fetches, &targets);
             respond(result, reply);
         });
     } else {
@@ -291,9 +295,15 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         let name = session.handle().to_string();
         std::thread::spawn(move || {
             with_client_cancel(&master, &name, cancel_id, options, |options| {
-                let result = session.partial_run(&partial, feeds, &fetches, options).map(|t| (t, Vec::new()));
+                let result =
+                    session.partial_run(&partial, feeds, &fetches, options).map(|t| (t, RunMetadata::default()));
                 respond(result, reply);
             });
         });
     }
+}
+
+/// A step's stats as a RunStep answer carries them, with the clocks.
+fn metadata_to_wire(metadata: &RunMetadata) -> msg::StepStats {
+    msg::StepStats { clocks: super::clock::clocks_to_wire(&metadata.clocks), ..stats_to_wire(&metadata.step_stats) }
 }

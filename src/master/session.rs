@@ -9,6 +9,7 @@
 //! [`WorkerInterface`], so the same code serves the in-process session (one
 //! local worker) and a cluster (remote workers).
 
+use super::clock::{CLOCK_SAMPLES, TaskClock, align_stats, estimate_task_clock};
 use crate::cluster::DeviceName;
 use crate::error::{Result, Status};
 use crate::executor::{CancellationToken, NodeStats, Notification};
@@ -50,7 +51,10 @@ pub struct RunOptions {
 
 #[derive(Debug, Clone, Default)]
 pub struct RunMetadata {
+    /// Every task's nodes, stamped on the master's clock (see `clocks`).
     pub step_stats: Vec<NodeStats>,
+    /// How each task's clock was aligned with the master's (traced steps).
+    pub clocks: Vec<TaskClock>,
 }
 
 /// A task of the cluster and how to reach its worker.
@@ -131,6 +135,9 @@ pub struct MasterSession {
     last_used: Mutex<Instant>,
     /// Steps running now (a running session is never idle).
     running: AtomicUsize,
+    /// Each task's clock against this master's, in `tasks` order: estimated
+    /// before the first traced step, so sessions that never trace pay none.
+    task_clocks: Mutex<Option<Arc<[TaskClock]>>>,
 }
 
 /// Counts a running step for as long as it lives.
@@ -298,6 +305,7 @@ impl MasterSession {
             health,
             last_used: Mutex::new(Instant::now()),
             running: AtomicUsize::new(0),
+            task_clocks: Mutex::new(None),
         })
     }
 
@@ -372,6 +380,23 @@ impl MasterSession {
 
     pub fn handle(&self) -> &str {
         &self.handle
+    }
+
+    /// Each task's clock against this master's (see `master::clock`),
+    /// estimated on first use.
+    fn task_clocks(&self) -> Result<Arc<[TaskClock]>> {
+        let mut cached = self.task_clocks.lock();
+        if let Some(clocks) = cached.as_ref() {
+            return Ok(clocks.clone());
+        }
+        let clocks: Arc<[TaskClock]> = self
+            .tasks
+            .iter()
+            .map(|t| estimate_task_clock(&t.name, t.worker.as_ref(), CLOCK_SAMPLES))
+            .collect::<Result<Vec<_>>>()?
+            .into();
+        *cached = Some(clocks.clone());
+        Ok(clocks)
     }
 
     pub fn graph_version(&self) -> u64 {
@@ -622,6 +647,7 @@ impl MasterSession {
         options: &RunOptions,
     ) -> Result<(Vec<Tensor>, RunMetadata)> {
         Self::check_feeds(exec, &feeds)?;
+        let clocks = if options.trace { Some(self.task_clocks()?) } else { None };
         let step_id = self.step_ids.fetch_add(1, Ordering::Relaxed);
         let deadline = self.deadline(options);
         let responses = self.run_parts(
@@ -647,14 +673,18 @@ impl MasterSession {
         )?;
         let mut outputs: Vec<Option<Tensor>> = vec![None; exec.client.fetches.len()];
         let mut metadata = RunMetadata::default();
-        for response in responses {
+        for (part, mut response) in exec.parts.iter().zip(responses) {
             for (index, tensor) in response.fetches {
                 if let Some(slot) = outputs.get_mut(index as usize) {
                     *slot = Some(tensor);
                 }
             }
+            if let Some(clock) = clocks.as_ref().and_then(|c| c.get(part.task)) {
+                align_stats(&mut response.stats, clock);
+            }
             metadata.step_stats.extend(response.stats);
         }
+        metadata.clocks = clocks.map(|c| c.to_vec()).unwrap_or_default();
         let outputs = outputs
             .into_iter()
             .enumerate()

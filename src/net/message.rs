@@ -432,11 +432,28 @@ pub struct NodeStats {
     pub thread: u32,
     pub frame: String,
     pub iter: u64,
+    /// `_Send`/`_Recv`: the rendezvous key and the tensor's bytes.
+    pub rendezvous_key: String,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct StepStats {
     pub nodes: Vec<NodeStats>,
+    /// How each task's clock was aligned with the master's (a RunStep's
+    /// answer to a traced step; empty in RunGraph's).
+    pub clocks: Vec<TaskClock>,
+}
+
+/// One task's clock against the master's, estimated from round trips.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct TaskClock {
+    pub task: String,
+    pub offset_us: i64,
+    pub midpoint_offset_us: i64,
+    pub bound_us: u64,
+    pub min_rtt_us: u64,
+    pub samples: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
@@ -635,6 +652,9 @@ pub struct GetStatusResponse {
     pub registered_graphs: u64,
     /// Live worker sessions on this task.
     pub sessions: u64,
+    /// This task's wall clock when it answered, µs since the Unix epoch: a
+    /// master's round trips with it align step stats across tasks.
+    pub wall_clock_us: u64,
 }
 rpc!(GetStatusRequest => GetStatusResponse, GetStatus);
 
@@ -844,6 +864,16 @@ mod tests {
                 thread: 3,
                 frame: "while/while_context".into(),
                 iter: 7,
+                rendezvous_key: "a;1;b;e;0:0".into(),
+                bytes: 24,
+            }],
+            clocks: vec![TaskClock {
+                task: "/job:w/replica:0/task:1".into(),
+                offset_us: -3,
+                midpoint_offset_us: -43,
+                bound_us: 40,
+                min_rtt_us: 80,
+                samples: 8,
             }],
         };
         let dev = DeviceAttributes {
@@ -914,6 +944,7 @@ mod tests {
             incarnation: 11,
             registered_graphs: 2,
             sessions: 1,
+            wall_clock_us: 1_764_000_000_000_000,
         });
         round_trip(&CreateWorkerSessionRequest {
             session_handle: "s".into(),

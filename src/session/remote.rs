@@ -7,7 +7,6 @@
 
 use super::{CallableHandle, DeviceAttributes, RunMetadata, RunOptions, Session, SessionOptions};
 use crate::error::{Code, Result, Status};
-use crate::executor::NodeStats;
 use crate::executor::cancellation::CancelRegistration;
 use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
@@ -132,7 +131,7 @@ impl RemoteSession {
         fetches: &[String],
         targets: &[String],
         partial_run_handle: &str,
-    ) -> Result<(Vec<Tensor>, Vec<NodeStats>)> {
+    ) -> Result<(Vec<Tensor>, RunMetadata)> {
         let (cancel_id, _cancel_registration) = self.arm_cancel(options)?;
         let mut payloads = PayloadList::new();
         let feeds =
@@ -155,7 +154,7 @@ impl RemoteSession {
             )));
         }
         let outputs = meta.outputs.iter().map(|o| o.tensor.resolve(&response.payloads)).collect::<Result<Vec<_>>>()?;
-        Ok((outputs, stats_from_wire(&meta.step_stats)))
+        Ok((outputs, metadata_from_wire(&meta.step_stats)))
     }
 }
 
@@ -183,8 +182,7 @@ impl Session for RemoteSession {
         fetches: &[String],
         targets: &[String],
     ) -> Result<(Vec<Tensor>, RunMetadata)> {
-        let (outputs, step_stats) = self.run_step(options, feeds, fetches, targets, "")?;
-        Ok((outputs, RunMetadata { step_stats }))
+        self.run_step(options, feeds, fetches, targets, "")
     }
 
     fn partial_run_setup(&self, feeds: &[String], fetches: &[String], targets: &[String]) -> Result<String> {
@@ -231,7 +229,7 @@ impl Session for RemoteSession {
         let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
         let meta = response.meta::<msg::RunCallableResponse>()?;
         let outputs = meta.fetches.iter().map(|t| t.resolve(&response.payloads)).collect::<Result<Vec<_>>>()?;
-        Ok((outputs, RunMetadata { step_stats: stats_from_wire(&meta.step_stats) }))
+        Ok((outputs, metadata_from_wire(&meta.step_stats)))
     }
 
     fn release_callable(&self, handle: CallableHandle) -> Result<()> {
@@ -270,4 +268,10 @@ pub fn list_cluster_devices(address: &str) -> Result<Vec<DeviceAttributes>> {
     let client = channels().get(address)?;
     let response = client.call_rpc(&msg::ListDevicesRequest::default(), &[], Instant::now() + CONTROL_TIMEOUT)?;
     Ok(devices_from_wire(&response.meta::<msg::ListDevicesResponse>()?.devices))
+}
+
+/// A RunStep's stats: every task's nodes on the master's clock, and how
+/// each task's clock was aligned.
+fn metadata_from_wire(stats: &msg::ArchivedStepStats) -> RunMetadata {
+    RunMetadata { step_stats: stats_from_wire(stats), clocks: crate::master::clock::clocks_from_wire(&stats.clocks) }
 }

@@ -90,6 +90,12 @@ pub trait WorkerInterface: Send + Sync {
     /// incarnation. What heartbeats send: `sessions` are the master's open
     /// sessions, which the worker then keeps from idle collection.
     fn heartbeat(&self, deadline: Instant, sessions: &[String]) -> Result<u64>;
+    /// This task's wall clock, µs since the Unix epoch: a master's round
+    /// trips with it align step stats across tasks. A worker in the
+    /// caller's process shares its clock.
+    fn wall_clock_us(&self) -> Result<u64> {
+        Ok(crate::executor::wall_clock_us())
+    }
 
     /// Creates the session's state on this task; `isolate` gives it
     /// resource containers of its own instead of the task's shared ones.

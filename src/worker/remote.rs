@@ -52,6 +52,8 @@ pub fn stats_from_wire(stats: &msg::ArchivedStepStats) -> Vec<NodeStats> {
             thread: n.thread.to_native(),
             frame: n.frame.to_string(),
             iter: n.iter.to_native(),
+            rendezvous_key: n.rendezvous_key.to_string(),
+            bytes: n.bytes.to_native(),
         })
         .collect()
 }
@@ -69,8 +71,11 @@ pub fn stats_to_wire(stats: &[NodeStats]) -> msg::StepStats {
                 thread: n.thread,
                 frame: n.frame.clone(),
                 iter: n.iter,
+                rendezvous_key: n.rendezvous_key.clone(),
+                bytes: n.bytes,
             })
             .collect(),
+        clocks: Vec::new(),
     }
 }
 
@@ -205,6 +210,10 @@ impl WorkerInterface for RemoteWorker {
             .call_rpc(&request, &[], deadline)
             .map_err(|e| name_task(&self.task, &self.address, e))?;
         Ok(client.peer_incarnation())
+    }
+
+    fn wall_clock_us(&self) -> Result<u64> {
+        Ok(self.status("")?.meta::<msg::GetStatusResponse>()?.wall_clock_us.to_native())
     }
 
     fn create_worker_session(&self, session_handle: &str, cluster: &ClusterInfo, isolate: bool) -> Result<()> {

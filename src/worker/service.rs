@@ -123,6 +123,7 @@ fn get_status(worker: &Arc<Worker>, request: &Request) -> Result<Encoded> {
         incarnation: worker.incarnation(),
         registered_graphs,
         sessions: worker.num_sessions() as u64,
+        wall_clock_us: crate::executor::wall_clock_us(),
     };
     Ok(Some((msg::encode(&response)?, Vec::new())))
 }
