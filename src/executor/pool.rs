@@ -33,6 +33,9 @@ pub struct PoolOptions {
     pub spin: Duration,
     /// Pin thread i to CPU (first_cpu + i) mod ncpus.
     pub pin_first_cpu: Option<usize>,
+    /// Pin thread i to `cpus[i % len]` (`server --cpus`); wins over
+    /// `pin_first_cpu`.
+    pub cpus: Option<Arc<[usize]>>,
 }
 
 impl Default for PoolOptions {
@@ -42,6 +45,7 @@ impl Default for PoolOptions {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             spin: Duration::from_micros(50),
             pin_first_cpu: None,
+            cpus: None,
         }
     }
 }
@@ -93,7 +97,10 @@ impl ThreadPool {
         let mut handles = Vec::with_capacity(threads);
         for (index, local) in workers.into_iter().enumerate() {
             let shared = shared.clone();
-            let pin = options.pin_first_cpu.map(|first| (first + index) % ncpus);
+            let pin = match &options.cpus {
+                Some(cpus) if !cpus.is_empty() => Some(cpus[index % cpus.len()]),
+                _ => options.pin_first_cpu.map(|first| (first + index) % ncpus),
+            };
             let handle = std::thread::Builder::new().name(format!("{}-{index}", options.name)).spawn(move || {
                 if let Some(cpu) = pin {
                     pin_to_cpu(cpu);
@@ -278,6 +285,7 @@ mod tests {
             threads,
             spin: Duration::from_micros(spin_us),
             pin_first_cpu: None,
+            cpus: None,
         })
         .unwrap()
     }

@@ -9,6 +9,8 @@
 //! (TensorFlow's LocalMaster). Must not implement either service itself.
 
 pub mod local_cluster;
+pub mod metrics_http;
+pub mod stats;
 
 use crate::cluster::{ClusterSpec, TaskId};
 use crate::error::{Result, Status};
@@ -51,6 +53,9 @@ pub struct ServerOptions {
     /// Address to bind instead of the task's address in the spec (e.g.
     /// `0.0.0.0:2222` behind NAT).
     pub listen: Option<String>,
+    /// Serve Prometheus text on this port (`GET /metrics`), bound on the
+    /// host of the serving address.
+    pub metrics_port: Option<u16>,
 }
 
 impl ServerOptions {
@@ -63,6 +68,7 @@ impl ServerOptions {
             pool: PoolOptions::default(),
             transport: TransportOptions::default(),
             listen: None,
+            metrics_port: None,
         }
     }
 }
@@ -71,6 +77,7 @@ impl ServerOptions {
 struct Dispatch {
     master: Option<Arc<Master>>,
     worker: Option<Arc<Worker>>,
+    stats: Arc<stats::StatsSource>,
 }
 
 impl Service for Dispatch {
@@ -88,6 +95,8 @@ impl Service for Dispatch {
             }
         } else if method == crate::net::message::Method::Ping {
             reply.ok(request.meta_bytes(), &request.payloads);
+        } else if method == crate::net::message::Method::GetStats {
+            self.stats.handle(&request, reply);
         } else {
             reply.err(Status::unimplemented(format!("{method} is not served here")));
         }
@@ -100,6 +109,7 @@ pub struct Server {
     master: Option<Arc<Master>>,
     worker: Option<Arc<Worker>>,
     transport: Option<crate::net::Server>,
+    metrics: Option<metrics_http::MetricsEndpoint>,
 }
 
 fn registry() -> &'static Mutex<HashMap<String, Weak<Master>>> {
@@ -142,7 +152,17 @@ impl Server {
             }
         };
         let bind = options.listen.clone().unwrap_or_else(|| address.clone());
-        let dispatch: Arc<dyn Service> = Arc::new(Dispatch { master: master.clone(), worker: worker.clone() });
+        let stats = Arc::new(stats::StatsSource {
+            task_name: task_name.clone(),
+            started: std::time::Instant::now(),
+            master: master.clone(),
+            worker: worker.clone(),
+        });
+        let metrics = match options.metrics_port {
+            Some(port) => Some(metrics_http::MetricsEndpoint::start(&metrics_bind(&bind, port), stats.clone())?),
+            None => None,
+        };
+        let dispatch: Arc<dyn Service> = Arc::new(Dispatch { master: master.clone(), worker: worker.clone(), stats });
         // Peers answer our RunGraphs' tensors over the connection we opened.
         channels.serve_pushes_with(Arc::downgrade(&dispatch));
         let transport = crate::net::Server::bind(
@@ -157,7 +177,12 @@ impl Server {
             registry().lock().insert(address.clone(), Arc::downgrade(m));
         }
         tracing::info!("{task_name} serving on {bind} ({:?})", options.role);
-        Ok(Server { address, task_name, master, worker, transport: Some(transport) })
+        Ok(Server { address, task_name, master, worker, transport: Some(transport), metrics })
+    }
+
+    /// Where `/metrics` is served, when it is.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(|m| m.address())
     }
 
     pub fn address(&self) -> &str {
@@ -191,7 +216,14 @@ impl Server {
         if let Some(t) = self.transport.take() {
             t.shutdown();
         }
+        self.metrics = None;
     }
+}
+
+/// The serving address's host with the metrics port (`[::1]:P` for IPv6).
+fn metrics_bind(bind: &str, port: u16) -> String {
+    let host = bind.rsplit_once(':').map_or(bind, |(host, _)| host);
+    format!("{host}:{port}")
 }
 
 impl Drop for Server {
