@@ -420,7 +420,7 @@ mod tests {
             if !value.is_empty() {
                 pairs.push((name, value));
             }
-            derive(&pairs).unwrap_err().message
+            derive(&pairs).unwrap_err().message.clone()
         };
         let e = with("SLURM_PROCID", "");
         assert!(e.contains("SLURM_PROCID is not set"), "{e}");
@@ -428,8 +428,8 @@ mod tests {
         assert!(e.starts_with("SLURM_PROCID='four'"), "{e}");
         let e = with("SLURM_PROCID", "4");
         assert!(e.starts_with("SLURM_PROCID='4'") && e.contains("SLURM_NTASKS=4"), "{e}");
-        let e = with("SLURM_TASKS_PER_NODE", "3,1");
-        assert!(e.starts_with("SLURM_TASKS_PER_NODE='3,1'"), "{e}");
+        let e = with("SLURM_TASKS_PER_NODE", "3,2");
+        assert!(e.starts_with("SLURM_TASKS_PER_NODE='3,2'") && e.contains("adds up to 5"), "{e}");
         let e = with("SLURM_TASKS_PER_NODE", "2(x3)");
         assert!(e.starts_with("SLURM_TASKS_PER_NODE='2(x3)'") && e.contains("has 2"), "{e}");
         let e = with("SLURM_JOB_NODELIST", "n[1-");

@@ -291,6 +291,39 @@ mod tests {
     }
 
     #[test]
+    fn listed_cpus_pin_the_threads_in_turn() {
+        let Some(allowed) = crate::executor::cpu_list::allowed_cpus() else {
+            return;
+        };
+        let cpus: Arc<[usize]> = allowed.iter().rev().copied().collect();
+        let pool =
+            ThreadPool::new(PoolOptions { threads: cpus.len(), cpus: Some(cpus.clone()), ..pool_options() }).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let barrier = Arc::new(Barrier::new(cpus.len()));
+        for _ in 0..cpus.len() {
+            let (tx, barrier) = (tx.clone(), barrier.clone());
+            // Every thread takes one job: each waits for all the others.
+            pool.spawn(move || {
+                let name = std::thread::current().name().unwrap_or_default().to_string();
+                let index: usize = name.rsplit('-').next().and_then(|i| i.parse().ok()).unwrap();
+                let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+                let on: Vec<usize> = (0..nix::sched::CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).collect();
+                barrier.wait();
+                tx.send((index, on)).unwrap();
+            });
+        }
+        for _ in 0..cpus.len() {
+            let (index, on) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(on, [cpus[index]], "thread {index}");
+        }
+        pool.shutdown();
+    }
+
+    fn pool_options() -> PoolOptions {
+        PoolOptions { name: "pinned".into(), spin: Duration::from_micros(20), ..PoolOptions::default() }
+    }
+
+    #[test]
     fn runs_every_job_from_inside_and_outside() {
         let p = Arc::new(pool(2, 10));
         let (tx, rx) = mpsc::channel();

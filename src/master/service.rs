@@ -278,20 +278,20 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         }
     };
     let names = fetches.clone();
-    let respond = move |outputs: Result<(Vec<Tensor>, Vec<crate::executor::NodeStats>)>, reply: Reply| match {
+    let respond = move |outputs: Result<(Vec<Tensor>, Vec<crate::executor::NodeStats>)>, reply: Reply| {
         crate::counters::record_step(started, outputs.is_ok());
-        outputs
-    } {
-        Ok((tensors, stats)) => {
-            let mut payloads = PayloadList::new();
-            let outputs = names
-                .iter()
-                .zip(&tensors)
-                .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
-                .collect();
-            answer(reply, &msg::RunStepResponse { outputs, step_stats: stats_to_wire(&stats) }, payloads.tensors());
+        match outputs {
+            Ok((tensors, stats)) => {
+                let mut payloads = PayloadList::new();
+                let outputs = names
+                    .iter()
+                    .zip(&tensors)
+                    .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
+                    .collect();
+                answer(reply, &msg::RunStepResponse { outputs, step_stats: stats_to_wire(&stats) }, payloads.tensors());
+            }
+            Err(e) => reply.err(e),
         }
-        Err(e) => reply.err(e),
     };
     if partial.is_empty() {
         let name = session.handle().to_string();

@@ -112,7 +112,19 @@ fn answer(mut stream: TcpStream, source: &StatsSource) -> std::io::Result<()> {
         body.len()
     );
     stream.write_all(response.as_bytes())?;
-    stream.flush()
+    stream.flush()?;
+    // Closing with unread bytes would reset the connection and could
+    // discard the answer before the client reads it: read what the client
+    // still sends, within the same bounds.
+    stream.shutdown(std::net::Shutdown::Write)?;
+    let mut drained = 0;
+    while drained < MAX_REQUEST_BYTES {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

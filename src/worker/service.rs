@@ -140,7 +140,6 @@ fn tensor_push(worker: &Arc<Worker>, request: &Request) -> Result<()> {
 }
 
 fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
-    let started = Instant::now();
     let parsed = (|| -> Result<RunGraphRequest> {
         let m = request.meta::<msg::RunGraphRequest>()?;
         let mut feeds = Vec::with_capacity(m.feeds.len());
@@ -173,27 +172,23 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
     let run = match parsed {
         Ok(r) => r,
         Err(e) => {
-            crate::counters::record_graph_run(started, false);
+            // Never reached the worker, which counts the runs it starts.
+            crate::counters::record_graph_run(Instant::now(), false);
             return reply.err(e);
         }
     };
-    let done = Box::new(move |result: Result<super::RunGraphResponse>| {
-        match {
-            crate::counters::record_graph_run(started, result.is_ok());
-            result
-        } {
-            Ok(response) => {
-                let mut payloads = PayloadList::new();
-                let fetches = response
-                    .fetches
-                    .iter()
-                    .map(|(i, t)| msg::IndexedTensorRef { index: *i, tensor: payloads.add(t) })
-                    .collect();
-                let wire = msg::RunGraphResponse { fetches, step_stats: stats_to_wire(&response.stats) };
-                answer(reply, &wire, payloads.tensors());
-            }
-            Err(e) => reply.err(e),
+    let done = Box::new(move |result: Result<super::RunGraphResponse>| match result {
+        Ok(response) => {
+            let mut payloads = PayloadList::new();
+            let fetches = response
+                .fetches
+                .iter()
+                .map(|(i, t)| msg::IndexedTensorRef { index: *i, tensor: payloads.add(t) })
+                .collect();
+            let wire = msg::RunGraphResponse { fetches, step_stats: stats_to_wire(&response.stats) };
+            answer(reply, &wire, payloads.tensors());
         }
+        Err(e) => reply.err(e),
     });
     // An in-process worker never hands back a call to drive.
     let drive = worker.run_graph(run, done);
