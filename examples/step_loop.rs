@@ -33,15 +33,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::hint::black_box(session.run_callable(handle, x.clone(), &options)?);
     }
     let took = started.elapsed();
-    let stats = ringflow::cli::stats_cmd::fetch(&cluster.target(0))?;
-    println!(
-        "steps {steps} in {:.3} s ({:.1} us per step); task 0 counted {} steps, p50 {:.1} us, p99 {:.1} us",
-        took.as_secs_f64(),
-        took.as_secs_f64() * 1e6 / steps.max(1) as f64,
-        stats.steps,
-        stats.step_latency.p50_ns as f64 / 1e3,
-        stats.step_latency.p99_ns as f64 / 1e3,
-    );
+    let per_step_us = took.as_secs_f64() * 1e6 / steps.max(1) as f64;
+    print!("steps {steps} in {:.3} s ({per_step_us:.1} us per step)", took.as_secs_f64());
+    // A new connection's handshake may time out under valgrind: the
+    // servers' counters are a bonus, not the loop's result.
+    match ringflow::cli::stats_cmd::fetch(&cluster.target(0)) {
+        Ok(stats) => println!(
+            "; task 0 counted {} steps, p50 {:.1} us, p99 {:.1} us",
+            stats.steps,
+            stats.step_latency.p50_ns as f64 / 1e3,
+            stats.step_latency.p99_ns as f64 / 1e3,
+        ),
+        Err(e) => println!("; task 0's counters: {e}"),
+    }
     session.release_callable(handle)?;
     session.close()?;
     cluster.shutdown();

@@ -3,6 +3,9 @@
 # task 1): STEPS and 2*STEPS steps, the difference divided by STEPS. With
 # RINGFLOW_SPIN_US=0 no wait spins, so only work is counted; the counts
 # repeat to a few instructions where timings swing by tens of percent.
+# Plain sockets: valgrind does not know that a thread waiting in
+# io_uring_enter is blocked, keeps its one-thread-at-a-time lock, and the
+# servers' other threads (accept, shutdown) never run.
 #
 #   perf/callgrind.sh [STEPS] [trivial|sent]     (default: 2000 trivial)
 #
@@ -17,7 +20,7 @@ build_profiling
 
 run_callgrind() {
     rm -f "$OUT/callgrind-$GRAPH-$1".*
-    RINGFLOW_SPIN_US=0 valgrind --quiet --tool=callgrind --trace-children=yes \
+    RINGFLOW_SPIN_US=0 RINGFLOW_TRANSPORT=socket valgrind --quiet --tool=callgrind --trace-children=yes \
         --callgrind-out-file="$OUT/callgrind-$GRAPH-$1.%p" -- "$STEP_LOOP" "$BIN" "$1" "$GRAPH" >&2
 }
 

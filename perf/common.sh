@@ -9,7 +9,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$ROOT/perf/out}"
 PROFILING_TARGET="$ROOT/target/profiling"
-BIN="$PROFILING_TARGET/profiling/ringflow"
+# RINGFLOW_BIN: servers from another build (e.g. to compare two builds' counts).
+BIN="${RINGFLOW_BIN:-$PROFILING_TARGET/profiling/ringflow}"
 STEP_LOOP="$PROFILING_TARGET/profiling/examples/step_loop"
 mkdir -p "$OUT"
 

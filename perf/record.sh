@@ -31,7 +31,11 @@ inferno-flamegraph --title "ringflow: $STEPS $GRAPH remote steps (client + 2 ser
 echo "flame graph: $OUT/step-$GRAPH.svg"
 echo
 echo "samples by process and thread:"
-perf report -i "$DATA" --no-children --sort comm --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' | head -12
+perf report -i "$DATA" --no-children -g none --sort pid,comm --stdio 2>/dev/null | grep '%' | head -8
 echo
-echo "top frames (self time, all processes):"
-perf report -i "$DATA" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -25
+echo "top frames (self time, all processes, kernel included):"
+perf report -i "$DATA" --no-children -g none --sort dso,symbol --stdio 2>/dev/null | grep '%' | head -20 | cut -c1-110
+echo
+echo "top frames in ringflow's own code (self time, share of all samples):"
+perf report -i "$DATA" --no-children -g none --dsos ringflow,step_loop --sort symbol --stdio 2>/dev/null |
+    grep '%' | head -20 | cut -c1-130
