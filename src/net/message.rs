@@ -2,7 +2,8 @@
 //! the [`Method`] numbers that name them on the wire.
 //!
 //! Owns: the MasterService and WorkerService request/response types (names
-//! are TensorFlow's RPCs), the connection's [`Hello`] and [`ErrorMeta`],
+//! are TensorFlow's RPCs), a server's counters ([`GetStatsResponse`]), the
+//! connection's [`Hello`] and [`ErrorMeta`],
 //! [`encode`] / [`view`] / [`decode`], and [`TensorRef`] resolution.
 //! Must not implement any handler: the master and worker do.
 //!
