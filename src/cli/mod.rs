@@ -8,6 +8,7 @@
 pub mod bench_graph;
 pub mod bench_inproc;
 pub mod bench_remote;
+pub mod cluster_cmd;
 pub mod demo;
 pub mod demo_train;
 pub mod inspect;
@@ -15,6 +16,7 @@ pub mod progress;
 pub mod run;
 pub mod server_cmd;
 pub mod trace_file;
+pub mod stats_cmd;
 pub mod verify;
 
 use crate::bench::{Figure, STEAL_WARN_PCT, print_figures};
@@ -127,12 +129,40 @@ pub enum Command {
         exit_on_stdin_eof: bool,
         #[command(flatten)]
         limits: server_cmd::LimitArgs,
+        /// Derive the cluster and this task from the environment: `slurm`
+        /// (SLURM_JOB_NODELIST, SLURM_PROCID, SLURM_LOCALID, ...).
+        #[arg(long, value_name = "ENV")]
+        cluster_from: Option<String>,
+        /// With --cluster-from slurm: a node's tasks listen on this port + SLURM_LOCALID.
+        #[arg(long)]
+        base_port: Option<u16>,
+        /// Pin the device pools' threads to these CPUs (e.g. 0-3,8); with
+        /// no --threads, one thread per CPU listed.
+        #[arg(long, value_name = "LIST")]
+        cpus: Option<String>,
+        /// Serve Prometheus text on http://HOST:P/metrics (HOST: the bound address's).
+        #[arg(long, value_name = "P")]
+        metrics_port: Option<u16>,
     },
     /// List the devices of the cluster a master serves.
     Devices {
         /// ringflow://host:port or grpc://host:port of any task.
         #[arg(long)]
         target: String,
+    },
+    /// Inspect cluster specs.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
+    },
+    /// A live server's counters: steps, errors, bytes, sessions, step latency.
+    Stats {
+        /// ringflow://host:port of the server.
+        #[arg(long)]
+        target: String,
+        /// One JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure scenarios against raw baselines taken in the same run:
     /// step-inproc, chain, fanout, pingpong, bulk, step-remote, train-step,
@@ -210,6 +240,29 @@ pub enum Command {
         /// Raw modes: yield the core while spinning, as ringflow's waits do.
         #[arg(long)]
         yielding: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterAction {
+    /// Print the cluster spec (as TOML) and the task a server would derive.
+    Show {
+        /// Derive from the environment: `slurm`.
+        #[arg(long = "from", value_name = "ENV")]
+        from: Option<String>,
+        /// Read $TF_CONFIG.
+        #[arg(long)]
+        tf_config: bool,
+        /// Cluster spec file (TOML).
+        #[arg(long)]
+        cluster: Option<PathBuf>,
+        #[arg(long)]
+        job: Option<String>,
+        #[arg(long)]
+        task: Option<u32>,
+        /// With --from slurm: a node's tasks listen on this port + SLURM_LOCALID.
+        #[arg(long)]
+        base_port: Option<u16>,
     },
 }
 
@@ -526,20 +579,30 @@ fn dispatch(command: Command) -> Result<bool> {
             listen,
             exit_on_stdin_eof,
             limits,
-        } => {
-            server_cmd::serve(&server_cmd::ServerArgs {
-                cluster,
-                tf_config,
-                job,
-                task,
-                role,
-                cpu_devices,
-                threads,
-                listen,
-                exit_on_stdin_eof,
-                limits,
-            })
-            .map(|()| true)
+            cluster_from,
+            base_port,
+            cpus,
+            metrics_port,
+        } => server_cmd::serve(&server_cmd::ServerArgs {
+            cluster: cluster_cmd::ClusterArgs { cluster, tf_config, cluster_from, job, task, base_port },
+            role,
+            cpu_devices,
+            threads,
+            listen,
+            exit_on_stdin_eof,
+            cpus,
+            metrics_port,
+            limits,
+        })
+        .map(|()| true),
+        Command::Cluster { action: ClusterAction::Show { from, tf_config, cluster, job, task, base_port } } => {
+            let args = cluster_cmd::ClusterArgs { cluster, tf_config, cluster_from: from, job, task, base_port };
+            print!("{}", cluster_cmd::show(&args)?);
+            Ok(true)
+        }
+        Command::Stats { target, json } => {
+            print!("{}", stats_cmd::stats(&target, json)?);
+            Ok(true)
         }
         Command::Devices { target } => {
             let devices = match crate::session::parse_grpc_target(&target) {

@@ -1,23 +1,25 @@
 //! `ringflow server`: serve one task of a cluster until SIGINT or SIGTERM.
 //!
-//! Owns: turning flags (or `TF_CONFIG`) into `ServerOptions`, and waiting
-//! for the stop signal. The server itself is `crate::server`.
+//! Owns: turning flags (or `TF_CONFIG`, or Slurm's environment) into
+//! `ServerOptions`, and waiting for the stop signal. The server itself is
+//! `crate::server`.
 
+use super::cluster_cmd::{ClusterArgs, resolve};
 use crate::cluster::{ClusterSpec, TaskId};
 use crate::error::{Result, Status};
 use crate::server::{Role, Server, ServerOptions};
-use std::path::PathBuf;
 
 pub struct ServerArgs {
-    pub cluster: Option<PathBuf>,
-    pub tf_config: bool,
-    pub job: Option<String>,
-    pub task: Option<u32>,
+    pub cluster: ClusterArgs,
     pub role: String,
     pub cpu_devices: usize,
     pub threads: usize,
     pub listen: Option<String>,
     pub exit_on_stdin_eof: bool,
+    /// `--cpus LIST`: pool threads pinned to these CPUs.
+    pub cpus: Option<String>,
+    /// `--metrics-port P`: Prometheus text on `http://host:P/metrics`.
+    pub metrics_port: Option<u16>,
     pub limits: LimitArgs,
 }
 
@@ -55,32 +57,30 @@ pub struct LimitArgs {
     pub max_frame_mib: u64,
 }
 
-/// The cluster and this task, from `--cluster` or `TF_CONFIG`.
-fn resolve(args: &ServerArgs) -> Result<(ClusterSpec, TaskId)> {
-    let (spec, from_config) = match (&args.cluster, args.tf_config) {
-        (Some(path), false) => (ClusterSpec::from_file(path)?, None),
-        (None, true) => {
-            let json = std::env::var("TF_CONFIG")
-                .map_err(|_| Status::invalid_argument("--tf-config: the TF_CONFIG environment variable is not set"))?;
-            ClusterSpec::from_tf_config(&json)?
-        }
-        (Some(_), true) => return Err(Status::invalid_argument("give --cluster FILE or --tf-config, not both")),
-        (None, false) => return Err(Status::invalid_argument("give --cluster FILE or --tf-config")),
-    };
-    let job = args.job.clone().or_else(|| from_config.as_ref().map(|t| t.job.clone()));
-    let index = args.task.or_else(|| from_config.as_ref().map(|t| t.index));
-    let (Some(job), Some(index)) = (job, index) else {
-        return Err(Status::invalid_argument("which task is this? give --job NAME --task N (or a TF_CONFIG task)"));
-    };
-    let task = TaskId { job, index };
-    spec.address_of(&task)?;
-    Ok((spec, task))
+/// The cluster and this task, from whichever source the flags name.
+fn resolve_task(args: &ServerArgs) -> Result<(ClusterSpec, TaskId)> {
+    let resolved = resolve(&args.cluster)?;
+    let task = resolved.task.ok_or_else(|| {
+        Status::invalid_argument(
+            "which task is this? give --job NAME --task N (or a TF_CONFIG task, or run under srun)",
+        )
+    })?;
+    Ok((resolved.spec, task))
+}
+
+/// `--cpus`, checked against this process's affinity mask.
+fn pinned_cpus(list: &str) -> Result<std::sync::Arc<[usize]>> {
+    use crate::executor::cpu_list;
+    let cpus = cpu_list::parse_cpu_list(list)?;
+    cpu_list::check_allowed(&cpus, cpu_list::allowed_cpus().as_deref())?;
+    Ok(cpus.into())
 }
 
 /// Serves until SIGINT/SIGTERM, then shuts down cleanly.
 pub fn serve(args: &ServerArgs) -> Result<()> {
     use nix::sys::signal::{SigSet, Signal};
-    let (cluster, task) = resolve(args)?;
+    let (cluster, task) = resolve_task(args)?;
+    let cpus = args.cpus.as_deref().map(pinned_cpus).transpose()?;
     // Blocked before any thread starts, so only `wait` below sees them.
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGINT);
@@ -91,6 +91,13 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.cpu_devices = args.cpu_devices.max(1);
     if args.threads > 0 {
         options.pool.threads = args.threads;
+    }
+    if let Some(cpus) = cpus {
+        if args.threads == 0 {
+            // One thread per listed CPU, shared among the devices.
+            options.pool.threads = (cpus.len() / options.cpu_devices).max(1);
+        }
+        options.pool.cpus = Some(cpus);
     }
     options.listen = args.listen.clone();
     let limits = &args.limits;
@@ -104,8 +111,14 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.transport.max_frame_bytes = limits.max_frame_mib.max(1) << 20;
     options.transport.max_in_flight = limits.max_in_flight.max(1);
     options.max_sessions = limits.max_sessions.max(1);
+    options.metrics_port = args.metrics_port;
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
+    if let Some(address) = server.metrics_address() {
+        println!("ringflow server {} metrics on http://{address}/metrics", server.task_name());
+    }
+    // A launcher reading our first lines (tests, scripts) sees them now.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
     // Whatever asks us to stop says why on this channel: a signal, or the
     // launcher's end of our stdin closing (however the launcher died).
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<String>();

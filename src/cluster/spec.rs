@@ -54,7 +54,7 @@ fn valid_job(name: &str) -> bool {
 }
 
 impl ClusterSpec {
-    fn checked(self, source: &str) -> Result<ClusterSpec> {
+    pub(crate) fn checked(self, source: &str) -> Result<ClusterSpec> {
         if self.cluster.is_empty() {
             return Err(Status::invalid_argument(format!("{source}: the cluster has no jobs")));
         }

@@ -39,9 +39,14 @@ impl Device {
         (0..count)
             .map(|i| {
                 let name = DeviceName::cpu(job, 0, task, i as u32);
+                // Device i's threads take the next `threads` CPUs of the list.
+                let cpus = pool.cpus.as_ref().filter(|c| !c.is_empty()).map(|cpus| {
+                    (0..pool.threads).map(|t| cpus[(i * pool.threads + t) % cpus.len()]).collect::<Arc<[usize]>>()
+                });
                 let options = PoolOptions {
                     name: format!("cpu{i}"),
                     pin_first_cpu: pool.pin_first_cpu.map(|first| first + i * pool.threads),
+                    cpus,
                     ..pool.clone()
                 };
                 let pool = ThreadPool::new(options)

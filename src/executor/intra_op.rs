@@ -117,6 +117,7 @@ mod tests {
             threads,
             spin: Duration::from_micros(20),
             pin_first_cpu: None,
+            cpus: None,
         })
         .unwrap()
     }

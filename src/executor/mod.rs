@@ -12,6 +12,7 @@ pub mod barrier;
 pub mod cancellation;
 mod compiled_loop;
 mod control_flow;
+pub mod cpu_list;
 pub mod deadline;
 pub mod device;
 mod frames;

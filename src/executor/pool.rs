@@ -33,6 +33,9 @@ pub struct PoolOptions {
     pub spin: Duration,
     /// Pin thread i to CPU (first_cpu + i) mod ncpus.
     pub pin_first_cpu: Option<usize>,
+    /// Pin thread i to `cpus[i % len]` (`server --cpus`); wins over
+    /// `pin_first_cpu`.
+    pub cpus: Option<Arc<[usize]>>,
 }
 
 impl Default for PoolOptions {
@@ -42,6 +45,7 @@ impl Default for PoolOptions {
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             spin: Duration::from_micros(50),
             pin_first_cpu: None,
+            cpus: None,
         }
     }
 }
@@ -93,7 +97,10 @@ impl ThreadPool {
         let mut handles = Vec::with_capacity(threads);
         for (index, local) in workers.into_iter().enumerate() {
             let shared = shared.clone();
-            let pin = options.pin_first_cpu.map(|first| (first + index) % ncpus);
+            let pin = match &options.cpus {
+                Some(cpus) if !cpus.is_empty() => Some(cpus[index % cpus.len()]),
+                _ => options.pin_first_cpu.map(|first| (first + index) % ncpus),
+            };
             let handle = std::thread::Builder::new().name(format!("{}-{index}", options.name)).spawn(move || {
                 if let Some(cpu) = pin {
                     pin_to_cpu(cpu);
@@ -278,8 +285,42 @@ mod tests {
             threads,
             spin: Duration::from_micros(spin_us),
             pin_first_cpu: None,
+            cpus: None,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn listed_cpus_pin_the_threads_in_turn() {
+        let Some(allowed) = crate::executor::cpu_list::allowed_cpus() else {
+            return;
+        };
+        let cpus: Arc<[usize]> = allowed.iter().rev().copied().collect();
+        let pool =
+            ThreadPool::new(PoolOptions { threads: cpus.len(), cpus: Some(cpus.clone()), ..pool_options() }).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let barrier = Arc::new(Barrier::new(cpus.len()));
+        for _ in 0..cpus.len() {
+            let (tx, barrier) = (tx.clone(), barrier.clone());
+            // Every thread takes one job: each waits for all the others.
+            pool.spawn(move || {
+                let name = std::thread::current().name().unwrap_or_default().to_string();
+                let index: usize = name.rsplit('-').next().and_then(|i| i.parse().ok()).unwrap();
+                let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+                let on: Vec<usize> = (0..nix::sched::CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).collect();
+                barrier.wait();
+                tx.send((index, on)).unwrap();
+            });
+        }
+        for _ in 0..cpus.len() {
+            let (index, on) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(on, [cpus[index]], "thread {index}");
+        }
+        pool.shutdown();
+    }
+
+    fn pool_options() -> PoolOptions {
+        PoolOptions { name: "pinned".into(), spin: Duration::from_micros(20), ..PoolOptions::default() }
     }
 
     #[test]

@@ -145,6 +145,7 @@ pub fn handle(master: &Arc<Master>, request: Request, reply: Reply) {
                 isolate_session_state: m.config.isolate_session_state,
             };
             let session = master.create_session(deserialize_graph(&m.graph)?, config)?;
+            crate::counters::record_session_created();
             let response =
                 msg::CreateSessionResponse { session_handle: session.handle().to_string(), graph_version: 0 };
             Ok((msg::encode(&response)?, Vec::new()))
@@ -214,6 +215,7 @@ pub fn handle(master: &Arc<Master>, request: Request, reply: Reply) {
 }
 
 fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
+    let started = Instant::now();
     let parsed = (|| {
         let m = request.meta::<msg::RunCallableRequest>()?;
         let session = master.session(&m.session_handle)?;
@@ -228,11 +230,16 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
     })();
     let (session, handle, feeds, options, cancel_id) = match parsed {
         Ok(p) => p,
-        Err(e) => return reply.err(e),
+        Err(e) => {
+            crate::counters::record_step(started, false);
+            return reply.err(e);
+        }
     };
     let name = session.handle().to_string();
     run_maybe_cancellable(master, &name, cancel_id, options, move |options| {
-        match session.run_callable(handle, feeds, options) {
+        let result = session.run_callable(handle, feeds, options);
+        crate::counters::record_step(started, result.is_ok());
+        match result {
             Ok((outputs, metadata)) => {
                 let mut payloads = PayloadList::new();
                 let fetches = outputs.iter().map(|t| payloads.add(t)).collect();
@@ -245,6 +252,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
 }
 
 fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
+    let started = Instant::now();
     let parsed = (|| {
         let m = request.meta::<msg::RunStepRequest>()?;
         let session = master.session(&m.session_handle)?;
@@ -264,24 +272,27 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
     })();
     let (session, feeds, fetches, targets, options, cancel_id, partial) = match parsed {
         Ok(p) => p,
-        Err(e) => return reply.err(e),
+        Err(e) => {
+            crate::counters::record_step(started, false);
+            return reply.err(e);
+        }
     };
     let names = fetches.clone();
-    let respond = move |outputs: Result<(Vec<Tensor>, RunMetadata)>, reply: Reply| match outputs {
-        Ok((tensors, metadata)) => {
-            let mut payloads = PayloadList::new();
-            let outputs = names
-                .iter()
-                .zip(&tensors)
-                .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
-                .collect();
-            answer(
-                reply,
-                &msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) },
-                payloads.tensors(),
-            );
+    let respond = move |outputs: Result<(Vec<Tensor>, RunMetadata)>, reply: Reply| {
+        crate::counters::record_step(started, outputs.is_ok());
+        match outputs {
+            Ok((tensors, metadata)) => {
+                let mut payloads = PayloadList::new();
+                let outputs = names
+                    .iter()
+                    .zip(&tensors)
+                    .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
+                    .collect();
+                let response = msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) };
+                answer(reply, &response, payloads.tensors());
+            }
+            Err(e) => reply.err(e),
         }
-        Err(e) => reply.err(e),
     };
     if partial.is_empty() {
         let name = session.handle().to_string();

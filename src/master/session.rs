@@ -241,6 +241,7 @@ fn call_drivers() -> &'static crate::executor::ThreadPool {
             threads: 16,
             spin: Duration::from_micros(20),
             pin_first_cpu: None,
+            cpus: None,
         })
         .expect("start the RunGraph driver threads")
     })

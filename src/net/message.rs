@@ -2,7 +2,8 @@
 //! the [`Method`] numbers that name them on the wire.
 //!
 //! Owns: the MasterService and WorkerService request/response types (names
-//! are TensorFlow's RPCs), the connection's [`Hello`] and [`ErrorMeta`],
+//! are TensorFlow's RPCs), a server's counters ([`GetStatsResponse`]), the
+//! connection's [`Hello`] and [`ErrorMeta`],
 //! [`encode`] / [`view`] / [`decode`], and [`TensorRef`] resolution.
 //! Must not implement any handler: the master and worker do.
 //!
@@ -58,10 +59,13 @@ pub enum Method {
     // Transport
     /// Echo: the reply carries the request's meta and payloads back.
     Ping = 64,
+    // Monitoring
+    /// A server's counters (`ringflow stats`).
+    GetStats = 80,
 }
 
 impl Method {
-    pub const ALL: [Method; 23] = [
+    pub const ALL: [Method; 24] = [
         Method::CreateSession,
         Method::ExtendSession,
         Method::PartialRunSetup,
@@ -85,6 +89,7 @@ impl Method {
         Method::TensorPush,
         Method::AbortStep,
         Method::Ping,
+        Method::GetStats,
     ];
 
     pub fn from_u16(value: u16) -> Option<Method> {
@@ -116,6 +121,7 @@ impl Method {
             Method::TensorPush => "TensorPush",
             Method::AbortStep => "AbortStep",
             Method::Ping => "Ping",
+            Method::GetStats => "GetStats",
         }
     }
 
@@ -257,6 +263,7 @@ pub fn validate_request(method: Method, bytes: &[u8]) -> Result<Validated> {
         RecvTensor => RecvTensorRequest,
         TensorPush => TensorPush,
         AbortStep => AbortStep,
+        GetStats => GetStatsRequest,
     }
 }
 
@@ -294,6 +301,7 @@ pub fn validate_response(method: Method, bytes: &[u8]) -> Result<Validated> {
         CleanupGraph => Empty,
         CleanupAll => Empty,
         RecvTensor => RecvTensorResponse,
+        GetStats => GetStatsResponse,
     }
 }
 
@@ -770,6 +778,47 @@ pub struct AbortStep {
 impl OneWay for AbortStep {
     const METHOD: Method = Method::AbortStep;
 }
+
+// ---------------------------------------------------------------------------
+// Monitoring
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+pub struct GetStatsRequest {}
+
+/// Latencies since the server started, in nanoseconds (0 when none).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize, serde::Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A server's counters since it started (`crate::server::stats`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize, serde::Serialize)]
+pub struct GetStatsResponse {
+    pub task: String,
+    pub uptime_ms: u64,
+    /// Steps the master ran for clients (RunStep, RunCallable) and those that failed.
+    pub steps: u64,
+    pub step_errors: u64,
+    /// Graph partitions the worker ran (RunGraph) and those that failed.
+    pub graph_runs: u64,
+    pub graph_run_errors: u64,
+    /// Bytes this process's native connections sent and received.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Live sessions now, and master sessions created since start.
+    pub master_sessions: u64,
+    pub worker_sessions: u64,
+    pub sessions_created: u64,
+    pub step_latency: LatencySummary,
+    pub graph_run_latency: LatencySummary,
+}
+rpc!(GetStatsRequest => GetStatsResponse, GetStats);
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,8 @@
 //! (TensorFlow's LocalMaster). Must not implement either service itself.
 
 pub mod local_cluster;
+pub mod metrics_http;
+pub mod stats;
 
 use crate::cluster::{ClusterSpec, TaskId};
 use crate::error::{Result, Status};
@@ -63,6 +65,9 @@ pub struct ServerOptions {
     pub worker_idle_timeout: Option<Duration>,
     /// Sessions the master keeps at most.
     pub max_sessions: usize,
+    /// Serve Prometheus text on this port (`GET /metrics`), bound on the
+    /// host of the serving address.
+    pub metrics_port: Option<u16>,
 }
 
 impl ServerOptions {
@@ -79,6 +84,7 @@ impl ServerOptions {
             session_idle_timeout: None,
             worker_idle_timeout: Some(Duration::from_secs(600)),
             max_sessions: crate::master::MAX_SESSIONS,
+            metrics_port: None,
         }
     }
 }
@@ -87,6 +93,7 @@ impl ServerOptions {
 struct Dispatch {
     master: Option<Arc<Master>>,
     worker: Option<Arc<Worker>>,
+    stats: Arc<stats::StatsSource>,
 }
 
 impl Service for Dispatch {
@@ -104,6 +111,8 @@ impl Service for Dispatch {
             }
         } else if method == crate::net::message::Method::Ping {
             reply.ok(request.meta_bytes(), &request.payloads);
+        } else if method == crate::net::message::Method::GetStats {
+            self.stats.handle(&request, reply);
         } else {
             reply.err(Status::unimplemented(format!("{method} is not served here")));
         }
@@ -117,6 +126,7 @@ pub struct Server {
     worker: Option<Arc<Worker>>,
     transport: Option<crate::net::Server>,
     collector: Option<Collector>,
+    metrics: Option<metrics_http::MetricsEndpoint>,
 }
 
 /// Releases idle sessions: the master's whose client is gone, the
@@ -214,7 +224,17 @@ impl Server {
             m.set_max_sessions(options.max_sessions);
         }
         let bind = options.listen.clone().unwrap_or_else(|| address.clone());
-        let dispatch: Arc<dyn Service> = Arc::new(Dispatch { master: master.clone(), worker: worker.clone() });
+        let stats = Arc::new(stats::StatsSource {
+            task_name: task_name.clone(),
+            started: std::time::Instant::now(),
+            master: master.clone(),
+            worker: worker.clone(),
+        });
+        let metrics = match options.metrics_port {
+            Some(port) => Some(metrics_http::MetricsEndpoint::start(&metrics_bind(&bind, port), stats.clone())?),
+            None => None,
+        };
+        let dispatch: Arc<dyn Service> = Arc::new(Dispatch { master: master.clone(), worker: worker.clone(), stats });
         // Peers answer our RunGraphs' tensors over the connection we opened.
         channels.serve_pushes_with(Arc::downgrade(&dispatch));
         let transport = crate::net::Server::bind(
@@ -235,7 +255,20 @@ impl Server {
             options.session_idle_timeout,
             options.worker_idle_timeout,
         )?;
-        Ok(Server { address, task_name, master, worker, transport: Some(transport), collector: Some(collector) })
+        Ok(Server {
+            address,
+            task_name,
+            master,
+            worker,
+            transport: Some(transport),
+            collector: Some(collector),
+            metrics,
+        })
+    }
+
+    /// Where `/metrics` is served, when it is.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(|m| m.address())
     }
 
     pub fn address(&self) -> &str {
@@ -270,7 +303,14 @@ impl Server {
             t.shutdown();
         }
         self.collector.take();
+        self.metrics = None;
     }
+}
+
+/// The serving address's host with the metrics port (`[::1]:P` for IPv6).
+fn metrics_bind(bind: &str, port: u16) -> String {
+    let host = bind.rsplit_once(':').map_or(bind, |(host, _)| host);
+    format!("{host}:{port}")
 }
 
 impl Drop for Server {

@@ -61,6 +61,7 @@ impl SessionOptions {
             threads: self.threads_per_device.max(1),
             spin: self.spin,
             pin_first_cpu: self.pin_threads.then_some(0),
+            cpus: None,
         }
     }
 }

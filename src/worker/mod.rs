@@ -242,6 +242,11 @@ impl WorkerInterface for Worker {
     }
 
     fn run_graph(&self, request: RunGraphRequest, done: RunGraphDone) -> Option<DriveCall> {
+        let started = std::time::Instant::now();
+        let done: RunGraphDone = Box::new(move |result| {
+            crate::counters::record_graph_run(started, result.is_ok());
+            done(result)
+        });
         match self.session(&request.session_handle) {
             Ok(session) => session.graph_mgr.run(request, done),
             Err(e) => done(Err(e)),

@@ -175,7 +175,11 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
     })();
     let run = match parsed {
         Ok(r) => r,
-        Err(e) => return reply.err(e),
+        Err(e) => {
+            // Never reached the worker, which counts the runs it starts.
+            crate::counters::record_graph_run(Instant::now(), false);
+            return reply.err(e);
+        }
     };
     let worker_for_errors = worker.clone();
     let done = Box::new(move |result: Result<super::RunGraphResponse>| match result {

@@ -171,12 +171,16 @@ pub enum RecvOutcome {
 /// `ptr` must be valid for writes of `len` bytes that nobody reads until
 /// this returns.
 pub unsafe fn recv(driver: Driver, fd: RawFd, ptr: *mut u8, len: usize, wait: Wait<'_>) -> io::Result<RecvOutcome> {
-    match driver {
+    let outcome = match driver {
         // SAFETY: forwarded contract.
         Driver::Uring => unsafe { uring::recv(fd, ptr, len, wait) },
         // SAFETY: forwarded contract.
         Driver::Socket => unsafe { socket::recv(fd, ptr, len, wait) },
+    };
+    if let Ok(RecvOutcome::Data(n)) = outcome {
+        crate::counters::count_received(n);
     }
+    outcome
 }
 
 /// Sends every byte of `slices`, in order, or fails with `TimedOut` once
@@ -194,17 +198,21 @@ pub fn send_all(
     match driver {
         Driver::Uring => uring::send_all(fd, slices, zerocopy, spin, deadline),
         Driver::Socket => socket::send_all(fd, slices, deadline),
-    }
+    }?;
+    crate::counters::count_sent(slices.iter().map(|s| s.len()).sum());
+    Ok(())
 }
 
 /// One non-blocking send of `slices` after skipping their first `skip`
 /// bytes; returns how many bytes went out (0 when the socket buffer is
 /// full).
 pub fn send_some(driver: Driver, fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Result<usize> {
-    match driver {
+    let sent = match driver {
         Driver::Uring => uring::send_some(fd, &skip_slices(slices, skip)),
         Driver::Socket => socket_send_some(fd, slices, skip),
-    }
+    }?;
+    crate::counters::count_sent(sent);
+    Ok(sent)
 }
 
 fn socket_send_some(fd: RawFd, slices: &[IoSlice<'_>], skip: usize) -> io::Result<usize> {
