@@ -58,6 +58,9 @@ pub enum FrameKind {
     Error = 4,
     /// One-way message; never answered.
     Push = 5,
+    /// Transport negotiation after the hello (`net::shm`'s offer and
+    /// answers); never seen above the connection.
+    Transport = 6,
 }
 
 impl FrameKind {
@@ -68,6 +71,7 @@ impl FrameKind {
             3 => FrameKind::Response,
             4 => FrameKind::Error,
             5 => FrameKind::Push,
+            6 => FrameKind::Transport,
             _ => return None,
         })
     }

@@ -44,6 +44,9 @@ pub struct TransportOptions {
     /// small frames are received into; io_uring threads register it as a
     /// fixed buffer. `None`: chunks come from the heap.
     pub recv_region: Option<crate::alloc::Region>,
+    /// The shared-memory channel to peers on this host (on by default;
+    /// `RINGFLOW_TRANSPORT=tcp` turns it off).
+    pub shm: crate::net::shm::ShmOptions,
 }
 
 impl Default for TransportOptions {
@@ -62,6 +65,7 @@ impl Default for TransportOptions {
             incarnation: process_incarnation(),
             name: String::new(),
             recv_region: None,
+            shm: crate::net::shm::ShmOptions::default(),
         }
     }
 }

@@ -14,7 +14,15 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The transports under test: TCP over each driver, and (as `Auto`)
+/// the shared-memory channel, whose socket uses the automatic driver.
 fn kinds() -> Vec<TransportKind> {
+    let mut kinds = tcp_kinds();
+    kinds.push(TransportKind::Auto);
+    kinds
+}
+
+fn tcp_kinds() -> Vec<TransportKind> {
     let mut kinds = vec![TransportKind::Socket];
     if uring::probe().is_ok() {
         kinds.push(TransportKind::Uring);
@@ -22,14 +30,18 @@ fn kinds() -> Vec<TransportKind> {
     kinds
 }
 
+/// `Auto` offers and accepts shared memory; the TCP kinds never do.
 fn options(kind: TransportKind) -> TransportOptions {
-    TransportOptions {
+    let mut options = TransportOptions {
         transport: kind,
         spin_us: 5,
         recv_chunk_bytes: 16 << 10,
         connect_timeout_ms: 2_000,
         ..TransportOptions::default()
-    }
+    };
+    options.shm.enabled = kind == TransportKind::Auto;
+    options.shm.ring_bytes = 8 << 20;
+    options
 }
 
 fn soon() -> Instant {
@@ -126,6 +138,8 @@ fn tensors_of_every_dtype_round_trip_bit_exact_without_copies() {
         for client_kind in kinds() {
             let (server, service) = start(server_kind);
             let client = Client::connect(&server.local_addr().to_string(), options(client_kind)).unwrap();
+            let both_shm = server_kind == TransportKind::Auto && client_kind == TransportKind::Auto;
+            assert_eq!(client.is_shared_memory(), both_shm, "{server_kind:?} server, {client_kind:?} client");
             let tensors = every_dtype_tensors();
             for _ in 0..3 {
                 let resp = client.call(Method::Ping, b"echo", &tensors, soon()).unwrap();
@@ -445,7 +459,8 @@ fn a_client_that_never_says_hello_is_dropped() {
 #[test]
 fn frames_received_into_a_registered_region() {
     use crate::alloc::{LockPolicy, Region, RegionOptions};
-    for kind in kinds() {
+    // Registered regions are where the socket path receives.
+    for kind in tcp_kinds() {
         let region =
             Region::new(&RegionOptions { bytes: 8 * (16 << 10), slot_bytes: 16 << 10, lock: LockPolicy::IfAllowed })
                 .unwrap();
@@ -501,7 +516,8 @@ fn deaf_server() -> (String, std::thread::JoinHandle<()>, mpsc::Sender<()>) {
 #[test]
 fn a_peer_that_stops_reading_cannot_hold_a_sender_past_its_deadline() {
     let big = Tensor::zeros(DType::F32, [16 << 20]).unwrap(); // 64 MiB
-    for kind in kinds() {
+    // The deaf peer answers no shared-memory offer: TCP clients only.
+    for kind in tcp_kinds() {
         let (addr, handle, stop) = deaf_server();
         let client = Client::connect(&addr, options(kind)).unwrap();
         let started = Instant::now();
