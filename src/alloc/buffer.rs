@@ -216,6 +216,11 @@ impl IoBuf {
         }
     }
 
+    /// Whether the memory is lent by another owner (a shared-memory ring).
+    pub fn is_lent(&self) -> bool {
+        matches!(self.backing, Backing::Lent(_))
+    }
+
     pub fn is_mapped(&self) -> bool {
         matches!(self.backing, Backing::Mapped { .. })
     }

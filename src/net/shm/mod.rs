@@ -20,6 +20,8 @@
 pub mod doorbell;
 pub mod region;
 pub mod ring;
+#[cfg(test)]
+mod tests;
 
 use crate::alloc::IoBuf;
 use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, ReceivedFrame};
