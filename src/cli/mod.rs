@@ -110,6 +110,10 @@ pub enum Command {
         /// Exit when standard input closes (a launcher's lifeline).
         #[arg(long, hide = true)]
         exit_on_stdin_eof: bool,
+        /// auto (shared memory with peers on this host, else TCP) or tcp
+        /// (never shared memory; also `RINGFLOW_TRANSPORT=tcp`).
+        #[arg(long, default_value = "auto")]
+        transport: String,
     },
     /// List the devices of the cluster a master serves.
     Devices {
@@ -382,6 +386,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 bulk_bytes: if size.is_some() { net.bulk_bytes } else { 0 },
                 max_tasks: max_tasks.unwrap_or(8),
                 against,
+                shm: transport.iter().any(|t| t.trim().eq_ignore_ascii_case("shm")),
             };
             let mut figures: Vec<Figure> = Vec::new();
             for scenario in &scenarios {
@@ -439,20 +444,30 @@ fn dispatch(command: Command) -> Result<bool> {
         }
         Command::Demo { steps, train: false } => demo::demo(steps).map(|()| true),
         Command::Demo { steps, train: true } => demo_train::demo_train(steps).map(|()| true),
-        Command::Server { cluster, tf_config, job, task, role, cpu_devices, threads, listen, exit_on_stdin_eof } => {
-            server_cmd::serve(&server_cmd::ServerArgs {
-                cluster,
-                tf_config,
-                job,
-                task,
-                role,
-                cpu_devices,
-                threads,
-                listen,
-                exit_on_stdin_eof,
-            })
-            .map(|()| true)
-        }
+        Command::Server {
+            cluster,
+            tf_config,
+            job,
+            task,
+            role,
+            cpu_devices,
+            threads,
+            listen,
+            exit_on_stdin_eof,
+            transport,
+        } => server_cmd::serve(&server_cmd::ServerArgs {
+            cluster,
+            tf_config,
+            job,
+            task,
+            role,
+            cpu_devices,
+            threads,
+            listen,
+            exit_on_stdin_eof,
+            transport,
+        })
+        .map(|()| true),
         Command::Devices { target } => {
             let devices = match crate::session::parse_grpc_target(&target) {
                 Some(address) => crate::grpc::client::list_cluster_devices(address?)?,

@@ -18,6 +18,8 @@ pub struct ServerArgs {
     pub threads: usize,
     pub listen: Option<String>,
     pub exit_on_stdin_eof: bool,
+    /// `auto` or `tcp` (see `net::shm`).
+    pub transport: String,
 }
 
 /// The cluster and this task, from `--cluster` or `TF_CONFIG`.
@@ -58,6 +60,13 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
         options.pool.threads = args.threads;
     }
     options.listen = args.listen.clone();
+    match args.transport.trim().to_ascii_lowercase().as_str() {
+        "auto" | "shm" => {}
+        "tcp" => options.transport.shm.enabled = false,
+        other => {
+            return Err(crate::error::Status::invalid_argument(format!("--transport {other}: expected auto or tcp")));
+        }
+    }
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
     // Whatever asks us to stop says why on this channel: a signal, or the

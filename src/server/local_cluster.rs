@@ -60,6 +60,8 @@ pub fn parse_jobs(text: &str) -> Result<Vec<(String, usize)>> {
 pub struct LocalClusterOptions {
     pub cpu_devices: usize,
     pub threads_per_device: usize,
+    /// Start the servers with `--transport tcp` (no shared memory).
+    pub force_tcp: bool,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -132,6 +134,9 @@ impl LocalCluster {
                 .stderr(Stdio::inherit());
             if options.cpu_devices > 0 {
                 command.arg("--cpu-devices").arg(options.cpu_devices.to_string());
+            }
+            if options.force_tcp {
+                command.arg("--transport").arg("tcp");
             }
             if options.threads_per_device > 0 {
                 command.arg("--threads").arg(options.threads_per_device.to_string());
