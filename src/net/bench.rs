@@ -547,14 +547,26 @@ fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec
     let mut dst = vec![0u8; tensor.byte_len()];
     dst.copy_from_slice(tensor.as_bytes()); // every page touched before timing
     let (mut transfers, mut copies) = (Duration::ZERO, Duration::ZERO);
+    // The order alternates, so neither always finds the source in cache.
     for i in 0..opts.bulk_iterations + 1 {
-        let start = Instant::now();
-        client.call(Method::Ping, b"bulk", std::slice::from_ref(tensor), far())?;
-        let sent = start.elapsed();
-        let start = Instant::now();
-        dst.copy_from_slice(std::hint::black_box(tensor.as_bytes()));
-        std::hint::black_box(&mut dst);
-        let copied = start.elapsed();
+        let transfer = || -> Result<Duration> {
+            let start = Instant::now();
+            client.call(Method::Ping, b"bulk", std::slice::from_ref(tensor), far())?;
+            Ok(start.elapsed())
+        };
+        let mut copy = || {
+            let start = Instant::now();
+            dst.copy_from_slice(std::hint::black_box(tensor.as_bytes()));
+            std::hint::black_box(&mut dst);
+            start.elapsed()
+        };
+        let (sent, copied) = if i % 2 == 0 {
+            let sent = transfer()?;
+            (sent, copy())
+        } else {
+            let copied = copy();
+            (transfer()?, copied)
+        };
         if i > 0 {
             transfers += sent; // iteration 0 warms up
             copies += copied;

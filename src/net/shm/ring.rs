@@ -43,6 +43,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 /// Bytes every span's start and length are multiples of (frames are).
 pub const SPAN_ALIGN: u64 = 64;
 
+/// Spans at least this large read the consumer's head before placing.
+const FRESH_HEAD_MIN_BYTES: u64 = 64 << 10;
+
 /// What a descriptor announces.
 pub const DESC_FRAME: u32 = 1;
 /// "The next frame comes over the socket": sent when a frame does not fit
@@ -202,6 +205,12 @@ impl Producer {
     /// consumer has released, or `None` while there is none.
     pub fn reserve(&mut self, len: u64) -> Option<Reservation> {
         debug_assert!(len > 0 && len % SPAN_ALIGN == 0 && len <= self.memory.capacity);
+        if len >= FRESH_HEAD_MIN_BYTES {
+            // Worth a look at the consumer's line: a large span placed while
+            // the ring is in fact empty goes back to the first pages, which
+            // are resident, instead of faulting in new ones.
+            self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
+        }
         if let Some(at) = self.place(len) {
             return Some(at);
         }
