@@ -230,13 +230,11 @@ impl Producer {
                 .and_then(|end| end.checked_sub(self.cached_data_head))
                 .is_some_and(|n| n <= capacity)
         };
-        let position = if offset != 0 && self.cached_data_head == self.data_tail && len <= offset {
-            next_lap // Empty: back to the first pages.
-        } else if offset + len > capacity {
-            next_lap
-        } else {
-            self.data_tail
-        };
+        // Next lap when the rest of this one is too short, or when the ring
+        // is empty and the span fits before the current offset (back to the
+        // first pages).
+        let empty_and_fits_first_pages = offset != 0 && self.cached_data_head == self.data_tail && len <= offset;
+        let position = if empty_and_fits_first_pages || offset + len > capacity { next_lap } else { self.data_tail };
         fits(position).then_some(Reservation { position, len })
     }
 
@@ -568,7 +566,8 @@ mod tests {
     /// garbage; each is refused and nothing is read.
     #[test]
     fn garbage_descriptors_are_refused() {
-        let cases: [(u64, Descriptor, fn(&RingError) -> bool); 6] = [
+        type Case = (u64, Descriptor, fn(&RingError) -> bool);
+        let cases: [Case; 6] = [
             (1, Descriptor { kind: 9, ..Default::default() }, |e| matches!(e, RingError::UnknownKind { .. })),
             (1, Descriptor { kind: DESC_FRAME, position: 0, len: 100, ..Default::default() }, |e| {
                 matches!(e, RingError::Misaligned { .. })
