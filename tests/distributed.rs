@@ -70,8 +70,52 @@ fn golden(case: &str, mode: RunMode) {
     session.close().unwrap();
 }
 
+/// Clusters whose servers run with `--transport tcp`: the golden cases run
+/// once over TCP too (the clusters above talk over shared memory).
+fn tcp_cluster(tasks: usize) -> &'static Mutex<LocalCluster> {
+    static TWO: OnceLock<Mutex<LocalCluster>> = OnceLock::new();
+    static FOUR: OnceLock<Mutex<LocalCluster>> = OnceLock::new();
+    let cell = if tasks <= 2 { &TWO } else { &FOUR };
+    cell.get_or_init(|| {
+        let options = LocalClusterOptions { force_tcp: true, ..LocalClusterOptions::default() };
+        Mutex::new(LocalCluster::start(binary(), tasks.max(2), &options).expect("local cluster starts"))
+    })
+}
+
+fn golden_over_tcp(case: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs").join(case);
+    let golden = GoldenCase::load(&dir).unwrap();
+    let tasks = match golden.tasks_needed() {
+        0..=2 => 2,
+        3..=4 => 4,
+        n => panic!("{case} needs {n} tasks; no shared cluster has that many"),
+    };
+    let target = tcp_cluster(tasks).lock().unwrap_or_else(|e| e.into_inner()).target(0);
+    let session = session_on(&target, golden.graph.clone());
+    golden.check_with(session.as_ref(), RunMode::Run).unwrap_or_else(|e| panic!("{case} over TCP: {e}"));
+    session.close().unwrap();
+}
+
+fn address_of(target: &str) -> &str {
+    target.strip_prefix("ringflow://").unwrap_or(target)
+}
+
+#[test]
+fn the_shared_clusters_talk_over_shared_memory_and_the_tcp_ones_do_not() {
+    let options = TransportOptions::default();
+    if !options.shm.enabled {
+        return; // RINGFLOW_TRANSPORT=tcp: every cluster is TCP.
+    }
+    let shm = Client::connect(address_of(&target()), options.clone()).unwrap();
+    assert!(shm.is_shared_memory());
+    let tcp_target = tcp_cluster(2).lock().unwrap_or_else(|e| e.into_inner()).target(0);
+    let tcp = Client::connect(address_of(&tcp_target), options).unwrap();
+    assert!(!tcp.is_shared_memory());
+}
+
 macro_rules! golden_remote {
     ($($case:ident),* $(,)?) => {
+        mod golden_over_tcp { $( #[test] fn $case() { super::golden_over_tcp(stringify!($case)) } )* }
         mod golden_by_run { $( #[test] fn $case() { super::golden(stringify!($case), super::RunMode::Run) } )* }
         mod golden_by_callable { $( #[test] fn $case() { super::golden(stringify!($case), super::RunMode::Callable) } )* }
         mod golden_by_partial_run { $( #[test] fn $case() { super::golden(stringify!($case), super::RunMode::Partial) } )* }

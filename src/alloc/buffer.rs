@@ -19,8 +19,14 @@ const SMALL_PAGE_BYTES: usize = 4096;
 
 enum Backing {
     Heap(Layout),
-    Mapped { map_len: usize, recycle: bool },
+    Mapped {
+        map_len: usize,
+        recycle: bool,
+    },
     Region(RegionSlot),
+    /// Memory owned elsewhere (a span of a shared-memory ring); `owner`
+    /// keeps it valid and gives it back when dropped.
+    Lent(#[allow(dead_code)] Box<dyn Send + Sync>),
 }
 
 /// Receive mappings kept for reuse after their last tensor drops: a
@@ -143,6 +149,18 @@ impl IoBuf {
         Ok(IoBuf { ptr, len, backing: Backing::Mapped { map_len, recycle: false } })
     }
 
+    /// A buffer over `len` bytes at `ptr` that `owner` keeps valid until it
+    /// drops (with this buffer's last handle).
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must stay valid for reads and for the writes the
+    /// caller makes under [`as_mut_ptr`](Self::as_mut_ptr)'s contract while
+    /// `owner` lives, and `ptr` must be 64-byte aligned.
+    pub unsafe fn lent(ptr: NonNull<u8>, len: usize, owner: Box<dyn Send + Sync>) -> IoBuf {
+        assert_eq!(ptr.as_ptr() as usize % TENSOR_ALIGN, 0, "lent buffers are 64-byte aligned");
+        IoBuf { ptr, len, backing: Backing::Lent(owner) }
+    }
+
     pub(super) fn from_region_slot(ptr: NonNull<u8>, len: usize, slot: RegionSlot) -> IoBuf {
         debug_assert_eq!(ptr.as_ptr() as usize % TENSOR_ALIGN, 0);
         IoBuf { ptr, len, backing: Backing::Region(slot) }
@@ -198,6 +216,11 @@ impl IoBuf {
         }
     }
 
+    /// Whether the memory is lent by another owner (a shared-memory ring).
+    pub fn is_lent(&self) -> bool {
+        matches!(self.backing, Backing::Lent(_))
+    }
+
     pub fn is_mapped(&self) -> bool {
         matches!(self.backing, Backing::Mapped { .. })
     }
@@ -217,8 +240,9 @@ impl Drop for IoBuf {
                 let rc = unsafe { libc::munmap(self.ptr.as_ptr().cast(), *map_len) };
                 debug_assert_eq!(rc, 0, "munmap of an owned mapping failed");
             }
-            // The slot goes back to its region when `RegionSlot` drops.
-            Backing::Region(_) => {}
+            // The slot goes back to its region when `RegionSlot` drops; lent
+            // memory goes back to its owner when the owner drops.
+            Backing::Region(_) | Backing::Lent(_) => {}
         }
     }
 }
@@ -229,6 +253,7 @@ impl std::fmt::Debug for IoBuf {
             Backing::Heap(_) => "heap",
             Backing::Mapped { .. } => "mapped",
             Backing::Region(_) => "region",
+            Backing::Lent(_) => "lent",
         };
         write!(f, "IoBuf({kind}, {} bytes at {:p})", self.len, self.ptr)
     }

@@ -26,9 +26,18 @@ pub struct RemoteBenchOptions {
     /// round trip: both clusters run at once and the client alternates
     /// blocks of steps between them, so both see the same machine.
     pub against: Option<std::path::PathBuf>,
+    /// `--transport shm`: step-remote and transfer-remote over the
+    /// shared-memory channel, against the same run's TCP step or memcpy.
+    pub shm: bool,
 }
 
+/// A cluster on TCP: the figures without `--transport shm` are TCP's.
 fn cluster(tasks: usize) -> Result<LocalCluster> {
+    LocalCluster::start(&current_binary()?, tasks, &LocalClusterOptions { force_tcp: true, ..Default::default() })
+}
+
+/// A cluster whose tasks (and this client) talk over shared memory.
+fn shm_cluster(tasks: usize) -> Result<LocalCluster> {
     LocalCluster::start(&current_binary()?, tasks, &LocalClusterOptions::default())
 }
 
@@ -112,6 +121,9 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     let iters = if opts.iterations == 0 { 5_000 } else { opts.iterations };
     if let Some(other) = &opts.against {
         return step_remote_against(other, iters);
+    }
+    if opts.shm {
+        return step_remote_shm(iters);
     }
     let c = cluster(2)?;
     let mut trivial = TimedStep::new(&c, trivial_remote_graph(), "y")?;
@@ -221,6 +233,36 @@ fn fill_and_sum(elements: usize, fill_task: u32, sum_task: u32) -> GraphSpec {
 /// start of its `_Send` (the producer hands it over) to the end of its
 /// `_Recv` (the consumer has every byte). Stats carry wall-clock
 /// microseconds, so the two processes' times compare on one host.
+/// The trivial remote step over shared memory against the same step over
+/// TCP: both clusters run at once and take turns.
+fn step_remote_shm(iters: usize) -> Result<Vec<Figure>> {
+    if !crate::net::shm::enabled_by_env() {
+        return Err(Status::invalid_argument("step-remote shm: RINGFLOW_TRANSPORT turns shared memory off"));
+    }
+    let shm = shm_cluster(2)?;
+    let tcp = cluster(2)?;
+    let mut on_shm = TimedStep::new(&shm, trivial_remote_graph(), "y")?;
+    let mut on_tcp = TimedStep::new(&tcp, trivial_remote_graph(), "y")?;
+    let [shm_rec, tcp_rec] = bench::interleaved([&mut || on_shm.step(), &mut || on_tcp.step()], step_turns(iters))?;
+    on_shm.close()?;
+    on_tcp.close()?;
+    shm.shutdown();
+    tcp.shutdown();
+    let note = format!(
+        "client process -> master (task 0, x fed) -> task 1 (x + 1) -> client, every hop over shared memory; \
+         baseline: the same step on a second 2-task cluster forced to TCP (--transport tcp), same run, \
+         turns in blocks of {TURN_BLOCK}"
+    );
+    Ok([50.0, 99.0]
+        .into_iter()
+        .map(|p| {
+            Figure::new("step-remote", &format!("p{p:.0}_shm"), shm_rec.percentile_us(p), "us", 1)
+                .with_baseline(tcp_rec.percentile_us(p))
+                .with_note(note.clone())
+        })
+        .collect())
+}
+
 fn crossing_us(stats: &[NodeStats]) -> Result<u64> {
     let one = |op: &str| -> Result<&NodeStats> {
         let mut found = stats.iter().filter(|n| n.op == op);
@@ -242,7 +284,7 @@ pub fn transfer_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
         return Err(Status::invalid_argument("transfer-remote sizes stop at 8 GiB (an int32 element count)"));
     }
     let iters = if opts.iterations == 0 { 15 } else { opts.iterations.min(200) };
-    let c = cluster(2)?;
+    let c = if opts.shm { shm_cluster(2)? } else { cluster(2)? };
     let s = session(&c, fill_and_sum(elements, 1, 0))?;
     let handle = s.make_callable(&[], &["total".to_string()], &[])?;
     let traced = RunOptions { trace: true, ..RunOptions::default() };
@@ -250,11 +292,22 @@ pub fn transfer_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
         s.run_callable(handle, Vec::new(), &traced)?;
     }
     let (mut crossings, mut steps) = (LatencyRecorder::default(), LatencyRecorder::default());
+    // With `shm`, a memcpy of the same size after each step: the baseline,
+    // taken in turns with the steps.
+    let source = if opts.shm { vec![1u8; bytes as usize] } else { Vec::new() };
+    let mut copy_to = source.clone();
+    let mut copies = LatencyRecorder::default();
     for _ in 0..iters {
         let start = Instant::now();
         let (_, metadata) = s.run_callable(handle, Vec::new(), &traced)?;
         steps.record(start.elapsed());
         crossings.record(Duration::from_micros(crossing_us(&metadata.step_stats)?.max(1)));
+        if opts.shm {
+            let start = Instant::now();
+            copy_to.copy_from_slice(std::hint::black_box(&source));
+            std::hint::black_box(&mut copy_to);
+            copies.record(start.elapsed());
+        }
     }
     s.release_callable(handle)?;
     s.close()?;
@@ -262,12 +315,23 @@ pub fn transfer_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     let crossing = Duration::from_nanos(crossings.percentile_ns(50.0) as u64);
     let gbps = bytes as f64 / crossing.as_secs_f64() / 1e9;
     let payload = vec![1u8; bytes as usize];
+    let mib = bytes as f64 / (1 << 20) as f64;
+    if opts.shm {
+        let memcpy = bytes as f64 / (copies.percentile_ns(50.0) / 1e9) / 1e9;
+        return Ok(vec![
+            Figure::new("transfer-remote", "bandwidth_shm", gbps, "GB/s", 1).with_baseline(memcpy).with_note(format!(
+                "{mib:.0} MiB filled on task 1, summed on task 0, over shared memory; p50 crossing {:.2} ms, from _Send start (task 1) to _Recv end (task 0) in traced steps; baseline: p50 memcpy of the same bytes in one process, one after each step",
+                crossing.as_secs_f64() * 1e3,
+            )),
+            Figure::new("transfer-remote", "p50_step_shm", steps.percentile_us(50.0) / 1e3, "ms", 1)
+                .with_note("the whole traced step over shared memory: fill, crossing, sum, fetch"),
+        ]);
+    }
     let raw = net_bench::raw_bulk(
         &net_bench::BenchOptions { bulk_iterations: iters.max(5), ..net_bench::BenchOptions::default() },
         &payload,
         0,
     )?;
-    let mib = bytes as f64 / (1 << 20) as f64;
     Ok(vec![
         Figure::new("transfer-remote", "bandwidth", gbps, "GB/s", 1).with_baseline(raw).with_note(format!(
             "{mib:.0} MiB filled on task 1, summed on task 0; p50 crossing {:.2} ms, from _Send start (task 1) to _Recv end (task 0) in traced steps; baseline: raw TCP bulk, same run",

@@ -143,6 +143,10 @@ pub enum Command {
         /// Serve Prometheus text on http://HOST:P/metrics (HOST: the bound address's).
         #[arg(long, value_name = "P")]
         metrics_port: Option<u16>,
+        /// auto (shared memory with peers on this host, else TCP) or tcp
+        /// (never shared memory; also `RINGFLOW_TRANSPORT=tcp`).
+        #[arg(long, default_value = "auto")]
+        transport: String,
     },
     /// List the devices of the cluster a master serves.
     Devices {
@@ -507,6 +511,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 bulk_bytes: if size.is_some() { net.bulk_bytes } else { 0 },
                 max_tasks: max_tasks.unwrap_or(8),
                 against,
+                shm: transport.iter().any(|t| t.trim().eq_ignore_ascii_case("shm")),
             };
             let mut figures: Vec<Figure> = Vec::new();
             let progress = progress::Progress::new(scenarios.len() as u64, "scenarios");
@@ -583,6 +588,7 @@ fn dispatch(command: Command) -> Result<bool> {
             base_port,
             cpus,
             metrics_port,
+            transport,
         } => server_cmd::serve(&server_cmd::ServerArgs {
             cluster: cluster_cmd::ClusterArgs { cluster, tf_config, cluster_from, job, task, base_port },
             role,
@@ -593,6 +599,7 @@ fn dispatch(command: Command) -> Result<bool> {
             cpus,
             metrics_port,
             limits,
+            transport,
         })
         .map(|()| true),
         Command::Cluster { action: ClusterAction::Show { from, tf_config, cluster, job, task, base_port } } => {

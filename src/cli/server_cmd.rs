@@ -21,6 +21,8 @@ pub struct ServerArgs {
     /// `--metrics-port P`: Prometheus text on `http://host:P/metrics`.
     pub metrics_port: Option<u16>,
     pub limits: LimitArgs,
+    /// `auto` or `tcp` (see `net::shm`).
+    pub transport: String,
 }
 
 /// Failure detection, collection and limits of a server.
@@ -112,6 +114,13 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.transport.max_in_flight = limits.max_in_flight.max(1);
     options.max_sessions = limits.max_sessions.max(1);
     options.metrics_port = args.metrics_port;
+    match args.transport.trim().to_ascii_lowercase().as_str() {
+        "auto" | "shm" => {}
+        "tcp" => options.transport.shm.enabled = false,
+        other => {
+            return Err(crate::error::Status::invalid_argument(format!("--transport {other}: expected auto or tcp")));
+        }
+    }
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
     if let Some(address) = server.metrics_address() {

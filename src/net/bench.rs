@@ -54,7 +54,7 @@ impl Default for BenchOptions {
             message_bytes: 64,
             bulk_bytes: 64 << 20,
             bulk_iterations: 20,
-            transports: vec![TransportKind::Uring, TransportKind::Socket],
+            transports: vec![TransportKind::Uring, TransportKind::Socket, TransportKind::Auto],
             spin_us: 100,
             zerocopy_send_min_bytes: TransportOptions::default().zerocopy_send_min_bytes,
             pin: false,
@@ -62,11 +62,14 @@ impl Default for BenchOptions {
     }
 }
 
+/// In these benches `Auto` stands for the shared-memory channel (`shm`,
+/// which takes the automatic driver for its socket); the other kinds are
+/// TCP over that driver.
 fn transport_name(kind: TransportKind) -> &'static str {
     match kind {
         TransportKind::Uring => "io_uring",
         TransportKind::Socket => "socket",
-        TransportKind::Auto => "auto",
+        TransportKind::Auto => "shm",
     }
 }
 
@@ -74,7 +77,7 @@ fn transport_arg(kind: TransportKind) -> &'static str {
     match kind {
         TransportKind::Uring => "uring",
         TransportKind::Socket => "socket",
-        TransportKind::Auto => "auto",
+        TransportKind::Auto => "shm",
     }
 }
 
@@ -422,7 +425,10 @@ fn write_all_nonblocking(stream: &mut TcpStream, mut bytes: &[u8]) -> Result<()>
 }
 
 fn bench_transport_options(kind: TransportKind, spin_us: u64) -> TransportOptions {
-    TransportOptions { transport: kind, spin_us, name: "bench".into(), ..TransportOptions::default() }
+    let mut options =
+        TransportOptions { transport: kind, spin_us, name: "bench".into(), ..TransportOptions::default() };
+    options.shm.enabled = kind == TransportKind::Auto;
+    options
 }
 
 fn peer_rpc_args(kind: TransportKind, spin_us: u64) -> Vec<String> {
@@ -441,10 +447,17 @@ fn interleaved_pingpong(
 ) -> Result<(LatencyRecorder, LatencyRecorder)> {
     // Held for the whole measurement: this thread is the client of both.
     let _on_client_cpu = pin.map(|p| ThreadOnCpu::enter(p.client)).transpose()?;
-    let mut raw = RawEcho::start(opts.message_bytes, pin)?;
+    let mut raw: Box<dyn crate::bench::Timed<Status>> = if kind == TransportKind::Auto {
+        Box::new(RawShmEcho::start(opts.spin_us, pin)?)
+    } else {
+        Box::new(RawEcho::start(opts.message_bytes, pin)?)
+    };
     let rpc = RpcEcho::start(kind, opts, pin)?;
+    if kind == TransportKind::Auto && !rpc.client.is_shared_memory() {
+        return Err(Status::unavailable("pingpong shm: the connection fell back to TCP (see the log)"));
+    }
     for _ in 0..opts.pingpong_warmup {
-        raw.round_trip()?;
+        raw.run_once()?;
         rpc.round_trip()?;
     }
     let (mut raw_rec, mut rpc_rec) = (LatencyRecorder::default(), LatencyRecorder::default());
@@ -452,7 +465,7 @@ fn interleaved_pingpong(
     while left > 0 {
         let block = left.min(PINGPONG_BLOCK);
         for _ in 0..block {
-            raw_rec.record(raw.round_trip()?);
+            raw_rec.record(raw.run_once()?);
         }
         for _ in 0..block {
             rpc_rec.record(rpc.round_trip()?);
@@ -475,8 +488,13 @@ pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
     for kind in kinds {
         let (raw, rpc) = interleaved_pingpong(kind, opts, pin)?;
         let name = transport_name(kind);
+        let baseline = if kind == TransportKind::Auto {
+            "raw shared-memory spinning ping-pong between two processes (one 64 B cache line each way, futex after the same spin)"
+        } else {
+            "raw TCP spinning ping-pong"
+        };
         let note = format!(
-            "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK}{placement}",
+            "{name}; {} B request+response; baseline: {baseline}, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK}{placement}",
             opts.message_bytes
         );
         for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
@@ -516,6 +534,69 @@ struct BulkResult {
     peak_rss_bytes: u64,
 }
 
+/// Bulk over shared memory against memcpy: each timed transfer is followed
+/// by one timed memcpy of the same bytes, so both see the same machine.
+fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec<Figure>> {
+    let peer = Peer::spawn("rpc", &peer_rpc_args(TransportKind::Auto, opts.spin_us))?;
+    let client = Client::connect(&peer.addr, bench_transport_options(TransportKind::Auto, opts.spin_us))?;
+    if !client.is_shared_memory() {
+        return Err(Status::unavailable("bulk shm: the connection fell back to TCP (see the log)"));
+    }
+    let far = || Instant::now() + Duration::from_secs(600);
+    client.call(Method::Ping, b"rss-reset", &[], far())?;
+    let mut dst = vec![0u8; tensor.byte_len()];
+    dst.copy_from_slice(tensor.as_bytes()); // every page touched before timing
+    let (mut transfers, mut copies) = (Duration::ZERO, Duration::ZERO);
+    // The order alternates, so neither always finds the source in cache.
+    for i in 0..opts.bulk_iterations + 1 {
+        let transfer = || -> Result<Duration> {
+            let start = Instant::now();
+            client.call(Method::Ping, b"bulk", std::slice::from_ref(tensor), far())?;
+            Ok(start.elapsed())
+        };
+        let mut copy = || {
+            let start = Instant::now();
+            dst.copy_from_slice(std::hint::black_box(tensor.as_bytes()));
+            std::hint::black_box(&mut dst);
+            start.elapsed()
+        };
+        let (sent, copied) = if i % 2 == 0 {
+            let sent = transfer()?;
+            (sent, copy())
+        } else {
+            let copied = copy();
+            (transfer()?, copied)
+        };
+        if i > 0 {
+            transfers += sent; // iteration 0 warms up
+            copies += copied;
+        }
+    }
+    let stats = client.call(Method::Ping, b"rss", &[], far())?;
+    let sum = client.call(Method::Ping, b"bulk-sum", std::slice::from_ref(tensor), far())?;
+    let got = std::str::from_utf8(sum.meta_bytes()).ok().and_then(|s| s.parse::<u64>().ok());
+    if got != Some(checksum(tensor.as_bytes())) {
+        return Err(Status::data_loss(format!(
+            "bulk over shm: the receiver's checksum {got:?} differs from the sender's"
+        )));
+    }
+    let text = std::str::from_utf8(stats.meta_bytes()).unwrap_or("");
+    let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+    let (idle, peak) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
+    let total_bytes = opts.bulk_iterations as f64 * tensor.byte_len() as f64;
+    let gbps = |d: Duration| total_bytes / d.as_secs_f64() / 1e9;
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    Ok(vec![
+        Figure::new("bulk", "bandwidth_shm", gbps(transfers), "GB/s", 1).with_baseline(gbps(copies)).with_note(format!(
+            "shm; {size_note}, {} transfers (checksum verified by the receiver), each written once by the sender into the receiver's ring and read there in place; baseline: memcpy of the same bytes into one warm buffer in this process, one after each transfer",
+            opts.bulk_iterations
+        )),
+        Figure::new("bulk", "rx_rss_peak_over_idle_shm", mib(peak.saturating_sub(idle)), "MiB", 1)
+            .with_baseline(mib(tensor.byte_len() as u64))
+            .with_note("shm; receiver VmHWM - idle VmRSS (ring pages it touched); baseline = one payload"),
+    ])
+}
+
 fn rpc_bulk(kind: TransportKind, opts: &BenchOptions, tensor: &Tensor) -> Result<BulkResult> {
     let peer = Peer::spawn("rpc", &peer_rpc_args(kind, opts.spin_us))?;
     let client = Client::connect(
@@ -525,6 +606,9 @@ fn rpc_bulk(kind: TransportKind, opts: &BenchOptions, tensor: &Tensor) -> Result
             ..bench_transport_options(kind, opts.spin_us)
         },
     )?;
+    if kind == TransportKind::Auto && !client.is_shared_memory() {
+        return Err(Status::unavailable("bulk shm: the connection fell back to TCP (see the log)"));
+    }
     let far = || Instant::now() + Duration::from_secs(600);
     client.call(Method::Ping, b"rss-reset", &[], far())?;
     let mut total = Duration::ZERO;
@@ -570,6 +654,10 @@ pub fn bench_bulk(opts: &BenchOptions) -> Result<Vec<Figure>> {
     debug_assert_eq!(tensor.dtype(), DType::F32);
     let size_note = format!("{:.1} MiB tensor", bytes as f64 / (1 << 20) as f64);
     for kind in kinds {
+        if kind == TransportKind::Auto {
+            figures.extend(shm_bulk(opts, &tensor, &size_note)?);
+            continue;
+        }
         let raw_gbps = raw_bulk(opts, tensor.as_bytes(), 0)?;
         let raw_small_gbps = raw_bulk(opts, tensor.as_bytes(), 4 << 20)?;
         let result = rpc_bulk(kind, opts, &tensor)?;
@@ -607,6 +695,199 @@ pub fn bench_bulk(opts: &BenchOptions) -> Result<Vec<Figure>> {
         );
     }
     Ok(figures)
+}
+
+// ---------------------------------------------------------------------------
+// The raw shared-memory ping-pong (the pingpong shm baseline)
+
+/// One direction of the raw ping-pong: a sequence number, the message, and
+/// a doorbell for a side that stopped spinning; one cache line.
+#[repr(C, align(64))]
+struct RawLine {
+    seq: std::sync::atomic::AtomicU64,
+    sleeping: std::sync::atomic::AtomicU32,
+    bell: std::sync::atomic::AtomicU32,
+    payload: [u8; 48],
+}
+
+const _: () = assert!(std::mem::size_of::<RawLine>() == 64);
+
+/// Two `RawLine`s (to the peer, back) in a shared file mapping.
+struct RawShmLines {
+    base: std::ptr::NonNull<RawLine>,
+    _file: std::fs::File,
+}
+
+// SAFETY: the lines are accessed through atomics and by one writer each
+// (the payload of a line only by its writer before publishing `seq`, and by
+// its reader after).
+unsafe impl Send for RawShmLines {}
+
+impl RawShmLines {
+    fn map(file: std::fs::File) -> Result<RawShmLines> {
+        use std::os::fd::AsRawFd;
+        file.set_len(128)?;
+        // SAFETY: a fresh shared mapping of 128 bytes of a file we hold.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                128,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(Status::internal(format!(
+                "mapping the raw ping-pong lines: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let base = std::ptr::NonNull::new(raw.cast::<RawLine>()).expect("mmap never returns null");
+        Ok(RawShmLines { base, _file: file })
+    }
+
+    fn line(&self, which: usize) -> &RawLine {
+        // SAFETY: two aligned lines lie in the 128-byte mapping, alive while `self` is.
+        unsafe { &*self.base.as_ptr().add(which) }
+    }
+
+    /// Publishes `payload` as message `seq` on line `which`, ringing its
+    /// doorbell if the reader sleeps.
+    fn send(&self, which: usize, seq: u64, payload: &[u8; 48]) {
+        use std::sync::atomic::Ordering;
+        let line = self.line(which);
+        // SAFETY: the writer of a line is the only one touching its payload
+        // until `seq` is published below; the reader copies it after.
+        unsafe { std::ptr::write_volatile(line.payload.as_ptr().cast_mut().cast::<[u8; 48]>(), *payload) };
+        line.seq.store(seq, Ordering::Release);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if line.sleeping.load(Ordering::Relaxed) != 0 {
+            crate::net::shm::doorbell::ring(&line.bell);
+        }
+    }
+
+    /// Waits for a message other than `last` on line `which` (spinning for
+    /// `spin`, then on the futex in slices, until `give_up` says so).
+    fn recv(
+        &self,
+        which: usize,
+        last: u64,
+        spin: Duration,
+        style: SpinStyle,
+        give_up: &dyn Fn() -> bool,
+    ) -> Option<(u64, [u8; 48])> {
+        use std::sync::atomic::Ordering;
+        let line = self.line(which);
+        let start = Instant::now();
+        loop {
+            let seq = line.seq.load(Ordering::Acquire);
+            if seq != last {
+                // SAFETY: published by the writer before `seq` (Acquire above).
+                let payload = unsafe { std::ptr::read_volatile(line.payload.as_ptr().cast::<[u8; 48]>()) };
+                return Some((seq, payload));
+            }
+            if start.elapsed() < spin {
+                style.pause(start);
+                continue;
+            }
+            if give_up() {
+                return None;
+            }
+            let bell = line.bell.load(Ordering::Acquire);
+            line.sleeping.store(1, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if line.seq.load(Ordering::Acquire) == last {
+                crate::net::shm::doorbell::wait(&line.bell, bell, Duration::from_millis(10));
+            }
+            line.sleeping.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for RawShmLines {
+    fn drop(&mut self) {
+        // SAFETY: our 128-byte mapping; nothing refers to it after drop.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), 128) };
+    }
+}
+
+/// The client end of the raw shared-memory ping-pong: it spins purely for
+/// the answer, as the raw TCP client does.
+pub struct RawShmEcho {
+    lines: RawShmLines,
+    seq: u64,
+    _peer: Peer,
+}
+
+impl RawShmEcho {
+    fn start(spin_us: u64, pin: Option<Pinning>) -> Result<RawShmEcho> {
+        let mut args = vec![format!("--spin-us={spin_us}")];
+        args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
+        let peer = Peer::spawn("raw-shm-echo", &args)?;
+        // The peer names its memfd as /proc/PID/fd/N; opening that path
+        // opens the same file.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&peer.addr)
+            .map_err(|e| Status::internal(format!("opening the raw ping-pong lines at {}: {e}", peer.addr)))?;
+        Ok(RawShmEcho { lines: RawShmLines::map(file)?, seq: 0, _peer: peer })
+    }
+}
+
+impl crate::bench::Timed<Status> for RawShmEcho {
+    fn run_once(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        self.seq += 1;
+        let payload = [self.seq as u8; 48];
+        self.lines.send(0, self.seq, &payload);
+        let never = || false;
+        let (seq, back) = self
+            .lines
+            .recv(1, self.seq - 1, Duration::MAX, SpinStyle::Pure, &never)
+            .ok_or_else(|| Status::unavailable("raw shared-memory peer gone"))?;
+        let elapsed = start.elapsed();
+        if seq != self.seq || back != payload {
+            return Err(Status::internal("the raw shared-memory echo came back with other bytes"));
+        }
+        Ok(elapsed)
+    }
+}
+
+/// The raw shared-memory echo peer: creates the lines, prints their path,
+/// echoes until stdin closes.
+fn run_raw_shm_echo(spin_us: u64, style: SpinStyle) -> Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: a valid C string; the result is checked.
+    let raw = unsafe { libc::memfd_create(c"ringflow-raw-pingpong".as_ptr(), libc::MFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(Status::unavailable(format!("memfd_create: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: a fresh descriptor we own.
+    let file = unsafe { std::fs::File::from_raw_fd(raw) };
+    let path = format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd());
+    let lines = RawShmLines::map(file)?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+            stop.store(true, std::sync::atomic::Ordering::Release);
+        });
+    }
+    println!("READY {path}");
+    std::io::stdout().flush()?;
+    let spin = Duration::from_micros(spin_us);
+    let give_up = || stop.load(std::sync::atomic::Ordering::Acquire);
+    let mut last = 0;
+    while let Some((seq, payload)) = lines.recv(0, last, spin, style, &give_up) {
+        last = seq;
+        lines.send(1, seq, &payload);
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -738,6 +1019,7 @@ pub fn run_peer(args: &PeerArgs) -> Result<()> {
             }
             Ok(())
         }
+        "raw-shm-echo" => run_raw_shm_echo(args.spin_us, style),
         "raw-relay" => {
             let next = args.next.as_deref().ok_or_else(|| Status::invalid_argument("raw-relay needs --next"))?;
             let mut downstream = TcpStream::connect(next)?;

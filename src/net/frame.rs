@@ -60,6 +60,9 @@ pub enum FrameKind {
     Push = 5,
     /// A client's cluster-secret proof, or the server's acceptance of it.
     Auth = 6,
+    /// Transport negotiation after the handshake (`net::shm`'s offer and
+    /// answers); never seen above the connection.
+    Transport = 7,
 }
 
 impl FrameKind {
@@ -71,6 +74,7 @@ impl FrameKind {
             4 => FrameKind::Error,
             5 => FrameKind::Push,
             6 => FrameKind::Auth,
+            7 => FrameKind::Transport,
             _ => return None,
         })
     }

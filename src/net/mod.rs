@@ -54,6 +54,7 @@ pub mod io;
 pub mod message;
 pub mod reader;
 pub mod rpc;
+pub mod shm;
 
 pub use frame::{FrameError, FrameKind, FrameLimits, ReceivedFrame};
 pub use io::TransportKind;

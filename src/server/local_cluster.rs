@@ -64,6 +64,8 @@ pub struct LocalClusterOptions {
     pub threads_per_device: usize,
     /// More `ringflow server` flags for every task (e.g. heartbeat settings).
     pub extra_args: Vec<String>,
+    /// Start the servers with `--transport tcp` (no shared memory).
+    pub force_tcp: bool,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -156,6 +158,9 @@ impl LocalCluster {
         }
         if options.threads_per_device > 0 {
             command.arg("--threads").arg(options.threads_per_device.to_string());
+        }
+        if options.force_tcp {
+            command.arg("--transport").arg("tcp");
         }
         if let Some(path) = crate::net::SecretSetting::process_default().file() {
             command.arg("--secret-file").arg(path);

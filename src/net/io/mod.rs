@@ -65,11 +65,13 @@ pub enum TransportKind {
 }
 
 impl TransportKind {
-    /// Reads `RINGFLOW_TRANSPORT` (`auto`, `uring`/`io_uring`, `socket`).
+    /// Reads `RINGFLOW_TRANSPORT` (`auto`, `uring`/`io_uring`, `socket`;
+    /// `tcp` and `shm` pick the driver automatically: whether shared memory
+    /// is offered is `net::shm::ShmOptions`'s choice, from the same variable).
     pub fn from_env() -> TransportKind {
         match std::env::var("RINGFLOW_TRANSPORT") {
             Ok(v) => TransportKind::parse(&v).unwrap_or_else(|| {
-                tracing::warn!("RINGFLOW_TRANSPORT={v:?} is not auto|uring|socket; using auto");
+                tracing::warn!("RINGFLOW_TRANSPORT={v:?} is not auto|tcp|shm|uring|socket; using auto");
                 TransportKind::Auto
             }),
             Err(_) => TransportKind::Auto,
@@ -78,7 +80,7 @@ impl TransportKind {
 
     pub fn parse(s: &str) -> Option<TransportKind> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "auto" | "" => Some(TransportKind::Auto),
+            "auto" | "" | "tcp" | "shm" => Some(TransportKind::Auto),
             "uring" | "io_uring" | "io-uring" => Some(TransportKind::Uring),
             "socket" | "sockets" | "fallback" => Some(TransportKind::Socket),
             _ => None,

@@ -166,10 +166,16 @@ impl Client {
             ))
         })?;
         let conn = Conn::new(stream, driver, addr.to_string(), &options);
-        let reader = FrameReader::new(conn.limits, options.recv_chunk_bytes, options.recv_region.clone())
+        let mut reader = FrameReader::new(conn.limits, options.recv_chunk_bytes, options.recv_region.clone())
             .map_err(|e| Status::resource_exhausted(format!("receive buffer for {addr}: {e}")))?;
         let peer_hello =
             super::handshake::client_handshake(conn.fd(), &conn.peer, &options, deadline).map_err(|e| e.to_status())?;
+        let channel =
+            crate::net::shm::negotiate_client(&mut conn.control(&mut reader), &options.shm, conn.limits, deadline)
+                .map_err(|reason| Status::unavailable(format!("transport negotiation with {addr}: {reason}")))?;
+        if let Some(channel) = channel {
+            conn.attach_shm(channel);
+        }
         tracing::debug!(
             "connected to {addr} ({}, incarnation {:#x}) over {}",
             peer_hello.name,
@@ -202,6 +208,12 @@ impl Client {
 
     pub fn driver(&self) -> io::Driver {
         self.inner.conn.driver
+    }
+
+    /// Whether frames cross through shared memory (the server is on this
+    /// host and both sides allow it), rather than the TCP socket.
+    pub fn is_shared_memory(&self) -> bool {
+        self.inner.conn.is_shared_memory()
     }
 
     /// True once the connection has failed; a new `Client` is needed.

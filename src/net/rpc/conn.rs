@@ -11,6 +11,7 @@ use crate::net::frame::{FrameError, FrameKind, FrameLimits, OutgoingFrame, Recei
 use crate::net::io::{self, Driver, RecvOutcome, Wait};
 use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
+use crate::net::shm::{self, Placed, Polled, ShmChannel};
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
 use std::net::TcpStream;
@@ -72,6 +73,10 @@ pub(crate) struct Conn {
     pub(crate) send_timeout: Duration,
     zerocopy_min_bytes: u64,
     closed: AtomicBool,
+    /// The shared-memory channel, once negotiated after the hello: every
+    /// later frame goes through it (the socket then carries only frames
+    /// too large for the ring, and the peer's liveness).
+    shm: std::sync::OnceLock<ShmChannel>,
 }
 
 impl Conn {
@@ -90,7 +95,35 @@ impl Conn {
             send_timeout: Duration::from_millis(options.send_timeout_ms),
             zerocopy_min_bytes: options.zerocopy_send_min_bytes,
             closed: AtomicBool::new(false),
+            shm: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Switches this connection to `channel` (negotiation only, before any
+    /// request crosses).
+    pub(crate) fn attach_shm(&self, channel: ShmChannel) {
+        if self.shm.set(channel).is_err() {
+            tracing::warn!("connection to {}: a second shared-memory channel ignored", self.peer);
+        }
+    }
+
+    /// Whether frames cross through shared memory.
+    pub(crate) fn is_shared_memory(&self) -> bool {
+        self.shm.get().is_some()
+    }
+
+    /// The negotiation's view of this connection and its reader.
+    pub(crate) fn control<'a>(&'a self, reader: &'a mut FrameReader) -> ConnControl<'a> {
+        ConnControl { conn: self, reader }
+    }
+
+    /// Whether the peer's end of the socket is still open (a peek that does
+    /// not wait).
+    fn peer_alive(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: peeks at most one byte into a local.
+        let n = unsafe { libc::recv(self.fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+        n > 0 || (n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock)
     }
 
     pub(crate) fn fd(&self) -> RawFd {
@@ -106,6 +139,9 @@ impl Conn {
     pub(crate) fn close(&self) {
         if !self.closed.swap(true, Ordering::AcqRel) {
             let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            if let Some(shm) = self.shm.get() {
+                shm.wake_reader();
+            }
         }
     }
 
@@ -145,11 +181,20 @@ impl Conn {
         if self.is_closed() {
             return Err(NetError::Closed { peer: self.peer.clone() });
         }
-        let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
-        let slices = frame.io_slices();
         let Some(_whole_frame) = self.send_lock.try_lock_until(deadline) else {
             return Err(NetError::TimedOut { peer: self.peer.clone() });
         };
+        if let Some(shm) = self.shm.get() {
+            return self.send_frame_shm(shm, frame, deadline);
+        }
+        self.send_socket_frame(frame, deadline)
+    }
+
+    /// Sends `frame` over the socket; the caller holds the send lock (or is
+    /// the writer thread).
+    fn send_socket_frame(&self, frame: &OutgoingFrame, deadline: Instant) -> Result<(), NetError> {
+        let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
+        let slices = frame.io_slices();
         io::send_all(self.driver, self.fd(), &slices, zerocopy, self.spin, deadline).map_err(|source| {
             self.close();
             if source.kind() == std::io::ErrorKind::TimedOut {
@@ -158,6 +203,47 @@ impl Conn {
                 NetError::Io { peer: self.peer.clone(), op: "send", source }
             }
         })
+    }
+
+    /// Sends `frame` through the shared-memory channel: into the ring when
+    /// there is room (waiting for the reader to release some, up to
+    /// `shm::SPACE_WAIT`), else over the socket behind a via-socket marker
+    /// so that order holds. Waiting for a descriptor slot (a reader that is
+    /// behind) lasts until `deadline`, which closes the connection.
+    fn send_frame_shm(&self, shm: &ShmChannel, frame: &OutgoingFrame, deadline: Instant) -> Result<(), NetError> {
+        let start = Instant::now();
+        let space_deadline = deadline.min(start + shm::SPACE_WAIT);
+        let mut next_liveness_check = start + shm::LIVENESS_SLICE;
+        loop {
+            match shm.try_place(frame) {
+                Placed::Sent => return Ok(()),
+                Placed::NoSpace { too_large } if too_large || Instant::now() >= space_deadline => {
+                    shm.publish_via_socket();
+                    return self.send_socket_frame(frame, deadline);
+                }
+                Placed::NoSpace { .. } | Placed::NoSlot => {}
+            }
+            if self.is_closed() {
+                return Err(NetError::Closed { peer: self.peer.clone() });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.close();
+                return Err(NetError::TimedOut { peer: self.peer.clone() });
+            }
+            if now.duration_since(start) < self.spin {
+                io::spin_pause(start);
+                continue;
+            }
+            if now >= next_liveness_check {
+                if !self.peer_alive() {
+                    self.close();
+                    return Err(NetError::Closed { peer: self.peer.clone() });
+                }
+                next_liveness_check = now + shm::LIVENESS_SLICE;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 
     /// Sends a reply without ever waiting on the peer: the frame goes out
@@ -182,6 +268,14 @@ impl Conn {
             return Ok(());
         }
         drop(outbox);
+        if let Some(shm) = self.shm.get() {
+            // Into the ring now, or to the writer thread (which may wait for
+            // room): the replying thread never waits on the peer.
+            if shm.try_place(&frame) == Placed::Sent {
+                return Ok(());
+            }
+            return self.start_writer(frame, 0);
+        }
         let total = frame.header.frame_len() as usize;
         let sent = io::send_some(self.driver, self.fd(), &frame.io_slices(), 0).map_err(|source| {
             self.close();
@@ -190,6 +284,13 @@ impl Conn {
         if sent == total {
             return Ok(());
         }
+        self.start_writer(frame, sent)
+    }
+
+    /// Queues `frame` (its first `sent` bytes already on the socket) and
+    /// starts the writer thread. The caller holds the send lock and saw no
+    /// writer running.
+    fn start_writer(self: &Arc<Self>, frame: OutgoingFrame, sent: usize) -> Result<(), NetError> {
         let mut outbox = self.outbox.lock();
         outbox.queue.push_front(frame);
         outbox.head_sent = sent;
@@ -217,11 +318,18 @@ impl Conn {
                     }
                 }
             };
-            let slices = frame.io_slices();
-            let rest = io::skip_slices(&slices, skip);
-            let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
             let deadline = Instant::now() + self.send_timeout;
-            if let Err(e) = io::send_all(self.driver, self.fd(), &rest, zerocopy, self.spin, deadline) {
+            let sent = match self.shm.get() {
+                Some(shm) => self.send_frame_shm(shm, &frame, deadline),
+                None => {
+                    let slices = frame.io_slices();
+                    let rest = io::skip_slices(&slices, skip);
+                    let zerocopy = frame.payload_data_bytes() >= self.zerocopy_min_bytes;
+                    io::send_all(self.driver, self.fd(), &rest, zerocopy, self.spin, deadline)
+                        .map_err(|source| NetError::Io { peer: self.peer.clone(), op: "send", source })
+                }
+            };
+            if let Err(e) = sent {
                 tracing::warn!("closing connection to {}: reply not sent: {e}", self.peer);
                 self.close();
                 let mut outbox = self.outbox.lock();
@@ -246,6 +354,80 @@ impl Conn {
     /// Reads the next frame, spinning up to `spin` on an empty socket
     /// before sleeping on it.
     pub(crate) fn read_frame(
+        &self,
+        reader: &mut FrameReader,
+        spin: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Option<ReceivedFrame>, NetError> {
+        match self.shm.get() {
+            Some(shm) => self.read_frame_shm(shm, reader, spin, deadline),
+            None => self.read_socket_frame(reader, spin, deadline),
+        }
+    }
+
+    /// The next frame from the shared-memory channel (or, after a
+    /// via-socket marker, from the socket): spins up to `spin`, then sleeps
+    /// on the doorbell in slices of `shm::LIVENESS_SLICE`, checking after
+    /// each quiet slice that the peer's socket is open and that this
+    /// connection is not closing.
+    fn read_frame_shm(
+        &self,
+        shm: &ShmChannel,
+        reader: &mut FrameReader,
+        spin: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Option<ReceivedFrame>, NetError> {
+        let mut rx = shm.rx.lock();
+        let start = Instant::now();
+        loop {
+            if rx.socket_frames_due > 0 {
+                let frame = self.read_socket_frame(reader, spin, deadline)?;
+                if frame.is_some() {
+                    rx.socket_frames_due -= 1;
+                }
+                return Ok(frame);
+            }
+            let polled = shm.poll(&mut rx).map_err(|e| NetError::Frame {
+                peer: self.peer.clone(),
+                source: match e {
+                    shm::ShmError::Frame(source) => source,
+                    shm::ShmError::Ring(ring) => FrameError::InconsistentLengths(format!("shared-memory ring: {ring}")),
+                },
+            })?;
+            match polled {
+                Polled::Frame(frame) => return Ok(Some(frame)),
+                Polled::ViaSocket => {
+                    rx.socket_frames_due += 1;
+                    continue;
+                }
+                Polled::Empty => {}
+            }
+            if self.is_closed() {
+                return Err(NetError::Closed { peer: self.peer.clone() });
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            if now.duration_since(start) < spin {
+                io::spin_pause(start);
+                continue;
+            }
+            if let Some(seq) = rx.consumer.prepare_sleep() {
+                let slice = deadline.map_or(shm::LIVENESS_SLICE, |d| (d - now).min(shm::LIVENESS_SLICE));
+                let word = &rx.consumer.memory().doorbell().seq;
+                shm::doorbell::wait(word, seq, slice);
+                let quiet = word.load(Ordering::Acquire) == seq;
+                rx.consumer.woke();
+                if quiet && !self.peer_alive() {
+                    return Err(NetError::Closed { peer: self.peer.clone() });
+                }
+            }
+        }
+    }
+
+    /// The next frame from the socket.
+    fn read_socket_frame(
         &self,
         reader: &mut FrameReader,
         spin: Duration,
@@ -285,5 +467,34 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// The connection as the shared-memory negotiation sees it: control frames
+/// over the socket, before any request.
+pub(crate) struct ConnControl<'a> {
+    conn: &'a Conn,
+    reader: &'a mut FrameReader,
+}
+
+impl shm::ControlChannel for ConnControl<'_> {
+    fn peer(&self) -> &str {
+        &self.conn.peer
+    }
+
+    fn send_control(&self, meta: &[u8]) -> Result<(), String> {
+        self.conn.send(FrameKind::Transport, 0, 0, meta, &[]).map_err(|e| e.to_string())
+    }
+
+    fn recv_control(&mut self, deadline: Instant) -> Result<Vec<u8>, String> {
+        let frame = self
+            .conn
+            .read_socket_frame(self.reader, self.conn.spin, Some(deadline))
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "no transport answer before the connect timeout".to_string())?;
+        if frame.header.kind != FrameKind::Transport {
+            return Err(format!("expected a transport answer, got a {:?} frame", frame.header.kind));
+        }
+        Ok(frame.meta_bytes().to_vec())
     }
 }

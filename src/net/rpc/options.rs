@@ -54,6 +54,9 @@ pub struct TransportOptions {
     /// Connections a server holds in their handshake at once; past it, the
     /// oldest is closed (a real peer finishes in microseconds).
     pub max_pending_handshakes: usize,
+    /// The shared-memory channel to peers on this host (on by default;
+    /// `RINGFLOW_TRANSPORT=tcp` turns it off).
+    pub shm: crate::net::shm::ShmOptions,
 }
 
 impl Default for TransportOptions {
@@ -75,6 +78,7 @@ impl Default for TransportOptions {
             secret: SecretSetting::process_default(),
             handshake_timeout_ms: 3_000,
             max_pending_handshakes: 4096,
+            shm: crate::net::shm::ShmOptions::default(),
         }
     }
 }

@@ -374,6 +374,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
     };
     let peer: Arc<str> = Arc::from(conn.peer.as_str());
     let in_flight = Arc::new(AtomicUsize::new(0));
+    let mut first_frame = true;
     loop {
         let frame = match conn.read_frame(&mut reader, conn.spin, None) {
             Ok(Some(frame)) => frame,
@@ -389,6 +390,19 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
                 return;
             }
         };
+        if std::mem::take(&mut first_frame) && crate::net::shm::is_control(frame.header.kind) {
+            let deadline = std::time::Instant::now() + options.connect_timeout();
+            let mut control = conn.control(&mut reader);
+            match crate::net::shm::answer_offer(&mut control, frame.meta_bytes(), &options.shm, conn.limits, deadline) {
+                Ok(Some(channel)) => conn.attach_shm(channel),
+                Ok(None) => {}
+                Err(reason) => {
+                    tracing::warn!("closing connection from {}: transport negotiation: {reason}", conn.peer);
+                    return;
+                }
+            }
+            continue;
+        }
         if let Err(reason) = dispatch(conn, shared, (&peer, &peer_name), &in_flight, frame) {
             tracing::warn!("closing connection from {}: {reason}", conn.peer);
             return;

@@ -14,7 +14,15 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+/// The transports under test: TCP over each driver, and (as `Auto`)
+/// the shared-memory channel, whose socket uses the automatic driver.
 fn kinds() -> Vec<TransportKind> {
+    let mut kinds = tcp_kinds();
+    kinds.push(TransportKind::Auto);
+    kinds
+}
+
+fn tcp_kinds() -> Vec<TransportKind> {
     let mut kinds = vec![TransportKind::Socket];
     if uring::probe().is_ok() {
         kinds.push(TransportKind::Uring);
@@ -22,14 +30,18 @@ fn kinds() -> Vec<TransportKind> {
     kinds
 }
 
+/// `Auto` offers and accepts shared memory; the TCP kinds never do.
 fn options(kind: TransportKind) -> TransportOptions {
-    TransportOptions {
+    let mut options = TransportOptions {
         transport: kind,
         spin_us: 5,
         recv_chunk_bytes: 16 << 10,
         connect_timeout_ms: 2_000,
         ..TransportOptions::default()
-    }
+    };
+    options.shm.enabled = kind == TransportKind::Auto;
+    options.shm.ring_bytes = 8 << 20;
+    options
 }
 
 fn soon() -> Instant {
@@ -126,6 +138,8 @@ fn tensors_of_every_dtype_round_trip_bit_exact_without_copies() {
         for client_kind in kinds() {
             let (server, service) = start(server_kind);
             let client = Client::connect(&server.local_addr().to_string(), options(client_kind)).unwrap();
+            let both_shm = server_kind == TransportKind::Auto && client_kind == TransportKind::Auto;
+            assert_eq!(client.is_shared_memory(), both_shm, "{server_kind:?} server, {client_kind:?} client");
             let tensors = every_dtype_tensors();
             for _ in 0..3 {
                 let resp = client.call(Method::Ping, b"echo", &tensors, soon()).unwrap();
@@ -445,7 +459,8 @@ fn a_client_that_never_says_hello_is_dropped() {
 #[test]
 fn frames_received_into_a_registered_region() {
     use crate::alloc::{LockPolicy, Region, RegionOptions};
-    for kind in kinds() {
+    // Registered regions are where the socket path receives.
+    for kind in tcp_kinds() {
         let region =
             Region::new(&RegionOptions { bytes: 8 * (16 << 10), slot_bytes: 16 << 10, lock: LockPolicy::IfAllowed })
                 .unwrap();
@@ -501,7 +516,8 @@ fn deaf_server() -> (String, std::thread::JoinHandle<()>, mpsc::Sender<()>) {
 #[test]
 fn a_peer_that_stops_reading_cannot_hold_a_sender_past_its_deadline() {
     let big = Tensor::zeros(DType::F32, [16 << 20]).unwrap(); // 64 MiB
-    for kind in kinds() {
+    // The deaf peer answers no shared-memory offer: TCP clients only.
+    for kind in tcp_kinds() {
         let (addr, handle, stop) = deaf_server();
         let client = Client::connect(&addr, options(kind)).unwrap();
         let started = Instant::now();
@@ -558,4 +574,111 @@ fn large_requests_pipelined_on_one_connection_all_complete() {
         }
         server.shutdown();
     }
+}
+
+// ---------------------------------------------------------------------------
+// The shared-memory channel's own cases (the tests above run over it too).
+
+fn shm_options(ring_bytes: u64) -> TransportOptions {
+    let mut options = options(TransportKind::Auto);
+    options.shm.ring_bytes = ring_bytes;
+    options
+}
+
+#[test]
+fn large_tensors_cross_the_ring_in_place_both_ways() {
+    let service = Arc::new(TestService::default());
+    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(8 << 20)).unwrap();
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(8 << 20)).unwrap();
+    assert!(client.is_shared_memory());
+    let big = Tensor::build::<f32>([1 << 20], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32)).unwrap();
+    for _ in 0..6 {
+        let resp = client.call(Method::Ping, b"big", std::slice::from_ref(&big), soon()).unwrap();
+        assert!(resp.payloads[0].bit_eq(&big));
+        assert!(resp.frame().buffer().is_lent(), "the response's payload is read where the server wrote it");
+    }
+    assert_eq!(*service.copies_seen.lock(), 0, "requests' payloads lie in their frames' buffers");
+    // Small frames are copied out, so a tensor kept for long holds no ring space.
+    let small = Tensor::from_slice::<i32>([3], &[1, 2, 3]).unwrap();
+    let resp = client.call(Method::Ping, b"small", std::slice::from_ref(&small), soon()).unwrap();
+    assert!(!resp.frame().buffer().is_lent());
+    server.shutdown();
+}
+
+#[test]
+fn frames_larger_than_the_ring_cross_the_socket_in_order() {
+    let (server, _) =
+        (Server::bind("127.0.0.1:0", Arc::new(TestService::default()), shm_options(64 << 10)).unwrap(), ());
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(64 << 10)).unwrap();
+    assert!(client.is_shared_memory());
+    let tensors: Vec<Tensor> = (0..12)
+        .map(|i| {
+            let n = if i % 3 == 0 { 100_000 } else { 1 + i * 700 };
+            Tensor::build::<i32>([n], |s| s.iter_mut().enumerate().for_each(|(j, v)| *v = (i * 1000 + j) as i32))
+                .unwrap()
+        })
+        .collect();
+    // Pipelined: large (socket) and small (ring) frames interleave both ways.
+    let pending: Vec<_> =
+        tensors.iter().map(|t| client.start_call(Method::Ping, b"echo", std::slice::from_ref(t)).unwrap()).collect();
+    for (call, want) in pending.into_iter().zip(&tensors) {
+        let resp = call.wait(soon()).unwrap();
+        assert!(resp.payloads[0].bit_eq(want));
+    }
+    server.shutdown();
+}
+
+#[test]
+fn shared_memory_falls_back_to_tcp_when_it_cannot_be_set_up() {
+    use crate::net::shm::ShmFault;
+    let cases: [(&str, Option<ShmFault>, Option<ShmFault>, bool); 4] = [
+        ("memfd unavailable", Some(ShmFault::Memfd), None, true),
+        ("client's unix socket unavailable", Some(ShmFault::UnixSocket), None, true),
+        ("server's unix socket unavailable", None, Some(ShmFault::UnixSocket), true),
+        ("server forces TCP", None, None, false),
+    ];
+    for (what, client_fault, server_fault, server_enabled) in cases {
+        let mut server_options = shm_options(1 << 20);
+        server_options.shm.fault = server_fault;
+        server_options.shm.enabled = server_enabled;
+        let server = Server::bind("127.0.0.1:0", Arc::new(TestService::default()), server_options).unwrap();
+        let mut client_options = shm_options(1 << 20);
+        client_options.shm.fault = client_fault;
+        let client = Client::connect(&server.local_addr().to_string(), client_options).unwrap();
+        assert!(!client.is_shared_memory(), "{what}");
+        let t = Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap();
+        let resp = client.call(Method::Ping, b"x", std::slice::from_ref(&t), soon()).unwrap();
+        assert!(resp.payloads[0].bit_eq(&t), "{what}");
+        server.shutdown();
+    }
+}
+
+#[test]
+fn a_shared_memory_connection_ends_when_either_side_closes() {
+    let (server, _) =
+        (Server::bind("127.0.0.1:0", Arc::new(TestService::default()), shm_options(1 << 20)).unwrap(), ());
+    let addr = server.local_addr().to_string();
+    let client = Client::connect(&addr, shm_options(1 << 20)).unwrap();
+    assert!(client.is_shared_memory());
+    // A call waiting on a reply that never comes ends at the server's shutdown.
+    let held = client.start_call(Method::Ping, b"hold", &[]).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let started = Instant::now();
+    server.shutdown();
+    let err = held.wait(soon()).unwrap_err();
+    assert_eq!(err.code, Code::Unavailable, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A server whose client went away closes that connection.
+    let (server, _) =
+        (Server::bind("127.0.0.1:0", Arc::new(TestService::default()), shm_options(1 << 20)).unwrap(), ());
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(1 << 20)).unwrap();
+    client.call(Method::Ping, b"x", &[], soon()).unwrap();
+    assert_eq!(server.connections(), 1);
+    drop(client);
+    let until = Instant::now() + Duration::from_secs(5);
+    while server.connections() > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(server.connections(), 0);
+    server.shutdown();
 }

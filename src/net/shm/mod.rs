@@ -1,0 +1,542 @@
+//! The shared-memory channel between two tasks on one host: frames cross
+//! as one-sided writes into a memfd region both processes map, with no
+//! kernel on the data path; the TCP connection stays open for liveness
+//! (the peer's death is its socket's end) and for frames too large for the
+//! ring.
+//!
+//! Owns: the host identity and the negotiation after the hello
+//! ([`negotiate_client`], [`answer_offer`]), the channel ([`ShmChannel`]:
+//! writing an outgoing frame into the peer-visible ring, decoding a
+//! received one), and the options. Must not know what a request means,
+//! and must not touch the hello: it runs after it, on the same socket.
+//! `rpc::conn` decides when to use the channel; the layers above never see
+//! which path a frame took.
+//!
+//! The seam: the connection needs only "place this frame where the peer
+//! reads it", "the next frame, or wait" and "wake the reader". An RDMA
+//! verbs backend implements the same three over registered memory regions
+//! (see `src/net/README.md`).
+
+pub mod doorbell;
+pub mod region;
+pub mod ring;
+#[cfg(test)]
+mod tests;
+
+use crate::alloc::IoBuf;
+use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, ReceivedFrame};
+use crate::tensor::DType;
+use parking_lot::Mutex;
+use region::{Direction, Layout, SharedRegion};
+use ring::{Consumer, Producer, Received, RingError};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Frames up to this size are copied out of the ring on receipt and their
+/// span released at once: a small tensor kept for long (a variable) then
+/// holds no ring space, and the copy costs less than a cache miss per line.
+pub const SMALL_FRAME_COPY_BYTES: u64 = 4096;
+
+/// How long a sleeping reader waits before it checks that the peer's socket
+/// is still open.
+pub const LIVENESS_SLICE: Duration = Duration::from_millis(10);
+
+/// How long a sender waits for the reader to release ring space before a
+/// frame goes over the socket instead.
+pub const SPACE_WAIT: Duration = Duration::from_millis(5);
+
+/// Failure points tests can force, to check the fallback to TCP.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShmFault {
+    /// `memfd_create` fails.
+    Memfd,
+    /// The Unix-domain socket cannot be bound or connected.
+    UnixSocket,
+}
+
+/// Shared-memory options (part of `TransportOptions`).
+#[derive(Debug, Clone)]
+pub struct ShmOptions {
+    /// Offer (client) or accept (server) a shared-memory channel when the
+    /// peer is on this host. Default: on, unless `RINGFLOW_TRANSPORT` names
+    /// a TCP transport (`tcp`, `uring`, `socket`).
+    pub enabled: bool,
+    /// Bytes of each direction's data ring (page multiple). Memory is
+    /// touched only as frames use it.
+    pub ring_bytes: u64,
+    /// Descriptor slots per direction (a power of two): frames in flight.
+    pub slots: u32,
+    #[doc(hidden)]
+    pub fault: Option<ShmFault>,
+}
+
+impl Default for ShmOptions {
+    fn default() -> Self {
+        ShmOptions { enabled: enabled_by_env(), ring_bytes: 160 << 20, slots: 1024, fault: None }
+    }
+}
+
+/// `RINGFLOW_TRANSPORT=tcp` (or a TCP driver's name) turns shared memory off.
+pub fn enabled_by_env() -> bool {
+    match std::env::var("RINGFLOW_TRANSPORT") {
+        Ok(v) => !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "tcp" | "uring" | "io_uring" | "io-uring" | "socket" | "sockets" | "fallback"
+        ),
+        Err(_) => true,
+    }
+}
+
+/// This host, as both ends compare it: the kernel's boot id and the host
+/// name. Equal identities are necessary, not sufficient: the Unix-domain
+/// socket must also connect (same network namespace).
+pub fn host_identity() -> String {
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{}/{}", boot_id.trim(), host.trim())
+}
+
+/// Which end of the channel this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// The receiving end's state: the consumer and how many frames it owes the
+/// socket (a via-socket marker was taken, its frame not yet read).
+pub(crate) struct RxState {
+    pub(crate) consumer: Consumer,
+    pub(crate) socket_frames_due: usize,
+}
+
+/// One connection's shared-memory channel, both directions.
+pub struct ShmChannel {
+    region: Arc<SharedRegion>,
+    tx: Mutex<Producer>,
+    pub(crate) rx: Mutex<RxState>,
+    /// The direction this side reads (its doorbell wakes our reader).
+    rx_direction: Direction,
+    limits: FrameLimits,
+}
+
+impl std::fmt::Debug for ShmChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ShmChannel({:?})", self.region)
+    }
+}
+
+/// Where [`ShmChannel::try_place`] put a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placed {
+    /// Written and published.
+    Sent,
+    /// No descriptor slot is free: the reader is behind.
+    NoSlot,
+    /// A slot is free but no data space: the frame may go over the socket
+    /// (after [`ShmChannel::publish_via_socket`]). `too_large` when it can
+    /// never fit the ring.
+    NoSpace { too_large: bool },
+}
+
+/// What the channel's reader found.
+pub(crate) enum Polled {
+    Frame(ReceivedFrame),
+    /// The next frame is on the socket.
+    ViaSocket,
+    Empty,
+}
+
+/// A failure of the channel, turned into a connection error by the caller.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    #[error("shared-memory ring: {0}")]
+    Ring(#[from] RingError),
+    #[error("shared-memory frame: {0}")]
+    Frame(#[from] FrameError),
+}
+
+impl ShmChannel {
+    pub fn new(region: SharedRegion, side: Side, limits: FrameLimits) -> ShmChannel {
+        let (send, receive) = match side {
+            Side::Client => (Direction::ClientToServer, Direction::ServerToClient),
+            Side::Server => (Direction::ServerToClient, Direction::ClientToServer),
+        };
+        let region = Arc::new(region);
+        // SAFETY: the ring memory lies in `region`, which the channel (and
+        // every lent span) keeps mapped; this side drives only its producer
+        // end of one direction and its consumer end of the other.
+        let (producer, consumer) = unsafe { (Producer::new(region.ring(send)), Consumer::new(region.ring(receive))) };
+        ShmChannel {
+            region,
+            tx: Mutex::new(producer),
+            rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
+            rx_direction: receive,
+            limits,
+        }
+    }
+
+    /// Writes `frame` into the peer's ring if there is room now (the one
+    /// write of its bytes), publishes it and rings the doorbell when the
+    /// peer may sleep. The caller holds the connection's send lock.
+    pub(crate) fn try_place(&self, frame: &OutgoingFrame) -> Placed {
+        let mut tx = self.tx.lock();
+        if !tx.has_slot() {
+            return Placed::NoSlot;
+        }
+        let len = frame.header.frame_len();
+        if len > tx.capacity() {
+            return Placed::NoSpace { too_large: true };
+        }
+        let Some(at) = tx.reserve(len) else {
+            return Placed::NoSpace { too_large: false };
+        };
+        let mut dst = tx.bytes(at);
+        let mut written = 0u64;
+        for slice in frame.io_slices().iter() {
+            // SAFETY: the reservation is `len` bytes inside the peer's data
+            // ring that the peer released and reads only after `publish`;
+            // the slices add up to the frame's length, `len` (asserted).
+            unsafe {
+                std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
+                dst = dst.add(slice.len());
+            }
+            written += slice.len() as u64;
+        }
+        assert_eq!(written, len, "a frame's slices add up to its length");
+        tx.publish(Some(at));
+        if tx.consumer_may_sleep() {
+            doorbell::ring(&tx.memory().doorbell().seq);
+        }
+        Placed::Sent
+    }
+
+    /// Publishes "the next frame is on the socket". The caller checked
+    /// that a slot is free (`Placed::NoSpace`) and still holds the send lock.
+    pub(crate) fn publish_via_socket(&self) {
+        let mut tx = self.tx.lock();
+        tx.publish(None);
+        if tx.consumer_may_sleep() {
+            doorbell::ring(&tx.memory().doorbell().seq);
+        }
+    }
+
+    /// Wakes this side's reader (the connection is closing).
+    pub(crate) fn wake_reader(&self) {
+        doorbell::ring(&self.region.ring(self.rx_direction).doorbell().seq);
+    }
+
+    /// The next frame in the ring, if one was published.
+    pub(crate) fn poll(&self, rx: &mut RxState) -> Result<Polled, ShmError> {
+        match rx.consumer.poll()? {
+            None => Ok(Polled::Empty),
+            Some(Received::ViaSocket) => Ok(Polled::ViaSocket),
+            Some(Received::Frame { offset, len, span }) => {
+                let base = rx.consumer.bytes(offset);
+                let keep: Arc<dyn Send + Sync> = self.region.clone();
+                Ok(Polled::Frame(self.decode(base, len, span.keeping(keep))?))
+            }
+        }
+    }
+
+    /// Turns a span of the ring into a frame. The header, metadata and
+    /// payload table are copied out before they are checked (the peer can
+    /// still write the ring: what was checked must not change); numeric
+    /// payloads of large frames stay in place, lent to their tensors.
+    fn decode(&self, base: *mut u8, len: usize, span: ring::LentSpan) -> Result<ReceivedFrame, FrameError> {
+        let mut header_bytes = [0u8; HEADER_BYTES];
+        // SAFETY: `len` >= 64 bytes at `base` lie inside the data ring (the
+        // consumer checked the span) and stay mapped while `span` lives.
+        unsafe { std::ptr::copy_nonoverlapping(base, header_bytes.as_mut_ptr(), HEADER_BYTES) };
+        let header = FrameHeader::decode(&header_bytes, &self.limits)?;
+        if header.frame_len() != len as u64 {
+            return Err(FrameError::InconsistentLengths(format!(
+                "a {}-byte frame in a {len}-byte ring span",
+                header.frame_len()
+            )));
+        }
+        let layout = header.layout();
+        let head_len = layout.payload_offset as usize;
+        let copy_all = len as u64 <= SMALL_FRAME_COPY_BYTES || header.payload_bytes == 0;
+        let body_len = if copy_all { header.body_len as usize } else { head_len };
+        let body = IoBuf::for_receive(body_len).map_err(|e| FrameError::Alloc(body_len as u64, e.to_string()))?;
+        // SAFETY: the body lies inside the span (frame_len == len); the
+        // destination is our fresh buffer of `body_len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), body_len) };
+        let body = Arc::new(body);
+        if copy_all {
+            drop(span);
+            return ReceivedFrame::parse(header, body, 0);
+        }
+        // SAFETY: the table lies inside our private copy (`parse` checks it
+        // again before use); nothing writes the copy.
+        let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
+        let payload_ptr = base.wrapping_add(HEADER_BYTES + head_len);
+        let payload_len = header.payload_bytes as usize;
+        let payloads = if payloads_are_plain_data(table, header.payload_count) {
+            let ptr = NonNull::new(payload_ptr).expect("inside a mapping");
+            // SAFETY: the payload bytes lie inside the span (checked above),
+            // 64-byte aligned (spans and heads are), and stay mapped and
+            // unwritten by us until `span` drops with this buffer; the
+            // producer does not reuse them before the span is released.
+            Arc::new(unsafe { IoBuf::lent(ptr, payload_len, Box::new(span)) })
+        } else {
+            // String payloads carry their own offsets: read in place, a
+            // peer could change them after they were checked. Copied.
+            let copy =
+                IoBuf::for_receive(payload_len).map_err(|e| FrameError::Alloc(payload_len as u64, e.to_string()))?;
+            // SAFETY: source inside the span, destination our fresh buffer.
+            unsafe { std::ptr::copy_nonoverlapping(payload_ptr, copy.as_mut_ptr(), payload_len) };
+            drop(span);
+            Arc::new(copy)
+        };
+        ReceivedFrame::parse_split(header, body, 0, payloads, 0)
+    }
+
+    pub fn region(&self) -> &SharedRegion {
+        &self.region
+    }
+}
+
+/// Whether every payload in `table` is fixed-width data (any bit pattern a
+/// value); `false` for strings or a table that does not scan (then the
+/// payloads are copied and `parse` reports what is wrong).
+fn payloads_are_plain_data(table: &[u8], count: u32) -> bool {
+    let mut at = 0usize;
+    for _ in 0..count {
+        let Some(entry) = table.get(at..at + 16) else {
+            return false;
+        };
+        match DType::from_code(entry[0]) {
+            Some(DType::String) | None => return false,
+            Some(_) => {}
+        }
+        at += 16 + 8 * entry[1] as usize;
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------
+// Negotiation, after the hello, over the TCP connection.
+
+/// The client's offer: a region it created, and where to fetch it.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct ShmOffer {
+    pub host: String,
+    /// Abstract Unix-socket name the region's descriptor is handed out on.
+    pub socket_name: String,
+    pub slots: u32,
+    pub ring_bytes: u64,
+    pub token: [u64; 2],
+}
+
+/// The server's answers: `CONNECTING` (it will fetch the region), then
+/// `MAPPED` (both sides switch) or `DECLINED` with a reason.
+#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+pub struct ShmAnswer {
+    pub stage: u8,
+    pub reason: String,
+}
+
+pub const DECLINED: u8 = 0;
+pub const CONNECTING: u8 = 1;
+pub const MAPPED: u8 = 2;
+
+fn random_token() -> [u64; 2] {
+    let mut bytes = [0u8; 16];
+    // getrandom(2) never fails for 16 bytes once the pool is ready; a
+    // failure leaves time-derived values, which only weakens the token.
+    // SAFETY: writes at most 16 bytes into our array.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != 16 {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        bytes = (nanos ^ u128::from(std::process::id())).to_le_bytes();
+    }
+    [
+        u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
+        u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
+    ]
+}
+
+/// What the client's side of the negotiation needs from the connection.
+pub(crate) trait ControlChannel {
+    fn peer(&self) -> &str;
+    fn send_control(&self, meta: &[u8]) -> Result<(), String>;
+    fn recv_control(&mut self, deadline: Instant) -> Result<Vec<u8>, String>;
+}
+
+/// The client's side: offers a region when enabled; `Ok(None)` means TCP
+/// (after one log line saying why, unless shared memory is off). `Err`: the
+/// connection itself failed.
+pub(crate) fn negotiate_client(
+    control: &mut dyn ControlChannel,
+    options: &ShmOptions,
+    limits: FrameLimits,
+    deadline: Instant,
+) -> Result<Option<ShmChannel>, String> {
+    if !options.enabled {
+        return Ok(None);
+    }
+    let peer = control.peer().to_string();
+    let fallback = |reason: String| {
+        tracing::warn!("shared memory with {peer} unavailable ({reason}); using TCP");
+        Ok(None)
+    };
+    let layout = match Layout::new(options.slots, options.ring_bytes) {
+        Ok(layout) => layout,
+        Err(reason) => return fallback(reason),
+    };
+    let token = random_token();
+    let created = if options.fault == Some(ShmFault::Memfd) {
+        Err(std::io::Error::other("memfd_create: disabled by a test"))
+    } else {
+        SharedRegion::create(layout, token)
+    };
+    let (region, fd) = match created {
+        Ok(pair) => pair,
+        Err(e) => return fallback(e.to_string()),
+    };
+    let socket_name = format!("ringflow-shm.{}.{:016x}{:016x}", std::process::id(), token[0], token[1]);
+    let listener = match bind_abstract(&socket_name, options.fault) {
+        Ok(listener) => listener,
+        Err(e) => return fallback(format!("unix socket: {e}")),
+    };
+    let offer =
+        ShmOffer { host: host_identity(), socket_name, slots: options.slots, ring_bytes: options.ring_bytes, token };
+    let meta = crate::net::message::encode(&offer).map_err(|s| s.into_message())?;
+    control.send_control(&meta)?;
+    let first = read_answer(control, deadline)?;
+    if first.stage != CONNECTING {
+        tracing::info!("shared memory with {peer} declined ({}); using TCP", first.reason);
+        return Ok(None);
+    }
+    if let Err(e) = hand_out(&listener, &fd, deadline) {
+        drop(listener); // the server's connect or receive fails: it declines
+        let _ = read_answer(control, deadline)?;
+        return fallback(format!("handing the region out: {e}"));
+    }
+    drop(fd);
+    let last = read_answer(control, deadline)?;
+    if last.stage != MAPPED {
+        return fallback(format!("the server could not map the region: {}", last.reason));
+    }
+    tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
+    Ok(Some(ShmChannel::new(region, Side::Client, limits)))
+}
+
+fn read_answer(control: &mut dyn ControlChannel, deadline: Instant) -> Result<ShmAnswer, String> {
+    let meta = control.recv_control(deadline)?;
+    crate::net::message::decode::<ShmAnswer>(&meta).map_err(|s| s.into_message())
+}
+
+fn bind_abstract(name: &str, fault: Option<ShmFault>) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use std::os::linux::net::SocketAddrExt;
+    if fault == Some(ShmFault::UnixSocket) {
+        return Err(std::io::Error::other("disabled by a test"));
+    }
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// Accepts the server's connection (until `deadline`) and sends it `fd`.
+fn hand_out(listener: &std::os::unix::net::UnixListener, fd: &OwnedFd, deadline: Instant) -> std::io::Result<()> {
+    wait_readable(listener.as_raw_fd(), deadline)?;
+    let (stream, _) = listener.accept()?;
+    region::send_fd(stream.as_raw_fd(), fd.as_raw_fd())
+}
+
+fn wait_readable(fd: std::os::fd::RawFd, deadline: Instant) -> std::io::Result<()> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"));
+        }
+        let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut pollfd, 1, left.as_millis().clamp(1, i32::MAX as u128) as i32) };
+        if ready > 0 {
+            return Ok(());
+        }
+        if ready < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// The server's side, given the client's offer: fetches and maps the
+/// region, answering at each stage. `None` means TCP (the reason was sent
+/// to the client and logged).
+pub(crate) fn answer_offer(
+    control: &mut dyn ControlChannel,
+    offer_meta: &[u8],
+    options: &ShmOptions,
+    limits: FrameLimits,
+    deadline: Instant,
+) -> Result<Option<ShmChannel>, String> {
+    let answer = |control: &mut dyn ControlChannel, stage: u8, reason: String| {
+        let meta = crate::net::message::encode(&ShmAnswer { stage, reason }).map_err(|s| s.into_message())?;
+        control.send_control(&meta)
+    };
+    let peer = control.peer().to_string();
+    let offer = match crate::net::message::decode::<ShmOffer>(offer_meta) {
+        Ok(offer) => offer,
+        Err(status) => return Err(format!("malformed shared-memory offer: {}", status.message)),
+    };
+    let decline = |control: &mut dyn ControlChannel, reason: String| {
+        tracing::info!("shared memory with {peer} declined ({reason}); using TCP");
+        answer(control, DECLINED, reason).map(|()| None)
+    };
+    if !options.enabled {
+        return decline(control, "shared memory is off on this server".into());
+    }
+    if offer.host != host_identity() {
+        return decline(control, "the peer is on another host".into());
+    }
+    let layout = match Layout::new(offer.slots, offer.ring_bytes) {
+        Ok(layout) => layout,
+        Err(reason) => return decline(control, reason),
+    };
+    answer(control, CONNECTING, String::new())?;
+    let fetched = fetch_region(&offer.socket_name, options.fault, deadline);
+    let opened = fetched.and_then(|fd| SharedRegion::open(&fd, layout, offer.token));
+    match opened {
+        Ok(region) => {
+            answer(control, MAPPED, String::new())?;
+            tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
+            Ok(Some(ShmChannel::new(region, Side::Server, limits)))
+        }
+        Err(reason) => {
+            tracing::warn!("shared memory with {peer} unavailable ({reason}); using TCP");
+            answer(control, DECLINED, reason).map(|()| None)
+        }
+    }
+}
+
+fn fetch_region(name: &str, fault: Option<ShmFault>, deadline: Instant) -> Result<OwnedFd, String> {
+    use std::os::linux::net::SocketAddrExt;
+    if fault == Some(ShmFault::UnixSocket) {
+        return Err("unix socket: disabled by a test".into());
+    }
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+        .map_err(|e| format!("unix socket name: {e}"))?;
+    let stream = std::os::unix::net::UnixStream::connect_addr(&addr).map_err(|e| format!("unix socket: {e}"))?;
+    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    wait_readable(stream.as_raw_fd(), deadline).map_err(|e| format!("waiting for the region: {e}"))?;
+    region::recv_fd(stream.as_raw_fd())
+        .map_err(|e| format!("receiving the region: {e}"))?
+        .ok_or_else(|| "the peer sent no region".to_string())
+}
+
+/// Whether `frame` is a negotiation frame (the first after the hello).
+pub(crate) fn is_control(kind: FrameKind) -> bool {
+    kind == FrameKind::Transport
+}

@@ -1,0 +1,296 @@
+//! [`SharedRegion`]: one memfd-backed mapping holding both directions of a
+//! channel (control lines, descriptor slots, data rings), and the passing
+//! of its descriptor over a Unix-domain socket (SCM_RIGHTS).
+//!
+//! Owns: the memfd (created by the connecting side, sealed against
+//! shrinking and growing so the peer cannot make our accesses fault), the
+//! layout, and the mapping's lifetime: it is unmapped when the channel and
+//! every span lent out of it are gone (each lent span holds the `Arc`).
+//! Must not interpret ring contents (`ring.rs` does).
+//!
+//! Layout (offsets from the mapping's base; all page aligned but the
+//! control blocks):
+//! ```text
+//! 0      header: magic, version, slots, capacity, token, total bytes
+//! 1024   RingControl, client → server
+//! 2048   RingControl, server → client
+//! 4096   descriptors client → server | descriptors server → client
+//!        data ring client → server   | data ring server → client
+//! ```
+
+use super::ring::{DESCRIPTOR_BYTES, Descriptor, RingControl, RingMemory};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
+const LAYOUT_VERSION: u32 = 1;
+const PAGE: u64 = 4096;
+const CONTROL_OFFSETS: [u64; 2] = [1024, 2048];
+/// Bounds on what a peer may ask us to map.
+pub const MAX_SLOTS: u32 = 1 << 16;
+pub const MAX_CAPACITY: u64 = 1 << 40;
+
+/// The header at the region's start, written by its creator.
+#[repr(C)]
+struct RegionHeader {
+    magic: u64,
+    version: u32,
+    slots: u32,
+    capacity: u64,
+    token: [u64; 2],
+    total: u64,
+}
+
+/// Which direction of the channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    ClientToServer = 0,
+    ServerToClient = 1,
+}
+
+/// Where everything lies, computed from the two sizes alone (each side
+/// computes it itself; nothing in the header is trusted for addresses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub slots: u32,
+    pub capacity: u64,
+    descriptors: [u64; 2],
+    data: [u64; 2],
+    pub total: u64,
+}
+
+impl Layout {
+    pub fn new(slots: u32, capacity: u64) -> Result<Layout, String> {
+        if !slots.is_power_of_two() || slots > MAX_SLOTS {
+            return Err(format!("{slots} descriptor slots: not a power of two up to {MAX_SLOTS}"));
+        }
+        if capacity == 0 || capacity % PAGE != 0 || capacity > MAX_CAPACITY {
+            return Err(format!(
+                "data ring of {capacity} bytes: not a non-zero multiple of {PAGE} up to {MAX_CAPACITY}"
+            ));
+        }
+        let descriptor_bytes = (u64::from(slots) * DESCRIPTOR_BYTES as u64).next_multiple_of(PAGE);
+        let descriptors = [PAGE, PAGE + descriptor_bytes];
+        let data0 = PAGE + 2 * descriptor_bytes;
+        let data = [data0, data0 + capacity];
+        Ok(Layout { slots, capacity, descriptors, data, total: data0 + 2 * capacity })
+    }
+}
+
+/// A mapped region. Unmapped on drop.
+pub struct SharedRegion {
+    base: NonNull<u8>,
+    layout: Layout,
+    token: [u64; 2],
+}
+
+// SAFETY: the mapping is shared memory accessed only through the ring
+// protocol (atomics for indices, disjoint spans for data).
+unsafe impl Send for SharedRegion {}
+// SAFETY: as above.
+unsafe impl Sync for SharedRegion {}
+
+impl std::fmt::Debug for SharedRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedRegion({} bytes at {:p})", self.layout.total, self.base)
+    }
+}
+
+impl SharedRegion {
+    /// Creates, sizes, seals and maps a fresh memfd; returns the region
+    /// and the descriptor to pass to the peer.
+    pub fn create(layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
+        let name = c"ringflow-shm";
+        // SAFETY: a valid C string; the result is checked.
+        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if raw < 0 {
+            return Err(with_context("memfd_create", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let total = libc::off_t::try_from(layout.total)
+            .map_err(|_| std::io::Error::other(format!("region of {} bytes is too large", layout.total)))?;
+        // SAFETY: plain syscall on our descriptor.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), total) } != 0 {
+            return Err(with_context("ftruncate", std::io::Error::last_os_error()));
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: plain fcntl on our descriptor.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(with_context("sealing", std::io::Error::last_os_error()));
+        }
+        let region = Self::map(fd.as_raw_fd(), layout, token)?;
+        let header = RegionHeader {
+            magic: MAGIC,
+            version: LAYOUT_VERSION,
+            slots: layout.slots,
+            capacity: layout.capacity,
+            token,
+            total: layout.total,
+        };
+        // SAFETY: the header lies at the start of our fresh mapping, which is
+        // larger than it and page aligned; nobody else has the fd yet.
+        unsafe { std::ptr::write(region.base.as_ptr().cast::<RegionHeader>(), header) };
+        Ok((region, fd))
+    }
+
+    /// Maps a region a peer passed, after checking that the file is sealed
+    /// against size changes, has exactly the size the layout needs, and
+    /// carries the header the offer promised.
+    pub fn open(fd: &OwnedFd, layout: Layout, token: [u64; 2]) -> Result<SharedRegion, String> {
+        // SAFETY: plain fcntl on a descriptor we own.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        let needed = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+        if seals < 0 || seals & needed != needed {
+            return Err("the region is not sealed against shrinking and growing".into());
+        }
+        // SAFETY: `stat` is plain data the call fills.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptor and out-pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+            return Err(format!("fstat: {}", std::io::Error::last_os_error()));
+        }
+        if stat.st_size as u64 != layout.total {
+            return Err(format!("region is {} bytes, its offer said {}", stat.st_size, layout.total));
+        }
+        let region = Self::map(fd.as_raw_fd(), layout, token).map_err(|e| e.to_string())?;
+        // SAFETY: the header lies inside the mapping (total >= one page); it
+        // is copied out before it is compared.
+        let header = unsafe { std::ptr::read_volatile(region.base.as_ptr().cast::<RegionHeader>()) };
+        let expected = (MAGIC, LAYOUT_VERSION, layout.slots, layout.capacity, token, layout.total);
+        if (header.magic, header.version, header.slots, header.capacity, header.token, header.total) != expected {
+            return Err("the region's header does not match its offer".into());
+        }
+        Ok(region)
+    }
+
+    fn map(fd: RawFd, layout: Layout, token: [u64; 2]) -> std::io::Result<SharedRegion> {
+        let len = usize::try_from(layout.total).map_err(|_| std::io::Error::other("region too large"))?;
+        // SAFETY: a fresh shared mapping of a file we hold; checked below.
+        let raw = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(with_context("mmap", std::io::Error::last_os_error()));
+        }
+        // Advice only (shmem huge pages are often off): fewer page faults
+        // for large rings when allowed.
+        // SAFETY: advice on the mapping we just made.
+        unsafe { libc::madvise(raw, len, libc::MADV_HUGEPAGE) };
+        let base = NonNull::new(raw.cast::<u8>()).expect("mmap never returns null on success");
+        Ok(SharedRegion { base, layout, token })
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    pub fn token(&self) -> [u64; 2] {
+        self.token
+    }
+
+    /// One direction's memory.
+    pub fn ring(&self, direction: Direction) -> RingMemory {
+        let at = |offset: u64| self.base.as_ptr().wrapping_add(offset as usize);
+        let d = direction as usize;
+        RingMemory {
+            control: at(CONTROL_OFFSETS[d]).cast::<RingControl>().cast_const(),
+            descriptors: at(self.layout.descriptors[d]).cast::<Descriptor>(),
+            slots: u64::from(self.layout.slots),
+            data: at(self.layout.data[d]),
+            capacity: self.layout.capacity,
+        }
+    }
+}
+
+impl Drop for SharedRegion {
+    fn drop(&mut self) {
+        // SAFETY: our mapping; every user (channel ends, lent spans) holds
+        // the `Arc` this lives in, so nothing refers to it any more.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.layout.total as usize) };
+    }
+}
+
+fn with_context(op: &str, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{op}: {e}"))
+}
+
+/// Mappings of channel regions this process holds (from /proc/self/maps):
+/// for leak checks.
+pub fn mapped_regions() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .map(|maps| maps.lines().filter(|l| l.contains("memfd:ringflow-shm")).count())
+        .unwrap_or(0)
+}
+
+/// Sends `fd` over a connected Unix socket, with one byte of data.
+pub fn send_fd(socket: RawFd, fd: RawFd) -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let data = [1u8];
+    let iov = [std::io::IoSlice::new(&data)];
+    let fds = [fd];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    sendmsg::<()>(socket, &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None).map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+/// Receives one descriptor sent by [`send_fd`]; `None` when none came.
+pub fn recv_fd(socket: RawFd) -> std::io::Result<Option<OwnedFd>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut data = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut data)];
+    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let msg =
+        recvmsg::<()>(socket, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC).map_err(std::io::Error::from)?;
+    let mut received = None;
+    for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            for fd in fds {
+                // SAFETY: the kernel installed this descriptor for us.
+                let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+                if received.is_none() {
+                    received = Some(owned); // extra ones close on drop
+                }
+            }
+        }
+    }
+    Ok(received)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_created_region_opens_only_with_its_own_offer() {
+        let layout = Layout::new(16, 8192).unwrap();
+        let (region, fd) = SharedRegion::create(layout, [1, 2]).unwrap();
+        assert_eq!(region.layout().total, 4096 + 2 * 4096 + 2 * 8192);
+        let other = SharedRegion::open(&fd, layout, [1, 2]).unwrap();
+        assert!(SharedRegion::open(&fd, layout, [1, 3]).unwrap_err().contains("header"));
+        let bigger = Layout::new(16, 16384).unwrap();
+        assert!(SharedRegion::open(&fd, bigger, [1, 2]).unwrap_err().contains("bytes"));
+        // Both mappings see the same memory.
+        let a = region.ring(Direction::ClientToServer);
+        let b = other.ring(Direction::ClientToServer);
+        // SAFETY: in-bounds byte of the data ring; no concurrent access.
+        unsafe {
+            *a.data = 42;
+            assert_eq!(*b.data, 42);
+        }
+        // SAFETY: plain ftruncate; the seal refuses it.
+        assert_ne!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) }, 0, "sealed against shrinking");
+        assert!(Layout::new(3, 8192).is_err());
+        assert!(Layout::new(16, 100).is_err());
+    }
+
+    #[test]
+    fn descriptors_cross_a_unix_socket() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let layout = Layout::new(16, 8192).unwrap();
+        let (_region, fd) = SharedRegion::create(layout, [5, 6]).unwrap();
+        send_fd(a.as_raw_fd(), fd.as_raw_fd()).unwrap();
+        let got = recv_fd(b.as_raw_fd()).unwrap().unwrap();
+        SharedRegion::open(&got, layout, [5, 6]).unwrap();
+    }
+}
