@@ -205,10 +205,12 @@ impl Producer {
     /// consumer has released, or `None` while there is none.
     pub fn reserve(&mut self, len: u64) -> Option<Reservation> {
         debug_assert!(len > 0 && len % SPAN_ALIGN == 0 && len <= self.memory.capacity);
-        if len >= FRESH_HEAD_MIN_BYTES {
-            // Worth a look at the consumer's line: a large span placed while
-            // the ring is in fact empty goes back to the first pages, which
-            // are resident, instead of faulting in new ones.
+        if len >= FRESH_HEAD_MIN_BYTES || self.data_tail % self.memory.capacity >= FRESH_HEAD_MIN_BYTES {
+            // Worth a look at the consumer's line: a span placed while the
+            // ring is in fact empty goes back to the first pages, which are
+            // resident, instead of faulting in new ones. Small frames past
+            // the first 64 KiB look too, so a request/response stream keeps
+            // to those pages and a connection's memory stays flat.
             self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
         }
         if let Some(at) = self.place(len) {
