@@ -44,11 +44,9 @@ fn status_call(client: &Client) -> ringflow::Result<()> {
 fn the_right_secret_works_and_a_missing_or_wrong_one_is_refused() {
     let cluster = cluster();
     // Both tasks hold the secret too: a step across them works.
-    let s = create_session(
-        trivial_add_graph(),
-        &SessionOptions { target: cluster.target(0), ..SessionOptions::default() },
-    )
-    .unwrap();
+    let s =
+        create_session(trivial_add_graph(), &SessionOptions { target: cluster.target(0), ..SessionOptions::default() })
+            .unwrap();
     let out = s.run_simple(&[], &["c"], &[]);
     assert!(out.is_ok() || out.as_ref().is_err_and(|e| e.code != Code::Unauthenticated), "{out:?}");
     let right = Client::connect(cluster.address(0), options(SecretSetting::process_default())).unwrap();
@@ -72,8 +70,9 @@ fn an_unproved_peer_is_refused_before_its_requests_are_decoded() {
     let cluster = cluster();
     // A hello without a nonce, then a request anyway: the server answers
     // the hello with an error and closes, never reading the request.
-    let hello = msg::encode(&msg::Hello { protocol_version: ringflow::net::frame::PROTOCOL_VERSION, ..Default::default() })
-        .unwrap();
+    let hello =
+        msg::encode(&msg::Hello { protocol_version: ringflow::net::frame::PROTOCOL_VERSION, ..Default::default() })
+            .unwrap();
     let limits = ringflow::net::FrameLimits::default();
     let mut bytes =
         ringflow::net::frame::OutgoingFrame::new(ringflow::net::FrameKind::Hello, 0, 0, &hello, &[], &limits)

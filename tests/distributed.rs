@@ -351,10 +351,7 @@ fn long_chain_graph(links: usize) -> GraphSpec {
     let mut b = GraphBuilder::new();
     let x = b.placeholder("x", DType::F32);
     b.set_device("/job:worker/task:1");
-    let mut last = x.clone();
-    for i in 0..links {
-        last = b.matmul(&format!("m{i}"), &last, &x, DType::F32);
-    }
+    let last = b.matmul_chain(&x, links, DType::F32);
     b.set_device("/job:worker/task:0");
     b.unary("end", "Identity", &last, DType::F32);
     b.finish()

@@ -7,8 +7,8 @@
 //! errors while the server serves on; a soak of 4 clients.
 
 use ringflow::error::Code;
-use ringflow::graph::{AttrValue, DataType, GraphSpec, ShapeSpec};
 use ringflow::graph::builder::GraphBuilder;
+use ringflow::graph::{AttrValue, DataType, GraphSpec, ShapeSpec};
 use ringflow::net::message as msg;
 use ringflow::net::{Client, TransportOptions};
 use ringflow::server::local_cluster::{LocalCluster, LocalClusterOptions};
@@ -50,11 +50,13 @@ fn graph(links: usize) -> GraphSpec {
     let mut b = GraphBuilder::new();
     let x = b.placeholder("x", DType::F32);
     b.set_device("/job:worker/task:1");
-    let mut last = x.clone();
-    for i in 0..links {
-        last = b.matmul(&format!("m{i}"), &last, &x, DType::F32);
-    }
-    let v = b.add("v", "VarHandleOp", &[], vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(ShapeSpec::known(&[])))]);
+    let last = b.matmul_chain(&x, links, DType::F32);
+    let v = b.add(
+        "v",
+        "VarHandleOp",
+        &[],
+        vec![("dtype", ty(DType::F32)), ("shape", AttrValue::Shape(ShapeSpec::known(&[])))],
+    );
     let one = b.constant("one", &Tensor::scalar(1.0f32));
     b.add("init", "AssignVariableOp", &[&v, &one], vec![("dtype", ty(DType::F32))]);
     let value = b.add("value", "ReadVariableOp", &[&v], vec![("dtype", ty(DType::F32))]);
@@ -234,8 +236,9 @@ fn idle_and_slow_loris_connections_do_not_stop_a_real_client() {
     let idle: Vec<std::net::TcpStream> =
         (0..idle_count).filter_map(|_| std::net::TcpStream::connect(&address).ok()).collect();
     // Slow loris: a valid hello header, one byte at a time.
-    let hello = msg::encode(&msg::Hello { protocol_version: ringflow::net::frame::PROTOCOL_VERSION, ..Default::default() })
-        .unwrap();
+    let hello =
+        msg::encode(&msg::Hello { protocol_version: ringflow::net::frame::PROTOCOL_VERSION, ..Default::default() })
+            .unwrap();
     let frame = ringflow::net::frame::OutgoingFrame::new(
         ringflow::net::FrameKind::Hello,
         0,

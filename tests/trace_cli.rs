@@ -2,10 +2,9 @@
 //! loopback, files parsed back. Checks what the trace holds and that the
 //! tasks' clocks line up within the bound the file records, never how fast.
 
-use ringflow::graph::builder::GraphBuilder;
+use ringflow::Tensor;
 use ringflow::server::local_cluster::{LocalCluster, LocalClusterOptions};
 use ringflow::session::{RunOptions, SessionOptions, create_session};
-use ringflow::{DType, Tensor};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -150,17 +149,11 @@ fn verify_traces_every_step_of_a_loop_across_two_tasks_with_each_crossing_paired
 fn tasks_on_one_host_are_found_to_share_a_clock_within_the_recorded_bound() {
     let cluster = LocalCluster::start(Path::new(env!("CARGO_BIN_EXE_ringflow")), 2, &LocalClusterOptions::default())
         .expect("local cluster starts");
-    let mut b = GraphBuilder::new();
-    b.set_device("/job:worker/task:0");
-    let x = b.placeholder("x", DType::F32);
-    let two = b.constant("two", &Tensor::scalar(2.0f32));
-    let doubled = b.binary("doubled", "Mul", &x, &two, DType::F32);
-    b.set_device("/job:worker/task:1");
-    let one = b.constant("one", &Tensor::scalar(1.0f32));
-    b.binary("y", "AddV2", &doubled, &one, DType::F32);
-    let session =
-        create_session(b.finish(), &SessionOptions { target: cluster.target(0), ..SessionOptions::default() })
-            .expect("session");
+    let session = create_session(
+        ringflow::cli::bench_remote::sent_remote_graph(),
+        &SessionOptions { target: cluster.target(0), ..SessionOptions::default() },
+    )
+    .expect("session");
     let traced = RunOptions { trace: true, ..RunOptions::default() };
     let (out, metadata) =
         session.run(&traced, vec![("x".into(), Tensor::scalar(3.0f32))], &["y".into()], &[]).expect("step");

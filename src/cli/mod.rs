@@ -15,8 +15,8 @@ pub mod inspect;
 pub mod progress;
 pub mod run;
 pub mod server_cmd;
-pub mod trace_file;
 pub mod stats_cmd;
+pub mod trace_file;
 pub mod verify;
 
 use crate::bench::{Figure, STEAL_WARN_PCT, print_figures};

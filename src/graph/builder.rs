@@ -73,6 +73,16 @@ impl GraphBuilder {
         )
     }
 
+    /// `links` MatMuls chained from `x`, each multiplying the last by `x`
+    /// (`m0`, `m1`, ...); returns the last one's output.
+    pub fn matmul_chain(&mut self, x: &str, links: usize, dtype: DType) -> String {
+        let mut last = x.to_string();
+        for i in 0..links {
+            last = self.matmul(&format!("m{i}"), &last, x, dtype);
+        }
+        last
+    }
+
     pub fn add_n(&mut self, name: &str, inputs: &[&str], dtype: DType) -> String {
         self.add(name, "AddN", inputs, vec![("T", ty(dtype)), ("N", AttrValue::Int(inputs.len() as i64))])
     }

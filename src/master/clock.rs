@@ -28,24 +28,7 @@ pub const CLOCK_SAMPLES: u32 = 8;
 /// one) each truncate up to 1 µs; this covers their sum.
 const ROUNDING_US: u64 = 2;
 
-/// One task's clock against the master's.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
-pub struct TaskClock {
-    /// `/job:J/replica:R/task:T`.
-    pub task: String,
-    /// The task's clock minus the master's, µs, as applied: a time the task
-    /// stamped is `stamp - offset_us` on the master's clock. The value in
-    /// `midpoint_offset_us ± bound_us` nearest 0.
-    pub offset_us: i64,
-    /// NTP's estimate: the task's reading minus the shortest round trip's
-    /// midpoint.
-    pub midpoint_offset_us: i64,
-    /// How far `offset_us` may be from the true offset, µs.
-    pub bound_us: u64,
-    /// The shortest round trip seen, µs.
-    pub min_rtt_us: u64,
-    pub samples: u32,
-}
+pub use crate::net::message::TaskClock;
 
 /// Estimates `worker`'s clock offset from `samples` round trips.
 pub fn estimate_task_clock(task: &str, worker: &dyn WorkerInterface, samples: u32) -> Result<TaskClock> {
@@ -98,17 +81,7 @@ pub fn align_stats(stats: &mut [NodeStats], clock: &TaskClock) {
 }
 
 pub fn clocks_to_wire(clocks: &[TaskClock]) -> Vec<msg::TaskClock> {
-    clocks
-        .iter()
-        .map(|c| msg::TaskClock {
-            task: c.task.clone(),
-            offset_us: c.offset_us,
-            midpoint_offset_us: c.midpoint_offset_us,
-            bound_us: c.bound_us,
-            min_rtt_us: c.min_rtt_us,
-            samples: c.samples,
-        })
-        .collect()
+    clocks.to_vec()
 }
 
 pub fn clocks_from_wire(clocks: &rkyv::vec::ArchivedVec<msg::ArchivedTaskClock>) -> Vec<TaskClock> {

@@ -6,8 +6,8 @@
 //! Owns: sessions by handle and their lifetimes. Must not run kernels: it
 //! drives workers through `WorkerInterface`.
 
-pub mod health;
 pub mod clock;
+pub mod health;
 pub mod service;
 pub mod session;
 
@@ -174,13 +174,8 @@ impl Master {
     /// is running a step): its graphs and worker sessions are released on
     /// every task. Returns how many.
     pub fn close_idle_sessions(&self, max_idle: std::time::Duration) -> usize {
-        let idle: Vec<String> = self
-            .sessions
-            .read()
-            .iter()
-            .filter(|(_, s)| s.idle_for() > max_idle)
-            .map(|(h, _)| h.clone())
-            .collect();
+        let idle: Vec<String> =
+            self.sessions.read().iter().filter(|(_, s)| s.idle_for() > max_idle).map(|(h, _)| h.clone()).collect();
         for handle in &idle {
             tracing::warn!(
                 "master {}: closing session '{handle}': no client call for {} s (its client is gone?)",

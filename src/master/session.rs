@@ -10,12 +10,12 @@
 //! local worker) and a cluster (remote workers).
 
 use super::clock::{CLOCK_SAMPLES, TaskClock, align_stats, estimate_task_clock};
+use super::health::Health;
 use crate::cluster::DeviceName;
 use crate::error::{Result, Status};
 use crate::executor::{CancellationToken, NodeStats, Notification};
 use crate::graph::{ClientGraph, Endpoint, Graph, GraphSpec, PartitionOptions, partition, place, prune};
 use crate::tensor::Tensor;
-use super::health::Health;
 use crate::worker::{
     ClusterInfo, DeviceAttributes, PartialRunFlags, RunGraphRequest, RunGraphResponse, WorkerInterface,
 };
@@ -353,9 +353,9 @@ impl MasterSession {
         }
         let name = &self.tasks[task].name;
         let worker = &self.tasks[task].worker;
-        worker
-            .create_worker_session(&self.handle, &self.cluster, self.config.isolate_session_state)
-            .map_err(|e| e.context(format_args!("re-creating session '{}' on {name} after it restarted", self.handle)))?;
+        worker.create_worker_session(&self.handle, &self.cluster, self.config.isolate_session_state).map_err(|e| {
+            e.context(format_args!("re-creating session '{}' on {name} after it restarted", self.handle))
+        })?;
         let fresh = worker.get_status().map_err(|e| e.context(format_args!("rediscovering {name}")))?;
         {
             let mut devices = self.devices.lock();

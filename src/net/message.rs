@@ -453,13 +453,22 @@ pub struct StepStats {
     pub clocks: Vec<TaskClock>,
 }
 
-/// One task's clock against the master's, estimated from round trips.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
+/// One task's clock against the master's, estimated from round trips
+/// (`master::clock`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize, serde::Serialize)]
 pub struct TaskClock {
+    /// `/job:J/replica:R/task:T`.
     pub task: String,
+    /// The task's clock minus the master's, µs, as applied: a time the task
+    /// stamped is `stamp - offset_us` on the master's clock. The value in
+    /// `midpoint_offset_us ± bound_us` nearest 0.
     pub offset_us: i64,
+    /// NTP's estimate: the task's reading minus the shortest round trip's
+    /// midpoint.
     pub midpoint_offset_us: i64,
+    /// How far `offset_us` may be from the true offset, µs.
     pub bound_us: u64,
+    /// The shortest round trip seen, µs.
     pub min_rtt_us: u64,
     pub samples: u32,
 }
@@ -932,7 +941,13 @@ mod tests {
             memory_limit: 1 << 40,
         };
         let strings = vec!["a".to_string(), "ü".to_string(), String::new()];
-        round_trip(&Hello { protocol_version: 1, incarnation: 7, name: "w0".into(), nonce: vec![3; 16], auth: vec![1, 2] });
+        round_trip(&Hello {
+            protocol_version: 1,
+            incarnation: 7,
+            name: "w0".into(),
+            nonce: vec![3; 16],
+            auth: vec![1, 2],
+        });
         round_trip(&ErrorMeta { code: 14, message: "gone".into() });
         round_trip(&Empty {});
         round_trip(&CreateSessionRequest {

@@ -210,15 +210,13 @@ impl Server {
         };
         let master = match options.role {
             Role::Worker => None,
-            Role::Both | Role::Master => {
-                Some(Arc::new(Master::with_health(
-                    &task_name,
-                    worker.clone(),
-                    cluster,
-                    channels.clone(),
-                    options.health,
-                )?))
-            }
+            Role::Both | Role::Master => Some(Arc::new(Master::with_health(
+                &task_name,
+                worker.clone(),
+                cluster,
+                channels.clone(),
+                options.health,
+            )?)),
         };
         if let Some(m) = &master {
             m.set_max_sessions(options.max_sessions);

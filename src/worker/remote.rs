@@ -206,9 +206,7 @@ impl WorkerInterface for RemoteWorker {
     fn heartbeat(&self, deadline: Instant, sessions: &[String]) -> Result<u64> {
         let client = self.client()?;
         let request = msg::GetStatusRequest { session_handle: String::new(), keep_alive: sessions.to_vec() };
-        client
-            .call_rpc(&request, &[], deadline)
-            .map_err(|e| name_task(&self.task, &self.address, e))?;
+        client.call_rpc(&request, &[], deadline).map_err(|e| name_task(&self.task, &self.address, e))?;
         Ok(client.peer_incarnation())
     }
 

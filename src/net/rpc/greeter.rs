@@ -61,7 +61,11 @@ pub(super) fn run(listener: &TcpListener, shared: &Arc<Shared>, established: imp
         }
         pollfds.clear();
         pollfds.push(libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
-        pollfds.extend(pending.iter().map(|p| libc::pollfd { fd: p.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 }));
+        pollfds.extend(pending.iter().map(|p| libc::pollfd {
+            fd: p.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
         let now = Instant::now();
         let next_deadline = pending.iter().map(|p| p.deadline).min().unwrap_or(now + MAX_POLL);
         let wait = next_deadline.saturating_duration_since(now).min(MAX_POLL);
@@ -126,7 +130,11 @@ pub(super) fn run(listener: &TcpListener, shared: &Arc<Shared>, established: imp
         pending.retain(|p| {
             let alive = p.deadline > now;
             if !alive {
-                tracing::debug!("closing connection from {}: no handshake within {:?}", p.peer, options.handshake_timeout());
+                tracing::debug!(
+                    "closing connection from {}: no handshake within {:?}",
+                    p.peer,
+                    options.handshake_timeout()
+                );
             }
             alive
         });

@@ -226,7 +226,12 @@ impl SmallFrame {
             // SAFETY: the destination is `want` bytes of our own buffer
             // (`need` ≤ MAX_HELLO_BYTES by the header check).
             let got = unsafe {
-                libc::recv(fd, self.buf.as_mut_ptr().add(self.have).cast(), want, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+                libc::recv(
+                    fd,
+                    self.buf.as_mut_ptr().add(self.have).cast(),
+                    want,
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
             };
             if got == 0 {
                 return Err(if self.have == 0 {

@@ -1,8 +1,8 @@
 //! [`TransportOptions`]: every limit and knob of the transport, set once at
 //! start-up (TigerBeetle's "a limit on everything").
 
-use crate::net::frame::FrameLimits;
 use super::handshake::SecretSetting;
+use crate::net::frame::FrameLimits;
 use crate::net::io::TransportKind;
 use std::sync::OnceLock;
 use std::time::Duration;
