@@ -150,6 +150,25 @@ fn a_stopped_task_is_caught_by_heartbeats_and_rejoins_when_continued() {
     s.close().unwrap();
 }
 
+#[test]
+fn a_stopped_master_fails_its_clients_step_instead_of_hanging_it() {
+    use nix::sys::signal::Signal;
+    let cluster = cluster(2, &[]);
+    let s: Arc<dyn Session> = session_on(&cluster.target(0), graph(20_000)).into();
+    let running = long_step(s.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    let stopped = Instant::now();
+    signal(&cluster, 0, Signal::SIGSTOP);
+    let (result, ended) = running.join().unwrap();
+    signal(&cluster, 0, Signal::SIGCONT);
+    let err = result.unwrap_err();
+    eprintln!("stopped master: the step failed {:?} after the stop", ended - stopped);
+    assert_eq!(err.code, Code::Unavailable, "{err}");
+    assert!(err.message.contains("stopped answering") && err.message.contains(cluster.address(0)), "{err}");
+    // A ping after 1 s of step, unanswered for 2 s; slack for a loaded host.
+    assert!(ended - stopped < Duration::from_secs(5), "{:?}", ended - stopped);
+}
+
 fn worker_status(address: &str, session: &str) -> (u64, u64) {
     let client = Client::connect(address, TransportOptions::default()).unwrap();
     let request = msg::GetStatusRequest { session_handle: session.to_string(), ..Default::default() };

@@ -18,6 +18,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+/// A step running this long starts pinging its master, and again this long
+/// after each answer.
+const MASTER_PING_AFTER: Duration = Duration::from_secs(1);
+/// A ping unanswered this long means the master is gone.
+const MASTER_PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether the master of a step in flight still answers.
+struct MasterWatch<'a> {
+    session: &'a RemoteSession,
+    next_ping: std::cell::Cell<Instant>,
+    lost: std::cell::Cell<Option<Status>>,
+}
+
+impl MasterWatch<'_> {
+    /// Pings when due; true once the master failed to answer one.
+    fn lost(&self) -> bool {
+        let now = Instant::now();
+        if now < self.next_ping.get() {
+            return false;
+        }
+        match self.session.ping_master() {
+            Ok(()) => {
+                self.next_ping.set(Instant::now() + MASTER_PING_AFTER);
+                false
+            }
+            Err(e) => {
+                self.lost.set(Some(Status::unavailable(format!(
+                    "master at {} stopped answering while the step ran: {}",
+                    self.session.address, e.message
+                ))));
+                true
+            }
+        }
+    }
+}
+
 /// Extra time an RPC waits beyond a step's own deadline, for the master to
 /// report the overrun itself.
 const DEADLINE_SLACK: Duration = Duration::from_secs(2);
@@ -34,6 +70,8 @@ pub struct RemoteSession {
     handle: String,
     version: Mutex<u64>,
     operation_timeout: Option<Duration>,
+    /// The connection steps ping the master on (see `call_step`).
+    liveness: Mutex<Option<Arc<Client>>>,
 }
 
 fn run_options(options: &RunOptions, cancel_id: u64) -> msg::RunOptions {
@@ -70,11 +108,38 @@ impl RemoteSession {
             handle: meta.session_handle.to_string(),
             version: Mutex::new(meta.graph_version.to_native()),
             operation_timeout: options.config.operation_timeout,
+            liveness: Mutex::new(None),
         })
     }
 
     pub fn handle(&self) -> &str {
         &self.handle
+    }
+
+    /// One round trip to the master's process on a connection of its own
+    /// (the step's connection may be busy with the step). Any answer, an
+    /// error included, means it lives.
+    fn ping_master(&self) -> Result<()> {
+        let mut slot = self.liveness.lock();
+        let client = match slot.as_ref() {
+            Some(c) if !c.is_dead() => c.clone(),
+            _ => {
+                let mut options = TransportOptions {
+                    name: "client-liveness".into(),
+                    connect_timeout_ms: MASTER_PING_TIMEOUT.as_millis() as u64,
+                    ..TransportOptions::default()
+                };
+                options.shm.enabled = false;
+                let fresh = Arc::new(Client::connect(&self.address, options)?);
+                *slot = Some(fresh.clone());
+                fresh
+            }
+        };
+        drop(slot);
+        match client.call_rpc(&msg::GetStatusRequest::default(), &[], Instant::now() + MASTER_PING_TIMEOUT) {
+            Err(e) if matches!(e.code, Code::Unavailable | Code::DeadlineExceeded) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     fn client(&self) -> Result<Arc<Client>> {
@@ -92,6 +157,28 @@ impl RemoteSession {
         self.client()?.call_rpc(request, payloads, deadline).map_err(|e| match e.code {
             Code::Unavailable => e.context(format_args!("master at {}", self.address)),
             _ => e,
+        })
+    }
+
+    /// A step's call: besides its deadline, it gives up when the master
+    /// stops answering pings on a connection of their own (a frozen master
+    /// process or a silent network), so even a step without a deadline
+    /// cannot hang its client. Steps shorter than [`MASTER_PING_AFTER`]
+    /// send no ping.
+    fn call_step<R>(&self, request: &R, payloads: &[Tensor], deadline: Instant) -> Result<Response>
+    where
+        R: msg::Rpc + msg::Encode,
+    {
+        let call = self.client()?.start_call(R::METHOD, &msg::encode(request)?, payloads)?;
+        let watch = MasterWatch {
+            session: self,
+            next_ping: std::cell::Cell::new(Instant::now() + MASTER_PING_AFTER),
+            lost: Default::default(),
+        };
+        call.wait_unless(deadline, &|| watch.lost()).map_err(|e| match watch.lost.take() {
+            Some(lost) => lost,
+            None if e.code == Code::Unavailable => e.context(format_args!("master at {}", self.address)),
+            None => e,
         })
     }
 
@@ -144,7 +231,7 @@ impl RemoteSession {
             options: run_options(options, cancel_id),
             partial_run_handle: partial_run_handle.to_string(),
         };
-        let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
+        let response = self.call_step(&request, payloads.tensors(), self.step_deadline(options))?;
         let meta = response.meta::<msg::RunStepResponse>()?;
         if meta.outputs.len() != fetches.len() {
             return Err(Status::internal(format!(
@@ -226,7 +313,7 @@ impl Session for RemoteSession {
             feeds: refs,
             options: run_options(options, cancel_id),
         };
-        let response = self.call(&request, payloads.tensors(), self.step_deadline(options))?;
+        let response = self.call_step(&request, payloads.tensors(), self.step_deadline(options))?;
         let meta = response.meta::<msg::RunCallableResponse>()?;
         let outputs = meta.fetches.iter().map(|t| t.resolve(&response.payloads)).collect::<Result<Vec<_>>>()?;
         Ok((outputs, metadata_from_wire(&meta.step_stats)))
