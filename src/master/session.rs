@@ -249,7 +249,23 @@ fn call_drivers() -> &'static crate::executor::ThreadPool {
 
 impl MasterSession {
     /// Discovers every task's devices and creates the worker sessions.
+    /// Every call to a task on the way is bounded by the session's
+    /// operation timeout, when it has one.
     pub fn create(
+        handle: String,
+        tasks: Vec<TaskHandle>,
+        default_task: &str,
+        cluster: &ClusterInfo,
+        graph: GraphSpec,
+        config: SessionConfig,
+        health: Option<Arc<Health>>,
+    ) -> Result<MasterSession> {
+        crate::worker::remote::with_control_timeout(config.operation_timeout, || {
+            Self::set_up(handle, tasks, default_task, cluster, graph, config.clone(), health)
+        })
+    }
+
+    fn set_up(
         handle: String,
         tasks: Vec<TaskHandle>,
         default_task: &str,
@@ -508,7 +524,9 @@ impl MasterSession {
         if let Some(e) = self.signatures.lock().get(&key) {
             return Ok(e.clone());
         }
-        let built = Arc::new(self.build_execution(feeds, fetches, targets)?);
+        let built = Arc::new(crate::worker::remote::with_control_timeout(self.config.operation_timeout, || {
+            self.build_execution(feeds, fetches, targets)
+        })?);
         let mut cache = self.signatures.lock();
         // Another thread may have built the same signature meanwhile; keep one.
         if let Some(e) = cache.get(&key) {

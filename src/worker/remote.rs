@@ -24,6 +24,27 @@ use std::time::{Duration, Instant};
 /// How long control-plane calls (register, status, cleanup) may take.
 pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
+thread_local! {
+    /// A tighter bound for control calls made on this thread (see
+    /// [`with_control_timeout`]).
+    static CONTROL_BOUND: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's control calls (status, session creation,
+/// registration) bounded by `timeout` when it is tighter than the
+/// default: a session's operation timeout, or a step's, reaches the
+/// calls made on its behalf.
+pub fn with_control_timeout<T>(timeout: Option<Duration>, f: impl FnOnce() -> T) -> T {
+    let before = CONTROL_BOUND.with(|b| b.replace(timeout.or(CONTROL_BOUND.with(|b| b.get()))));
+    let result = f();
+    CONTROL_BOUND.with(|b| b.set(before));
+    result
+}
+
+fn control_timeout() -> Duration {
+    CONTROL_BOUND.with(|b| b.get()).map_or(CONTROL_TIMEOUT, |t| t.min(CONTROL_TIMEOUT))
+}
+
 /// A deadline far enough away to mean "none" for a transport wait.
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600)
@@ -170,7 +191,7 @@ impl RemoteWorker {
     {
         let client = self.client()?;
         client
-            .call_rpc(request, payloads, Instant::now() + CONTROL_TIMEOUT)
+            .call_rpc(request, payloads, Instant::now() + control_timeout())
             .map_err(|e| name_task(&self.task, &self.address, e))
     }
 
@@ -442,5 +463,22 @@ impl RemoteSend for ConnectionBack {
         if let Err(e) = self.channel.push_msg(&abort, &[]) {
             tracing::warn!("could not tell {dst_task} that step {step_id} failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod control_timeout_tests {
+    use super::*;
+
+    #[test]
+    fn a_session_timeout_bounds_control_calls_only_where_it_is_tighter_and_only_inside() {
+        assert_eq!(control_timeout(), CONTROL_TIMEOUT);
+        with_control_timeout(Some(Duration::from_secs(2)), || {
+            assert_eq!(control_timeout(), Duration::from_secs(2));
+            // No timeout of its own: the enclosing bound stays.
+            with_control_timeout(None, || assert_eq!(control_timeout(), Duration::from_secs(2)));
+        });
+        with_control_timeout(Some(Duration::from_secs(3600)), || assert_eq!(control_timeout(), CONTROL_TIMEOUT));
+        assert_eq!(control_timeout(), CONTROL_TIMEOUT);
     }
 }
