@@ -84,17 +84,8 @@ pub fn record_session_created() {
     SESSIONS_CREATED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Percentiles of a latency histogram, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Latencies {
-    pub count: u64,
-    pub sum_ns: u64,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-}
+/// Percentiles of a latency histogram, in nanoseconds: the wire's summary.
+pub use crate::net::message::LatencySummary as Latencies;
 
 impl Latencies {
     fn of(histogram: &Mutex<Histogram<u64>>) -> Latencies {

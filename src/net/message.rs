@@ -794,8 +794,9 @@ impl OneWay for AbortStep {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize)]
 pub struct GetStatsRequest {}
 
-/// Latencies since the server started, in nanoseconds (0 when none).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Archive, Serialize, Deserialize, serde::Serialize)]
+/// Latencies since the server started, in nanoseconds (0 when none);
+/// `counters` fills it from its histograms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Archive, Serialize, Deserialize, serde::Serialize)]
 pub struct LatencySummary {
     pub count: u64,
     pub sum_ns: u64,

@@ -6,7 +6,7 @@
 //! and the two renderings. Must not record anything: handlers record into
 //! `crate::counters`.
 
-use crate::counters::{self, Latencies};
+use crate::counters;
 use crate::error::Result;
 use crate::master::Master;
 use crate::net::message::{self as msg, GetStatsResponse, LatencySummary};
@@ -24,18 +24,6 @@ pub struct StatsSource {
     pub worker: Option<Arc<Worker>>,
 }
 
-fn summary(l: Latencies) -> LatencySummary {
-    LatencySummary {
-        count: l.count,
-        sum_ns: l.sum_ns,
-        p50_ns: l.p50_ns,
-        p90_ns: l.p90_ns,
-        p99_ns: l.p99_ns,
-        p999_ns: l.p999_ns,
-        max_ns: l.max_ns,
-    }
-}
-
 impl StatsSource {
     pub fn snapshot(&self) -> GetStatsResponse {
         let c = counters::snapshot();
@@ -51,8 +39,8 @@ impl StatsSource {
             master_sessions: self.master.as_ref().map_or(0, |m| m.num_sessions() as u64),
             worker_sessions: self.worker.as_ref().map_or(0, |w| w.num_sessions() as u64),
             sessions_created: c.sessions_created,
-            step_latency: summary(c.step_latency),
-            graph_run_latency: summary(c.graph_run_latency),
+            step_latency: c.step_latency,
+            graph_run_latency: c.graph_run_latency,
         }
     }
 
