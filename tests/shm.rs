@@ -1,5 +1,6 @@
 //! The shared-memory channel across real processes: a peer killed in the
-//! middle of a transfer leaves the survivor erroring, unmapped and serving.
+//! middle of a transfer leaves the survivor erroring, unmapped and serving;
+//! an idle channel's reader sleeps without waking.
 //!
 //! One test in this binary on purpose: it counts this process's mappings of
 //! channel regions, which a test running beside it would disturb.
@@ -97,6 +98,41 @@ fn a_peer_killed_mid_transfer_leaves_the_survivor_unmapped_and_serving() {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+
+    // An idle connection's reader sleeps until a frame or a hang-up: its
+    // thread does not wake (a reader polling in 10 ms slices woke ~50
+    // times in this half second).
+    let client = Client::connect(&addr, shm_options()).unwrap();
+    assert!(client.is_shared_memory());
+    client.call(Method::Ping, b"x", &[], Instant::now() + Duration::from_secs(10)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let (threads, before) = connection_thread_wakeups();
+    assert!(threads >= 1, "no rf-conn thread found to watch");
+    std::thread::sleep(Duration::from_millis(500));
+    let woke = connection_thread_wakeups().1 - before;
+    assert!(woke <= 5, "an idle shared-memory connection's reader woke {woke} times in 0.5 s");
+    drop(client);
+
     server.shutdown();
     assert_eq!(mapped_regions(), 0);
+}
+
+/// How many connection threads (the server's readers) this process has,
+/// and their voluntary context switches, summed.
+fn connection_thread_wakeups() -> (usize, u64) {
+    let (mut threads, mut total) = (0, 0);
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("rf-conn") {
+            continue;
+        }
+        threads += 1;
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        total += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    (threads, total)
 }

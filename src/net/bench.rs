@@ -799,7 +799,7 @@ impl RawShmLines {
             line.sleeping.store(1, Ordering::Relaxed);
             std::sync::atomic::fence(Ordering::SeqCst);
             if line.seq.load(Ordering::Acquire) == last {
-                crate::net::shm::doorbell::wait(&line.bell, bell, Duration::from_millis(10));
+                crate::net::shm::doorbell::wait(&line.bell, bell, Some(Duration::from_millis(10)));
             }
             line.sleeping.store(0, Ordering::Relaxed);
         }

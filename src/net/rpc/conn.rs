@@ -101,7 +101,8 @@ impl Conn {
 
     /// Switches this connection to `channel` (negotiation only, before any
     /// request crosses).
-    pub(crate) fn attach_shm(&self, channel: ShmChannel) {
+    pub(crate) fn attach_shm(&self, mut channel: ShmChannel) {
+        channel.watch_socket(self.fd());
         if self.shm.set(channel).is_err() {
             tracing::warn!("connection to {}: a second shared-memory channel ignored", self.peer);
         }
@@ -367,9 +368,11 @@ impl Conn {
 
     /// The next frame from the shared-memory channel (or, after a
     /// via-socket marker, from the socket): spins up to `spin`, then sleeps
-    /// on the doorbell in slices of `shm::LIVENESS_SLICE`, checking after
-    /// each quiet slice that the peer's socket is open and that this
-    /// connection is not closing.
+    /// on the doorbell until a frame is published, the deadline passes, the
+    /// connection closes, or the peer's socket hangs up (the hang-up watch
+    /// rings; without it, the sleep is cut into `shm::LIVENESS_SLICE`s that
+    /// each end with a look at the socket). Frames published before a
+    /// hang-up are still read.
     fn read_frame_shm(
         &self,
         shm: &ShmChannel,
@@ -387,6 +390,9 @@ impl Conn {
                 }
                 return Ok(frame);
             }
+            // Read before the ring is polled: frames the peer published
+            // before it hung up are then all visible to the poll.
+            let hung_up = shm.peer_hung_up();
             let polled = shm.poll(&mut rx).map_err(|e| NetError::Frame {
                 peer: self.peer.clone(),
                 source: match e {
@@ -402,7 +408,7 @@ impl Conn {
                 }
                 Polled::Empty => {}
             }
-            if self.is_closed() {
+            if self.is_closed() || hung_up {
                 return Err(NetError::Closed { peer: self.peer.clone() });
             }
             let now = Instant::now();
@@ -414,12 +420,17 @@ impl Conn {
                 continue;
             }
             if let Some(seq) = rx.consumer.prepare_sleep() {
-                let slice = deadline.map_or(shm::LIVENESS_SLICE, |d| (d - now).min(shm::LIVENESS_SLICE));
+                let watched = shm.hangup_watched();
+                let timeout = match deadline {
+                    Some(d) if watched => Some(d - now),
+                    None if watched => None,
+                    _ => Some(deadline.map_or(shm::LIVENESS_SLICE, |d| (d - now).min(shm::LIVENESS_SLICE))),
+                };
                 let word = &rx.consumer.memory().doorbell().seq;
-                shm::doorbell::wait(word, seq, slice);
+                shm::doorbell::wait(word, seq, timeout);
                 let quiet = word.load(Ordering::Acquire) == seq;
                 rx.consumer.woke();
-                if quiet && !self.peer_alive() {
+                if quiet && !watched && !self.peer_alive() {
                     return Err(NetError::Closed { peer: self.peer.clone() });
                 }
             }

@@ -4,8 +4,9 @@
 //! Owns: the two futex calls (shared, not `FUTEX_PRIVATE`: the word lies in
 //! a mapping two processes share). Must not decide when to sleep: the
 //! channel spins first, under the same rules as the socket path
-//! (`io::spin_pause`), and sleeps in bounded slices so that it re-checks the
-//! peer's liveness and its own connection's closing.
+//! (`io::spin_pause`). A reader sleeps without a timeout: its own
+//! connection's closing rings its doorbell, and so does the hang-up watch
+//! (`hangup.rs`) when the peer's socket ends.
 //!
 //! Why no wake-up is lost: the consumer stores `sleeping = 1`, issues a
 //! `SeqCst` fence, then looks for work; the producer publishes its
@@ -20,12 +21,14 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// Sleeps while `word` holds `expected`, at most `timeout`.
-pub fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let timespec = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
+/// Sleeps while `word` holds `expected`, at most `timeout` (`None`: until
+/// woken).
+pub fn wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let timespec = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: `word` is a valid, aligned u32 for the call's duration;
     // FUTEX_WAIT only reads it. A spurious or early return is harmless: the
     // caller re-checks its condition.
@@ -35,7 +38,7 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
             word.as_ptr(),
             libc::FUTEX_WAIT,
             expected,
-            &timespec as *const libc::timespec,
+            timespec_ptr,
             std::ptr::null::<u32>(),
             0u32,
         );
@@ -62,14 +65,14 @@ mod tests {
     fn a_ring_wakes_a_sleeper_and_a_stale_value_does_not_sleep() {
         let word = Arc::new(AtomicU32::new(0));
         let started = Instant::now();
-        wait(&word, 1, Duration::from_secs(5)); // value differs: returns at once
+        wait(&word, 1, None); // value differs: returns at once
         assert!(started.elapsed() < Duration::from_secs(1));
         let sleeper = {
             let word = word.clone();
             std::thread::spawn(move || {
                 let started = Instant::now();
                 while word.load(Ordering::Acquire) == 0 {
-                    wait(&word, 0, Duration::from_secs(5));
+                    wait(&word, 0, None);
                 }
                 started.elapsed()
             })

@@ -18,6 +18,7 @@
 //! (see `src/net/README.md`).
 
 pub mod doorbell;
+pub mod hangup;
 pub mod region;
 pub mod ring;
 #[cfg(test)]
@@ -39,8 +40,9 @@ use std::time::{Duration, Instant};
 /// holds no ring space, and the copy costs less than a cache miss per line.
 pub const SMALL_FRAME_COPY_BYTES: u64 = 4096;
 
-/// How long a sleeping reader waits before it checks that the peer's socket
-/// is still open.
+/// How often a sender waiting for ring space checks that the peer's socket
+/// is still open; also how long a reader sleeps between such checks when
+/// the hang-up watch (`hangup.rs`) is not running.
 pub const LIVENESS_SLICE: Duration = Duration::from_millis(10);
 
 /// How long a sender waits for the reader to release ring space before a
@@ -120,6 +122,10 @@ pub struct ShmChannel {
     pub(crate) rx: Mutex<RxState>,
     /// The direction this side reads (its doorbell wakes our reader).
     rx_direction: Direction,
+    /// Set, and our reader woken, when the peer's socket hangs up.
+    hangup: Arc<hangup::HangupSignal>,
+    /// The socket's place in the hang-up watch, once watched.
+    watched: Option<hangup::Watched>,
     limits: FrameLimits,
 }
 
@@ -171,12 +177,34 @@ impl ShmChannel {
         // end of one direction and its consumer end of the other.
         let (producer, consumer) = unsafe { (Producer::new(region.ring(send)), Consumer::new(region.ring(receive))) };
         ShmChannel {
+            hangup: Arc::new(hangup::HangupSignal::new(region.clone(), receive)),
             region,
             tx: Mutex::new(producer),
             rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
             rx_direction: receive,
+            watched: None,
             limits,
         }
+    }
+
+    /// Puts the connection's socket in the hang-up watch, so that the
+    /// reader may sleep without a timeout. On failure (logged) the reader
+    /// keeps checking the socket itself between bounded sleeps.
+    pub(crate) fn watch_socket(&mut self, socket: std::os::fd::RawFd) {
+        match hangup::watch_socket(socket, self.hangup.clone()) {
+            Ok(watched) => self.watched = Some(watched),
+            Err(e) => tracing::warn!("shared-memory channel: {e}; its reader checks the socket every 10 ms"),
+        }
+    }
+
+    /// Whether a hang-up of the peer's socket wakes the reader.
+    pub(crate) fn hangup_watched(&self) -> bool {
+        self.watched.is_some() && hangup::running()
+    }
+
+    /// Whether the peer's socket hung up (seen by the watch).
+    pub(crate) fn peer_hung_up(&self) -> bool {
+        self.hangup.hung_up()
     }
 
     /// Writes `frame` into the peer's ring if there is room now (the one
