@@ -69,7 +69,31 @@ fn check_structure(trace: &Json) -> BTreeMap<u64, String> {
             assert_eq!(e["args"]["wait_us"].as_f64(), e["dur"].as_f64(), "{e}");
         }
     }
+    check_tracks_nest(trace);
     processes
+}
+
+/// Checks that a viewer can stack every track's slices: in file order
+/// (which viewers use to break ties of start time), each slice nests in the
+/// one still open before it on its track, or starts after that one ends.
+fn check_tracks_nest(trace: &Json) {
+    let mut open: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    let mut last_start: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+    for e in events(trace, "X") {
+        let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        let start = e["ts"].as_f64().unwrap();
+        let end = start + e["dur"].as_f64().unwrap();
+        let previous = last_start.insert(track, start).unwrap_or(f64::MIN);
+        assert!(previous <= start, "slices are written in start order per track: {e}");
+        let stack = open.entry(track).or_default();
+        while stack.last().is_some_and(|&(_, open_end)| open_end <= start) {
+            stack.pop();
+        }
+        if let Some(&(open_start, open_end)) = stack.last() {
+            assert!(open_start <= start && end <= open_end, "{e} overlaps [{open_start}, {open_end}] without nesting");
+        }
+        stack.push((start, end));
+    }
 }
 
 /// Checks that flows pair every cross-task send with its receive: each id

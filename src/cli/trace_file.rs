@@ -1,6 +1,7 @@
 //! `--trace-file FILE.json`: traced steps as Chrome trace-event JSON, which
 //! Perfetto (ui.perfetto.dev) and chrome://tracing open. One process per
-//! task, one track per (device, thread) within it, every node a complete
+//! task, one track per (device, thread) within it (and an extra lane where
+//! `_Recv` waits overlap without nesting), every node a complete
 //! event (`"ph":"X"`), and a flow arrow (`"ph":"s"` → `"ph":"f"`, one id)
 //! from each `_Send` to the `_Recv` with the same rendezvous key. Times are
 //! on the master's clock (the master moved every task's stats by the
@@ -48,6 +49,65 @@ fn key_part(key: &str, index: usize) -> &str {
     key.split(';').nth(index).unwrap_or("")
 }
 
+/// A track: one thread of one device of one task.
+type ThreadKey<'a> = (&'a str, &'a str, u32);
+
+/// Where each node's slice goes: its lane within its thread's track.
+///
+/// Trace viewers draw a thread's slices as a stack, so on one track two
+/// slices must either nest or not overlap. A `_Recv` slice spans its wait,
+/// while its thread runs other nodes, so the waits of successive loop
+/// iterations can overlap partially; such a slice goes to the first extra
+/// lane of its thread where it nests (`CPU:0 thread 3 (2)`). Slices are
+/// placed in start order, longer first on ties, which is also the order
+/// they are written in: viewers break ties by file order, and an enclosing
+/// slice must come before what it encloses.
+struct Layout<'a> {
+    /// (step index, node index) in placement order, each with its lane.
+    order: Vec<((usize, usize), usize)>,
+    /// Lanes used per thread (at least 1).
+    lanes: BTreeMap<ThreadKey<'a>, usize>,
+}
+
+fn layout(steps: &[TracedStep]) -> Layout<'_> {
+    let mut per_thread: BTreeMap<ThreadKey<'_>, Vec<(usize, usize)>> = BTreeMap::new();
+    for (s, step) in steps.iter().enumerate() {
+        for (i, n) in step.metadata.step_stats.iter().enumerate() {
+            per_thread.entry((task_of(&n.device), n.device.as_str(), n.thread)).or_default().push((s, i));
+        }
+    }
+    let node = |(s, i): (usize, usize)| &steps[s].metadata.step_stats[i];
+    let mut order = Vec::new();
+    let mut lanes = BTreeMap::new();
+    for (thread, mut nodes) in per_thread {
+        nodes.sort_by_key(|&at| (node(at).start_us, std::cmp::Reverse(node(at).end_us)));
+        // Per lane, the ends of the slices still open, innermost last.
+        let mut open: Vec<Vec<u64>> = Vec::new();
+        for at in nodes {
+            let (start, end) = (node(at).start_us, node(at).end_us.max(node(at).start_us));
+            let mut placed = None;
+            for (lane, ends) in open.iter_mut().enumerate() {
+                // Later slices start no earlier, so what has ended stays closed.
+                while ends.last().is_some_and(|&e| e <= start) {
+                    ends.pop();
+                }
+                if placed.is_none() && ends.last().is_none_or(|&e| end <= e) {
+                    ends.push(end);
+                    placed = Some(lane);
+                }
+            }
+            let lane = placed.unwrap_or_else(|| {
+                open.push(vec![end]);
+                open.len() - 1
+            });
+            order.push((at, lane));
+        }
+        lanes.insert(thread, open.len().max(1));
+    }
+    order.sort_by_key(|&(at, _)| (node(at).start_us, std::cmp::Reverse(node(at).end_us)));
+    Layout { order, lanes }
+}
+
 /// The trace of `steps` as one JSON document.
 pub fn chrome_trace(steps: &[TracedStep]) -> Json {
     let nodes = || steps.iter().flat_map(|s| s.metadata.step_stats.iter());
@@ -57,26 +117,28 @@ pub fn chrome_trace(steps: &[TracedStep]) -> Json {
 
     let mut pids: BTreeMap<&str, u64> = BTreeMap::new();
     for n in nodes() {
-        let next = pids.len() as u64 + 1;
-        pids.entry(task_of(&n.device)).or_insert(next);
+        pids.entry(task_of(&n.device)).or_insert(0);
     }
     // Tasks in name order (job, then task index as written).
     for (i, pid) in pids.values_mut().enumerate() {
         *pid = i as u64 + 1;
     }
-    let mut tids: BTreeMap<(&str, &str, u32), u64> = BTreeMap::new();
-    for n in nodes() {
-        tids.entry((task_of(&n.device), n.device.as_str(), n.thread)).or_insert(0);
-    }
+    let Layout { order, lanes } = layout(steps);
+    // Thread ids per task: each thread's lanes in a row, in name order.
+    let mut tids: BTreeMap<(ThreadKey<'_>, usize), u64> = BTreeMap::new();
     let mut per_task: BTreeMap<&str, u64> = BTreeMap::new();
-    for ((task, _, _), tid) in tids.iter_mut() {
-        let next = per_task.entry(task).or_insert(0);
-        *next += 1;
-        *tid = *next;
+    for (&thread, &count) in &lanes {
+        for lane in 0..count {
+            let next = per_task.entry(thread.0).or_insert(0);
+            *next += 1;
+            tids.insert((thread, lane), *next);
+        }
     }
-    let track = |n: &NodeStats| -> (u64, u64) {
-        let task = task_of(&n.device);
-        (pids[task], tids[&(task, n.device.as_str(), n.thread)])
+    let lane_of: BTreeMap<(usize, usize), usize> = order.iter().copied().collect();
+    let track = |at: (usize, usize)| -> (u64, u64) {
+        let n = &steps[at.0].metadata.step_stats[at.1];
+        let thread = (task_of(&n.device), n.device.as_str(), n.thread);
+        (pids[thread.0], tids[&(thread, lane_of[&at])])
     };
 
     let mut events = Vec::new();
@@ -85,57 +147,67 @@ pub fn chrome_trace(steps: &[TracedStep]) -> Json {
         events
             .push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}));
     }
-    for ((task, device, thread), tid) in &tids {
-        let name = format!("{} thread {thread}", short_device(device));
+    for (((task, device, thread), lane), tid) in &tids {
+        let name = match lane {
+            0 => format!("{} thread {thread}", short_device(device)),
+            _ => format!("{} thread {thread} ({})", short_device(device), lane + 1),
+        };
         events.push(json!({"ph": "M", "name": "thread_name", "pid": pids[task], "tid": tid, "args": {"name": name}}));
         events.push(
             json!({"ph": "M", "name": "thread_sort_index", "pid": pids[task], "tid": tid, "args": {"sort_index": tid}}),
         );
     }
 
+    for &(at, _) in &order {
+        let step = &steps[at.0];
+        let n = &step.metadata.step_stats[at.1];
+        let (pid, tid) = track(at);
+        let mut args = json!({"op": n.op, "device": n.device, "step": step.label});
+        if !n.frame.is_empty() {
+            args["frame"] = json!(n.frame);
+            args["iter"] = json!(n.iter);
+        }
+        let transfer = is_send(n) || is_recv(n);
+        if transfer {
+            args["bytes"] = json!(n.bytes);
+            args["rendezvous_key"] = json!(n.rendezvous_key);
+            if is_send(n) {
+                args["to"] = json!(key_part(&n.rendezvous_key, 2));
+            } else {
+                args["from"] = json!(key_part(&n.rendezvous_key, 0));
+                // A `_Recv` is timed from its wait to its value's arrival.
+                args["wait_us"] = json!(n.end_us.saturating_sub(n.start_us));
+            }
+        }
+        events.push(json!({
+            "ph": "X",
+            "name": n.node,
+            "cat": if transfer { "transfer" } else { "node" },
+            "pid": pid,
+            "tid": tid,
+            "ts": rel(n.start_us),
+            "dur": n.end_us.saturating_sub(n.start_us),
+            "args": args,
+        }));
+    }
+
     let mut flow_id = 0u64;
     let mut transfers = 0u64;
     for (step_index, step) in steps.iter().enumerate() {
-        let mut sends: BTreeMap<&str, &NodeStats> = BTreeMap::new();
-        for n in &step.metadata.step_stats {
-            let (pid, tid) = track(n);
-            let mut args = json!({"op": n.op, "device": n.device, "step": step.label});
-            if !n.frame.is_empty() {
-                args["frame"] = json!(n.frame);
-                args["iter"] = json!(n.iter);
-            }
-            let transfer = is_send(n) || is_recv(n);
-            if transfer {
-                args["bytes"] = json!(n.bytes);
-                args["rendezvous_key"] = json!(n.rendezvous_key);
-                if is_send(n) {
-                    args["to"] = json!(key_part(&n.rendezvous_key, 2));
-                } else {
-                    args["from"] = json!(key_part(&n.rendezvous_key, 0));
-                    // A `_Recv` is timed from its wait to its value's arrival.
-                    args["wait_us"] = json!(n.end_us.saturating_sub(n.start_us));
-                }
-                if is_send(n) && !n.rendezvous_key.is_empty() {
-                    sends.insert(&n.rendezvous_key, n);
-                }
-            }
-            events.push(json!({
-                "ph": "X",
-                "name": n.node,
-                "cat": if transfer { "transfer" } else { "node" },
-                "pid": pid,
-                "tid": tid,
-                "ts": rel(n.start_us),
-                "dur": n.end_us.saturating_sub(n.start_us),
-                "args": args,
-            }));
-        }
-        for recv in step.metadata.step_stats.iter().filter(|n| is_recv(n)) {
-            let Some(send) = sends.get(recv.rendezvous_key.as_str()) else { continue };
+        let stats = &step.metadata.step_stats;
+        let sends: BTreeMap<&str, usize> = stats
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| is_send(n) && !n.rendezvous_key.is_empty())
+            .map(|(i, n)| (n.rendezvous_key.as_str(), i))
+            .collect();
+        for (recv_index, recv) in stats.iter().enumerate().filter(|(_, n)| is_recv(n)) {
+            let Some(&send_index) = sends.get(recv.rendezvous_key.as_str()) else { continue };
+            let send = &stats[send_index];
             flow_id += 1;
             transfers += 1;
-            let (send_pid, send_tid) = track(send);
-            let (recv_pid, recv_tid) = track(recv);
+            let (send_pid, send_tid) = track((step_index, send_index));
+            let (recv_pid, recv_tid) = track((step_index, recv_index));
             let label = format!("{} bytes", recv.bytes);
             // The arrow leaves the send as it starts and lands as the value
             // arrives (the receive's end). Each end sits half a microsecond
@@ -144,6 +216,8 @@ pub fn chrome_trace(steps: &[TracedStep]) -> Json {
             let inside = |n: &NodeStats| n.end_us.saturating_sub(n.start_us).min(1) as f64 / 2.0;
             let start_ts = rel(send.start_us) as f64 + inside(send);
             let end_ts = (rel(recv.end_us) as f64 - inside(recv)).max(start_ts.min(rel(recv.end_us) as f64));
+            // Only the start carries args: viewers merge a flow's args and
+            // warn when both ends name the same one.
             events.push(json!({
                 "ph": "s", "id": flow_id, "name": label, "cat": "transfer", "bp": "e",
                 "pid": send_pid, "tid": send_tid, "ts": start_ts,
@@ -152,7 +226,6 @@ pub fn chrome_trace(steps: &[TracedStep]) -> Json {
             events.push(json!({
                 "ph": "f", "id": flow_id, "name": label, "cat": "transfer", "bp": "e",
                 "pid": recv_pid, "tid": recv_tid, "ts": end_ts,
-                "args": {"step": step_index},
             }));
         }
     }
@@ -295,5 +368,84 @@ mod tests {
         lone.metadata.step_stats.retain(|n| n.op != "_Recv");
         let trace = chrome_trace(&[lone]);
         assert!(events(&trace, "s").is_empty() && events(&trace, "f").is_empty());
+    }
+
+    /// Checks what viewers need of a track: in file order, each slice
+    /// either nests in the one still open before it or starts after it ends.
+    fn assert_tracks_nest(trace: &Json) {
+        // Per (pid, tid), the slices still open: start, end, name.
+        type Open = Vec<(u64, u64, String)>;
+        let mut open: BTreeMap<(u64, u64), Open> = BTreeMap::new();
+        for e in events(trace, "X") {
+            let track = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+            let (start, end) = (e["ts"].as_u64().unwrap(), e["ts"].as_u64().unwrap() + e["dur"].as_u64().unwrap());
+            let stack = open.entry(track).or_default();
+            while stack.last().is_some_and(|s| s.1 <= start) {
+                stack.pop();
+            }
+            if let Some(parent) = stack.last() {
+                assert!(parent.0 <= start && end <= parent.1, "{} overlaps {parent:?} on {track:?}", e["name"]);
+            }
+            stack.push((start, end, e["name"].as_str().unwrap().to_string()));
+        }
+    }
+
+    #[test]
+    fn an_enclosing_slice_is_written_before_what_it_encloses() {
+        // Stats in the order a thread records them: the first layer ends
+        // before the receive it ran under, which started at the same time.
+        let key = format!("{TASK1}/device:CPU:0;7;{TASK0}/device:CPU:0;act;0:0");
+        let mut step = step();
+        step.metadata.step_stats = vec![
+            node(TASK0, "x", "_Arg", 1_000, 1_000, 4),
+            node(TASK0, "layer1", "MatMul", 1_000, 1_003, 4),
+            transfer(node(TASK0, "act/_recv", "_Recv", 1_000, 1_013, 4), &key, 896),
+            node(TASK0, "layer3", "MatMul", 1_013, 1_014, 4),
+        ];
+        let trace = chrome_trace(&[step]);
+        let names: Vec<&str> = events(&trace, "X").iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["act/_recv", "layer1", "x", "layer3"]);
+        assert_tracks_nest(&trace);
+    }
+
+    #[test]
+    fn waits_that_overlap_without_nesting_get_a_lane_of_their_own() {
+        // Two iterations' receives wait at once on one thread, each ending
+        // after the other started; the loop's nodes run between them.
+        let key = |i: u64| format!("{TASK1}/device:CPU:0;7;{TASK0}/device:CPU:0;v;f:{i}");
+        let mut step = step();
+        step.metadata.step_stats = vec![
+            transfer(node(TASK0, "v/_recv", "_Recv", 1_000, 1_400, 3), &key(0), 4),
+            transfer(node(TASK0, "v/_recv", "_Recv", 1_070, 1_900, 3), &key(1), 4),
+            node(TASK0, "merge", "Merge", 1_401, 1_402, 3),
+            node(TASK0, "next", "NextIteration", 1_402, 1_403, 3),
+            node(TASK0, "exit", "Exit", 1_901, 1_902, 3),
+            node(TASK1, "v", "Tanh", 1_001, 1_002, 9),
+            transfer(node(TASK1, "v/_send", "_Send", 1_390, 1_391, 9), &key(0), 4),
+            transfer(node(TASK1, "v/_send", "_Send", 1_890, 1_891, 9), &key(1), 4),
+        ];
+        let trace = chrome_trace(&[step]);
+        assert_tracks_nest(&trace);
+        let threads: Vec<String> = events(&trace, "M")
+            .into_iter()
+            .filter(|e| e["name"] == "thread_name" && e["pid"] == 1)
+            .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(threads, ["CPU:0 thread 3", "CPU:0 thread 3 (2)"]);
+        let slices = events(&trace, "X");
+        let tid =
+            |name: &str, ts: u64| slices.iter().find(|e| e["name"] == name && e["ts"] == ts).unwrap()["tid"].clone();
+        assert_eq!((tid("v/_recv", 0), tid("v/_recv", 70)), (json!(1), json!(2)));
+        assert_eq!((tid("merge", 401), tid("exit", 901)), (json!(1), json!(1)));
+        // Each arrow lands on its own receive's lane.
+        let lands: Vec<Json> = events(&trace, "f").iter().map(|f| f["tid"].clone()).collect();
+        assert_eq!(lands, [json!(1), json!(2)]);
+    }
+
+    #[test]
+    fn only_a_flow_start_carries_args() {
+        let trace = chrome_trace(&[step()]);
+        assert_eq!(events(&trace, "s")[0]["args"]["step"], 0);
+        assert!(events(&trace, "f")[0].get("args").is_none());
     }
 }
