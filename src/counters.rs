@@ -25,6 +25,9 @@ static STEP_ERRORS: AtomicU64 = AtomicU64::new(0);
 static GRAPH_RUNS: AtomicU64 = AtomicU64::new(0);
 static GRAPH_RUN_ERRORS: AtomicU64 = AtomicU64::new(0);
 static SESSIONS_CREATED: AtomicU64 = AtomicU64::new(0);
+static SHM_FRAMES: AtomicU64 = AtomicU64::new(0);
+static SHM_SOCKET_FRAMES: AtomicU64 = AtomicU64::new(0);
+static SHM_SPACE_STALLS: AtomicU64 = AtomicU64::new(0);
 
 /// Longest latency a histogram holds (longer ones are recorded as this).
 const LATENCY_MAX_NS: u64 = 3_600 * 1_000_000_000;
@@ -84,6 +87,23 @@ pub fn record_session_created() {
     SESSIONS_CREATED.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A frame crossed a shared-memory ring.
+#[inline]
+pub fn count_shm_frame() {
+    SHM_FRAMES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A frame of a shared-memory channel went over the socket instead (too
+/// large for the ring, or no room in it).
+pub fn count_shm_socket_frame() {
+    SHM_SOCKET_FRAMES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A sender waited for ring space until it gave up.
+pub fn count_shm_space_stall() {
+    SHM_SPACE_STALLS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Percentiles of a latency histogram, in nanoseconds: the wire's summary.
 pub use crate::net::message::LatencySummary as Latencies;
 
@@ -118,6 +138,9 @@ pub struct Snapshot {
     pub sessions_created: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    pub shm_frames: u64,
+    pub shm_socket_frames: u64,
+    pub shm_space_stalls: u64,
     pub step_latency: Latencies,
     pub graph_run_latency: Latencies,
 }
@@ -132,6 +155,9 @@ pub fn snapshot() -> Snapshot {
         sessions_created: read(&SESSIONS_CREATED),
         bytes_sent: read(&BYTES_SENT),
         bytes_received: read(&BYTES_RECEIVED),
+        shm_frames: read(&SHM_FRAMES),
+        shm_socket_frames: read(&SHM_SOCKET_FRAMES),
+        shm_space_stalls: read(&SHM_SPACE_STALLS),
         step_latency: Latencies::of(step_latency()),
         graph_run_latency: Latencies::of(graph_run_latency()),
     }

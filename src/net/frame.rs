@@ -36,7 +36,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub const MAGIC: [u8; 4] = *b"RFLW";
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 pub const HEADER_BYTES: usize = 64;
 /// Payloads (and frames) are aligned to this many bytes.
 pub const PAYLOAD_ALIGN: usize = TENSOR_ALIGN;

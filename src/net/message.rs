@@ -821,6 +821,12 @@ pub struct GetStatsResponse {
     /// Bytes this process's native connections sent and received.
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Frames sent through shared-memory rings; frames of shared-memory
+    /// channels sent over the socket instead (too large for the ring, or
+    /// no room); waits for ring space that ran out.
+    pub shm_frames: u64,
+    pub shm_socket_frames: u64,
+    pub shm_space_stalls: u64,
     /// Live sessions now, and master sessions created since start.
     pub master_sessions: u64,
     pub worker_sessions: u64,

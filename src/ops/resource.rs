@@ -89,6 +89,11 @@ impl Variable {
     /// declared shape.
     pub fn assign(&self, value: Tensor, validate_shape: bool) -> Result<()> {
         self.check_dtype(&value)?;
+        // A borrowed value lives in memory the variable must not keep: a
+        // receive buffer, or a span of a shared-memory ring, which a
+        // variable holding it would stop for good. TensorFlow's Assign
+        // copies into the variable's own buffer too.
+        let value = if value.is_borrowed() { value.deep_copy() } else { value };
         let mut slot = self.value.write();
         if validate_shape {
             let lhs = match (slot.as_ref(), self.declared_shape.get()) {
@@ -260,6 +265,21 @@ mod tests {
         mgr.clear(&[]);
         assert!(mgr.lookup("", "v").is_none());
         assert!(!v.is_initialized());
+    }
+
+    #[test]
+    fn an_assigned_borrowed_value_is_copied_and_its_owner_released() {
+        // A reshape of a large tensor borrows its bytes (as a received
+        // tensor borrows its receive buffer or ring span).
+        let owner = Tensor::build::<f32>([64], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32)).unwrap();
+        let borrowed = owner.reshaped([8, 8]).unwrap();
+        assert!(borrowed.is_borrowed());
+        let v = Variable::new("w", DType::F32);
+        v.assign(borrowed, true).unwrap();
+        let held = v.read().unwrap();
+        assert!(!held.is_borrowed(), "the variable keeps its own bytes");
+        assert!(!held.shares_bytes_with(&owner));
+        assert_eq!(held.as_slice::<f32>().unwrap(), owner.as_slice::<f32>().unwrap());
     }
 
     #[test]

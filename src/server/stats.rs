@@ -36,6 +36,9 @@ impl StatsSource {
             graph_run_errors: c.graph_run_errors,
             bytes_sent: c.bytes_sent,
             bytes_received: c.bytes_received,
+            shm_frames: c.shm_frames,
+            shm_socket_frames: c.shm_socket_frames,
+            shm_space_stalls: c.shm_space_stalls,
             master_sessions: self.master.as_ref().map_or(0, |m| m.num_sessions() as u64),
             worker_sessions: self.worker.as_ref().map_or(0, |w| w.num_sessions() as u64),
             sessions_created: c.sessions_created,
@@ -76,6 +79,19 @@ pub fn prometheus_text(s: &GetStatsResponse) -> String {
     metric("ringflow_graph_run_errors_total", "counter", "Graph partition runs that failed.", s.graph_run_errors);
     metric("ringflow_sent_bytes_total", "counter", "Bytes sent on native connections.", s.bytes_sent);
     metric("ringflow_received_bytes_total", "counter", "Bytes received on native connections.", s.bytes_received);
+    metric("ringflow_shm_frames_total", "counter", "Frames sent through shared-memory rings.", s.shm_frames);
+    metric(
+        "ringflow_shm_socket_frames_total",
+        "counter",
+        "Frames of shared-memory channels sent over the socket (too large for the ring, or no room).",
+        s.shm_socket_frames,
+    );
+    metric(
+        "ringflow_shm_space_stalls_total",
+        "counter",
+        "Waits for shared-memory ring space that ran out.",
+        s.shm_space_stalls,
+    );
     metric("ringflow_master_sessions", "gauge", "Live master sessions.", s.master_sessions);
     metric("ringflow_worker_sessions", "gauge", "Live worker sessions.", s.worker_sessions);
     metric("ringflow_sessions_created_total", "counter", "Master sessions created.", s.sessions_created);
@@ -121,6 +137,7 @@ pub fn format_table(s: &GetStatsResponse) -> String {
          graph runs        {} ({} failed)\n\
          sessions          {} master, {} worker live; {} created\n\
          bytes             {} sent, {} received\n\
+         shared memory     {} frames in rings, {} over sockets, {} space stalls\n\
          step latency      {}\n\
          graph run latency {}\n",
         s.task,
@@ -134,6 +151,9 @@ pub fn format_table(s: &GetStatsResponse) -> String {
         s.sessions_created,
         s.bytes_sent,
         s.bytes_received,
+        s.shm_frames,
+        s.shm_socket_frames,
+        s.shm_space_stalls,
         latency(&s.step_latency),
         latency(&s.graph_run_latency),
     )

@@ -216,6 +216,13 @@ impl Client {
         self.inner.conn.is_shared_memory()
     }
 
+    /// What this client sent through its shared-memory channel (frames in
+    /// the ring, over the socket instead, waits for space that ran out);
+    /// `None` over TCP.
+    pub fn shm_stats(&self) -> Option<crate::net::shm::ShmStats> {
+        self.inner.conn.shm_stats()
+    }
+
     /// True once the connection has failed; a new `Client` is needed.
     pub fn is_dead(&self) -> bool {
         self.inner.failure.lock().is_some()

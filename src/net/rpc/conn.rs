@@ -113,6 +113,11 @@ impl Conn {
         self.shm.get().is_some()
     }
 
+    /// What this side sent through its shared-memory channel, if it has one.
+    pub(crate) fn shm_stats(&self) -> Option<shm::ShmStats> {
+        self.shm.get().map(ShmChannel::stats)
+    }
+
     /// The negotiation's view of this connection and its reader.
     pub(crate) fn control<'a>(&'a self, reader: &'a mut FrameReader) -> ConnControl<'a> {
         ConnControl { conn: self, reader }
@@ -208,8 +213,9 @@ impl Conn {
 
     /// Sends `frame` through the shared-memory channel: into the ring when
     /// there is room (waiting for the reader to release some, up to
-    /// `shm::SPACE_WAIT`), else over the socket behind a via-socket marker
-    /// so that order holds. Waiting for a descriptor slot (a reader that is
+    /// `shm::SPACE_WAIT`, unless the last such wait ran out and the reader
+    /// has released nothing since), else over the socket behind a
+    /// via-socket marker so that order holds. Waiting for a descriptor slot (a reader that is
     /// behind) lasts until `deadline`, which closes the connection.
     fn send_frame_shm(&self, shm: &ShmChannel, frame: &OutgoingFrame, deadline: Instant) -> Result<(), NetError> {
         let start = Instant::now();
@@ -218,11 +224,18 @@ impl Conn {
         loop {
             match shm.try_place(frame) {
                 Placed::Sent => return Ok(()),
-                Placed::NoSpace { too_large } if too_large || Instant::now() >= space_deadline => {
-                    shm.publish_via_socket();
-                    return self.send_socket_frame(frame, deadline);
+                Placed::NoSpace { too_large } => {
+                    let stalled = !too_large && shm.ring_stalled();
+                    let waited_out = !too_large && !stalled && Instant::now() >= space_deadline;
+                    if waited_out {
+                        shm.note_space_stall();
+                    }
+                    if too_large || stalled || waited_out {
+                        shm.publish_via_socket();
+                        return self.send_socket_frame(frame, deadline);
+                    }
                 }
-                Placed::NoSpace { .. } | Placed::NoSlot => {}
+                Placed::NoSlot => {}
             }
             if self.is_closed() {
                 return Err(NetError::Closed { peer: self.peer.clone() });

@@ -682,3 +682,39 @@ fn a_shared_memory_connection_ends_when_either_side_closes() {
     assert_eq!(server.connections(), 0);
     server.shutdown();
 }
+
+#[test]
+fn a_span_the_reader_keeps_stalls_the_ring_once_and_later_frames_take_the_socket() {
+    // The server keeps every pushed tensor (lent from the ring): after a
+    // few pushes the ring behind them is stopped for good.
+    let service = Arc::new(TestService::default());
+    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
+    assert!(client.is_shared_memory());
+    let pushes = 24;
+    let tensors: Vec<Tensor> =
+        (0..pushes).map(|i| Tensor::build::<f32>([128 << 10], |s| s.fill(i as f32)).unwrap()).collect();
+    for (step_id, t) in tensors.iter().enumerate() {
+        let mut list = PayloadList::new();
+        let push = message::TensorPush {
+            session_handle: String::new(),
+            step_id: step_id as u64,
+            rendezvous_key: "keep".into(),
+            tensor: list.add(t),
+            dead: false,
+        };
+        client.push_msg(&push, list.tensors()).unwrap();
+    }
+    // A call after the pushes: its answer means every push was handled.
+    client.call(Method::Ping, b"after", &[], soon()).unwrap();
+    let stats = client.shm_stats().unwrap();
+    assert!(stats.socket_frames >= pushes as u64 - 8, "{stats:?}: the full ring sent frames over the socket");
+    assert_eq!(stats.space_stalls, 1, "{stats:?}: only the first frame that found no room waited for it");
+    let kept = service.pushes.lock();
+    assert_eq!(kept.len(), pushes);
+    for (i, (_, got)) in kept.iter().enumerate() {
+        assert!(got[0].bit_eq(&tensors[i]), "push {i} arrived intact, in order");
+    }
+    drop(kept);
+    server.shutdown();
+}

@@ -126,7 +126,33 @@ pub struct ShmChannel {
     hangup: Arc<hangup::HangupSignal>,
     /// The socket's place in the hang-up watch, once watched.
     watched: Option<hangup::Watched>,
+    /// The consumer's data head when a wait for ring space last ran out
+    /// (`NOT_STALLED` when none): while it stays there, a frame that does
+    /// not fit goes straight over the socket. A span the reader keeps for
+    /// long (a received tensor it holds) stops the ring behind it; waiting
+    /// `SPACE_WAIT` for every frame then would cost more than the socket.
+    stalled_at_head: std::sync::atomic::AtomicU64,
+    stats: ChannelStats,
     limits: FrameLimits,
+}
+
+const NOT_STALLED: u64 = u64::MAX;
+
+/// What one channel sent (also counted process-wide in `crate::counters`).
+#[derive(Debug, Default)]
+struct ChannelStats {
+    frames: std::sync::atomic::AtomicU64,
+    socket_frames: std::sync::atomic::AtomicU64,
+    space_stalls: std::sync::atomic::AtomicU64,
+}
+
+/// A channel's sent frames: through the ring, over the socket instead,
+/// and waits for ring space that ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShmStats {
+    pub frames: u64,
+    pub socket_frames: u64,
+    pub space_stalls: u64,
 }
 
 impl std::fmt::Debug for ShmChannel {
@@ -183,8 +209,34 @@ impl ShmChannel {
             rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
             rx_direction: receive,
             watched: None,
+            stalled_at_head: std::sync::atomic::AtomicU64::new(NOT_STALLED),
+            stats: ChannelStats::default(),
             limits,
         }
+    }
+
+    pub fn stats(&self) -> ShmStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        ShmStats {
+            frames: self.stats.frames.load(Relaxed),
+            socket_frames: self.stats.socket_frames.load(Relaxed),
+            space_stalls: self.stats.space_stalls.load(Relaxed),
+        }
+    }
+
+    /// Whether the last wait for ring space ran out and the reader has
+    /// released nothing since (so waiting again is pointless).
+    pub(crate) fn ring_stalled(&self) -> bool {
+        let at = self.stalled_at_head.load(std::sync::atomic::Ordering::Acquire);
+        at != NOT_STALLED && at == self.tx.lock().consumer_data_head()
+    }
+
+    /// A wait for ring space ran out.
+    pub(crate) fn note_space_stall(&self) {
+        let head = self.tx.lock().consumer_data_head();
+        self.stalled_at_head.store(head, std::sync::atomic::Ordering::Release);
+        self.stats.space_stalls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::counters::count_shm_space_stall();
     }
 
     /// Puts the connection's socket in the hang-up watch, so that the
@@ -239,6 +291,9 @@ impl ShmChannel {
         if tx.consumer_may_sleep() {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
+        drop(tx);
+        self.stats.frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::counters::count_shm_frame();
         Placed::Sent
     }
 
@@ -250,6 +305,9 @@ impl ShmChannel {
         if tx.consumer_may_sleep() {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
+        drop(tx);
+        self.stats.socket_frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::counters::count_shm_socket_frame();
     }
 
     /// Wakes this side's reader (the connection is closing).

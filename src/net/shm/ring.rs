@@ -276,6 +276,11 @@ impl Producer {
     pub fn memory(&self) -> &RingMemory {
         &self.memory
     }
+
+    /// The consumer's data head as it stands now.
+    pub fn consumer_data_head(&self) -> u64 {
+        self.memory.control().consumer.data_head.load(Ordering::Acquire)
+    }
 }
 
 /// Out-of-order releases, folded into the in-order `data_head`.
