@@ -18,11 +18,11 @@
 //! (see `src/net/README.md`).
 
 pub mod doorbell;
-pub mod hangup;
 pub mod region;
 pub mod ring;
 #[cfg(test)]
 mod tests;
+pub mod watch;
 
 use crate::alloc::IoBuf;
 use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, ReceivedFrame};
@@ -42,7 +42,7 @@ pub const SMALL_FRAME_COPY_BYTES: u64 = 4096;
 
 /// How often a sender waiting for ring space checks that the peer's socket
 /// is still open; also how long a reader sleeps between such checks when
-/// the hang-up watch (`hangup.rs`) is not running.
+/// the channel watch (`watch.rs`) is not running.
 pub const LIVENESS_SLICE: Duration = Duration::from_millis(10);
 
 /// How long a sender waits for the reader to release ring space before a
@@ -72,14 +72,29 @@ pub struct ShmOptions {
     /// Descriptor slots per direction (a power of two): frames in flight.
     pub slots: u32,
     #[doc(hidden)]
+    /// After a frame that reached past the ring's first
+    /// [`TRIM_KEEP_BYTES`], once this side has sent nothing that large for
+    /// this long, the ring's free pages past them go back to the kernel
+    /// (`Duration::ZERO`: never).
+    pub trim_after: Duration,
     pub fault: Option<ShmFault>,
 }
 
 impl Default for ShmOptions {
     fn default() -> Self {
-        ShmOptions { enabled: enabled_by_env(), ring_bytes: 160 << 20, slots: 1024, fault: None }
+        ShmOptions {
+            enabled: enabled_by_env(),
+            ring_bytes: 160 << 20,
+            slots: 1024,
+            trim_after: Duration::from_secs(5),
+            fault: None,
+        }
     }
 }
+
+/// The first bytes of each data ring, which stay resident through trims:
+/// small frames and the large frames of a busy connection reuse them.
+pub const TRIM_KEEP_BYTES: u64 = 8 << 20;
 
 /// `RINGFLOW_TRANSPORT=tcp` (or a TCP driver's name) turns shared memory off.
 pub fn enabled_by_env() -> bool {
@@ -118,14 +133,14 @@ pub(crate) struct RxState {
 /// One connection's shared-memory channel, both directions.
 pub struct ShmChannel {
     region: Arc<SharedRegion>,
-    tx: Mutex<Producer>,
+    tx: Arc<TxSide>,
     pub(crate) rx: Mutex<RxState>,
     /// The direction this side reads (its doorbell wakes our reader).
     rx_direction: Direction,
     /// Set, and our reader woken, when the peer's socket hangs up.
-    hangup: Arc<hangup::HangupSignal>,
+    hangup: Arc<watch::HangupSignal>,
     /// The socket's place in the hang-up watch, once watched.
-    watched: Option<hangup::Watched>,
+    watched: Option<watch::Watched>,
     /// The consumer's data head when a wait for ring space last ran out
     /// (`NOT_STALLED` when none): while it stays there, a frame that does
     /// not fit goes straight over the socket. A span the reader keeps for
@@ -192,7 +207,8 @@ pub enum ShmError {
 }
 
 impl ShmChannel {
-    pub fn new(region: SharedRegion, side: Side, limits: FrameLimits) -> ShmChannel {
+    /// `trim_after`: see [`ShmOptions::trim_after`].
+    pub fn new(region: SharedRegion, side: Side, limits: FrameLimits, trim_after: Duration) -> ShmChannel {
         let (send, receive) = match side {
             Side::Client => (Direction::ClientToServer, Direction::ServerToClient),
             Side::Server => (Direction::ServerToClient, Direction::ClientToServer),
@@ -203,9 +219,16 @@ impl ShmChannel {
         // end of one direction and its consumer end of the other.
         let (producer, consumer) = unsafe { (Producer::new(region.ring(send)), Consumer::new(region.ring(receive))) };
         ShmChannel {
-            hangup: Arc::new(hangup::HangupSignal::new(region.clone(), receive)),
+            hangup: Arc::new(watch::HangupSignal::new(region.clone(), receive)),
+            tx: Arc::new(TxSide {
+                producer: Mutex::new(producer),
+                region: region.clone(),
+                direction: send,
+                trim_after,
+                last_large_ns: std::sync::atomic::AtomicU64::new(0),
+                trim_scheduled: std::sync::atomic::AtomicBool::new(false),
+            }),
             region,
-            tx: Mutex::new(producer),
             rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
             rx_direction: receive,
             watched: None,
@@ -228,12 +251,12 @@ impl ShmChannel {
     /// released nothing since (so waiting again is pointless).
     pub(crate) fn ring_stalled(&self) -> bool {
         let at = self.stalled_at_head.load(std::sync::atomic::Ordering::Acquire);
-        at != NOT_STALLED && at == self.tx.lock().consumer_data_head()
+        at != NOT_STALLED && at == self.tx.producer.lock().consumer_data_head()
     }
 
     /// A wait for ring space ran out.
     pub(crate) fn note_space_stall(&self) {
-        let head = self.tx.lock().consumer_data_head();
+        let head = self.tx.producer.lock().consumer_data_head();
         self.stalled_at_head.store(head, std::sync::atomic::Ordering::Release);
         self.stats.space_stalls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         crate::counters::count_shm_space_stall();
@@ -243,7 +266,7 @@ impl ShmChannel {
     /// reader may sleep without a timeout. On failure (logged) the reader
     /// keeps checking the socket itself between bounded sleeps.
     pub(crate) fn watch_socket(&mut self, socket: std::os::fd::RawFd) {
-        match hangup::watch_socket(socket, self.hangup.clone()) {
+        match watch::watch_socket(socket, self.hangup.clone()) {
             Ok(watched) => self.watched = Some(watched),
             Err(e) => tracing::warn!("shared-memory channel: {e}; its reader checks the socket every 10 ms"),
         }
@@ -251,7 +274,7 @@ impl ShmChannel {
 
     /// Whether a hang-up of the peer's socket wakes the reader.
     pub(crate) fn hangup_watched(&self) -> bool {
-        self.watched.is_some() && hangup::running()
+        self.watched.is_some() && watch::running()
     }
 
     /// Whether the peer's socket hung up (seen by the watch).
@@ -263,7 +286,7 @@ impl ShmChannel {
     /// write of its bytes), publishes it and rings the doorbell when the
     /// peer may sleep. The caller holds the connection's send lock.
     pub(crate) fn try_place(&self, frame: &OutgoingFrame) -> Placed {
-        let mut tx = self.tx.lock();
+        let mut tx = self.tx.producer.lock();
         if !tx.has_slot() {
             return Placed::NoSlot;
         }
@@ -274,6 +297,7 @@ impl ShmChannel {
         let Some(at) = tx.reserve(len) else {
             return Placed::NoSpace { too_large: false };
         };
+        self.tx.note_placed(at, tx.capacity());
         let mut dst = tx.bytes(at);
         let mut written = 0u64;
         for slice in frame.io_slices().iter() {
@@ -300,7 +324,7 @@ impl ShmChannel {
     /// Publishes "the next frame is on the socket". The caller checked
     /// that a slot is free (`Placed::NoSpace`) and still holds the send lock.
     pub(crate) fn publish_via_socket(&self) {
-        let mut tx = self.tx.lock();
+        let mut tx = self.tx.producer.lock();
         tx.publish(None);
         if tx.consumer_may_sleep() {
             doorbell::ring(&tx.memory().doorbell().seq);
@@ -384,6 +408,73 @@ impl ShmChannel {
 
     pub fn region(&self) -> &SharedRegion {
         &self.region
+    }
+}
+
+/// This side's sending end: the producer, and what the channel watch needs
+/// to trim the ring once the channel idles (`watch::Trim`).
+struct TxSide {
+    producer: Mutex<Producer>,
+    region: Arc<SharedRegion>,
+    direction: Direction,
+    trim_after: Duration,
+    /// When the last frame reaching past `TRIM_KEEP_BYTES` was placed, in
+    /// nanoseconds on `clock_base()`.
+    last_large_ns: std::sync::atomic::AtomicU64,
+    /// A trim is pending in the watch.
+    trim_scheduled: std::sync::atomic::AtomicBool,
+}
+
+fn clock_base() -> Instant {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *BASE.get_or_init(Instant::now)
+}
+
+impl TxSide {
+    /// A span was reserved at `at`: one reaching past the kept prefix
+    /// (re)starts the idle clock and asks for a trim. The caller holds the
+    /// producer's lock.
+    fn note_placed(self: &Arc<Self>, at: ring::Reservation, capacity: u64) {
+        if at.position % capacity + at.len <= TRIM_KEEP_BYTES || self.trim_after.is_zero() {
+            return;
+        }
+        let now = u64::try_from(clock_base().elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_large_ns.store(now, std::sync::atomic::Ordering::Relaxed);
+        if !self.trim_scheduled.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            let me: Arc<dyn watch::Trim> = self.clone();
+            watch::schedule_trim(Arc::downgrade(&me));
+        }
+    }
+
+    /// Returns the free pages past the kept prefix to the kernel; the
+    /// bytes punched.
+    fn punch_free_pages(&self) -> u64 {
+        let producer = self.producer.lock();
+        producer
+            .free_ranges()
+            .iter()
+            .map(|&(start, end)| self.region.punch(self.direction, start.max(TRIM_KEEP_BYTES), end))
+            .sum()
+    }
+}
+
+impl watch::Trim for TxSide {
+    fn due(&self) -> Instant {
+        let last = self.last_large_ns.load(std::sync::atomic::Ordering::Relaxed);
+        clock_base() + Duration::from_nanos(last) + self.trim_after
+    }
+
+    fn trim(&self, now: Instant) -> bool {
+        if self.due() > now {
+            return false;
+        }
+        // Cleared first: a large frame placed from here on asks again.
+        self.trim_scheduled.store(false, std::sync::atomic::Ordering::Release);
+        let punched = self.punch_free_pages();
+        tracing::debug!("shared-memory ring idle: {punched} bytes of free pages returned");
+        // A large frame placed while this ran, before the flag was clear,
+        // asked for nothing: keep this request for it.
+        self.due() <= now || self.trim_scheduled.swap(true, std::sync::atomic::Ordering::AcqRel)
     }
 }
 
@@ -511,7 +602,7 @@ pub(crate) fn negotiate_client(
         return fallback(format!("the server could not map the region: {}", last.reason));
     }
     tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
-    Ok(Some(ShmChannel::new(region, Side::Client, limits)))
+    Ok(Some(ShmChannel::new(region, Side::Client, limits, options.trim_after)))
 }
 
 fn read_answer(control: &mut dyn ControlChannel, deadline: Instant) -> Result<ShmAnswer, String> {
@@ -598,7 +689,7 @@ pub(crate) fn answer_offer(
         Ok(region) => {
             answer(control, MAPPED, String::new())?;
             tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
-            Ok(Some(ShmChannel::new(region, Side::Server, limits)))
+            Ok(Some(ShmChannel::new(region, Side::Server, limits, options.trim_after)))
         }
         Err(reason) => {
             tracing::warn!("shared memory with {peer} unavailable ({reason}); using TCP");

@@ -189,6 +189,26 @@ impl SharedRegion {
         self.token
     }
 
+    /// Returns the whole pages inside `[start, end)` of `direction`'s data
+    /// ring to the kernel (they read as zeros when next touched), for both
+    /// processes: the memfd's pages themselves are freed. The caller owns
+    /// those bytes (the ring's free space, under the producer's lock).
+    pub fn punch(&self, direction: Direction, start: u64, end: u64) -> u64 {
+        let data = self.layout.data[direction as usize];
+        let first = (data + start).next_multiple_of(PAGE);
+        let last = (data + end.min(self.layout.capacity)) / PAGE * PAGE;
+        if last <= first {
+            return 0;
+        }
+        // SAFETY: a page-aligned range inside our mapping (inside the data
+        // ring, which lies inside the region); MADV_REMOVE only drops pages,
+        // which the caller guarantees nobody reads before writing again.
+        let rc = unsafe {
+            libc::madvise(self.base.as_ptr().add(first as usize).cast(), (last - first) as usize, libc::MADV_REMOVE)
+        };
+        if rc == 0 { last - first } else { 0 }
+    }
+
     /// One direction's memory.
     pub fn ring(&self, direction: Direction) -> RingMemory {
         let at = |offset: u64| self.base.as_ptr().wrapping_add(offset as usize);

@@ -281,6 +281,26 @@ impl Producer {
     pub fn consumer_data_head(&self) -> u64 {
         self.memory.control().consumer.data_head.load(Ordering::Acquire)
     }
+
+    /// The data ring's free bytes now, as up to two `[start, end)` offset
+    /// ranges (empty ones have `start == end`): bytes only the producer may
+    /// write, which the consumer reads only after a later publish.
+    pub fn free_ranges(&self) -> [(u64, u64); 2] {
+        let capacity = self.memory.capacity;
+        let head = self.consumer_data_head();
+        // A head past our tail is a broken peer: report nothing free.
+        let used = self.data_tail.checked_sub(head).filter(|&u| u <= capacity).unwrap_or(capacity);
+        let free = capacity - used;
+        let start = self.data_tail % capacity;
+        let first_end = (start + free).min(capacity);
+        let wrapped = free - (first_end - start);
+        [(start, first_end), (0, wrapped)]
+    }
+
+    /// Whether every published span has been released.
+    pub fn is_drained(&self) -> bool {
+        self.consumer_data_head() == self.data_tail
+    }
 }
 
 /// Out-of-order releases, folded into the in-order `data_head`.
