@@ -544,6 +544,32 @@ mod tests {
     }
 
     #[test]
+    fn free_ranges_are_the_bytes_no_live_span_holds() {
+        let mut heap = HeapRing::new(4, 512);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer and one consumer.
+        let (mut producer, mut consumer) = unsafe { (Producer::new(memory), Consumer::new(memory)) };
+        assert_eq!(producer.free_ranges(), [(0, 512), (0, 0)]);
+        assert!(producer.is_drained());
+        let a = producer.reserve(192).unwrap();
+        producer.publish(Some(a));
+        assert_eq!(producer.free_ranges(), [(192, 512), (0, 0)], "published, not yet released");
+        let b = producer.reserve(192).unwrap();
+        producer.publish(Some(b));
+        let Some(Received::Frame { span: span_a, .. }) = consumer.poll().unwrap() else { panic!() };
+        let Some(Received::Frame { span: span_b, .. }) = consumer.poll().unwrap() else { panic!() };
+        drop(span_a);
+        assert_eq!(producer.free_ranges(), [(384, 512), (0, 192)], "free space wraps past the end");
+        assert!(!producer.is_drained());
+        drop(span_b);
+        assert_eq!(producer.free_ranges(), [(384, 512), (0, 384)]);
+        assert!(producer.is_drained());
+        // A consumer that claims a head past the producer's tail frees nothing.
+        memory.control().consumer.data_head.store(10_000, Ordering::Release);
+        assert_eq!(producer.free_ranges(), [(384, 384), (0, 0)]);
+    }
+
+    #[test]
     fn spans_cross_in_order_and_space_returns_only_in_order() {
         let mut heap = HeapRing::new(4, 512);
         let memory = heap.memory();
