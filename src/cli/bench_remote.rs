@@ -120,7 +120,7 @@ pub fn sent_remote_graph() -> GraphSpec {
 pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     let iters = if opts.iterations == 0 { 5_000 } else { opts.iterations };
     if let Some(other) = &opts.against {
-        return step_remote_against(other, iters);
+        return step_remote_against(other, iters, opts.shm);
     }
     if opts.shm {
         return step_remote_shm(iters);
@@ -170,12 +170,15 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     Ok(figures)
 }
 
-fn step_remote_against(other: &std::path::Path, iters: usize) -> Result<Vec<Figure>> {
-    let ours = cluster(2)?;
-    let theirs = LocalCluster::start(other, 2, &LocalClusterOptions::default())
+/// Both clusters on the same transport (TCP, or shared memory with
+/// `shm`): a comparison of builds, not of transports.
+fn step_remote_against(other: &std::path::Path, iters: usize, shm: bool) -> Result<Vec<Figure>> {
+    let ours = if shm { shm_cluster(2)? } else { cluster(2)? };
+    let theirs = LocalCluster::start(other, 2, &LocalClusterOptions { force_tcp: !shm, ..Default::default() })
         .map_err(|e| e.context(format_args!("starting servers from {}", other.display())))?;
+    let transport = if shm { "shared memory" } else { "TCP" };
     let note = format!(
-        "baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of {TURN_BLOCK} steps",
+        "{transport}; baseline: the same steps on servers from {}, both clusters up at once, the client alternating blocks of {TURN_BLOCK} steps",
         other.display()
     );
     let mut figures = Vec::new();
