@@ -52,7 +52,7 @@ impl Default for PoolOptions {
 
 /// Longest a parked thread sleeps before looking again on its own; a safety
 /// net, not part of the wake-up protocol.
-const PARK_TIMEOUT: Duration = Duration::from_millis(100);
+const PARK_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Shared {
     id: usize,
@@ -368,7 +368,7 @@ mod tests {
         for _ in 0..200 {
             let (tx, rx) = mpsc::channel();
             p.spawn(move || tx.send(()).unwrap());
-            rx.recv_timeout(Duration::from_millis(50)).expect("a parked thread was woken (not the 100 ms safety net)");
+            rx.recv_timeout(Duration::from_millis(50)).expect("a parked thread was woken (not the 1 s safety net)");
         }
     }
 

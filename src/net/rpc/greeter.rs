@@ -20,9 +20,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Longest the loop sleeps, so it sees a shutdown without a wake-up.
-const MAX_POLL: Duration = Duration::from_millis(100);
-
 struct Pending {
     stream: TcpStream,
     peer: String,
@@ -66,11 +63,19 @@ pub(super) fn run(listener: &TcpListener, shared: &Arc<Shared>, established: imp
             events: libc::POLLIN,
             revents: 0,
         }));
+        // Asleep until a connection, a pending handshake's deadline, or
+        // shutdown (which shuts the listening socket down, waking this
+        // poll): an idle server's acceptor does not wake.
         let now = Instant::now();
-        let next_deadline = pending.iter().map(|p| p.deadline).min().unwrap_or(now + MAX_POLL);
-        let wait = next_deadline.saturating_duration_since(now).min(MAX_POLL);
+        let wait_ms = match pending.iter().map(|p| p.deadline).min() {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(now).as_micros().div_ceil(1000);
+                i32::try_from(left).unwrap_or(i32::MAX)
+            }
+            None => -1,
+        };
         // SAFETY: `pollfds` is a valid array of its length for the call.
-        let ready = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, wait.as_millis() as i32) };
+        let ready = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, wait_ms) };
         if ready < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -162,7 +167,11 @@ fn accept_all(listener: &TcpListener, shared: &Shared, pending: &mut Vec<Pending
                 // Out of descriptors, most likely: make room by closing the
                 // connection that has waited longest.
                 tracing::warn!("accept: {e}");
-                if !pending.is_empty() {
+                if pending.is_empty() {
+                    // Nothing to close: the listener stays readable, so
+                    // back off rather than spin on the same failure.
+                    std::thread::sleep(Duration::from_millis(10));
+                } else {
                     pending.remove(0);
                     *evicted += 1;
                 }
