@@ -18,7 +18,7 @@
 //! k is SHA-256 of the secret file's contents (trailing whitespace
 //! trimmed). Fresh nonces on both sides mean a recorded exchange proves
 //! nothing later. Nothing but these frames is decoded before the proof
-//! checks; the wire is not encrypted (README says what that leaves open).
+//! checks; the wire is not encrypted (deploy/README.md says what that leaves open).
 
 use super::TransportOptions;
 use super::conn::NetError;
