@@ -33,6 +33,7 @@ use ring::{Consumer, Producer, Received, RingError};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Frames up to this size are copied out of the ring on receipt and their
@@ -146,7 +147,7 @@ pub struct ShmChannel {
     /// not fit goes straight over the socket. A span the reader keeps for
     /// long (a received tensor it holds) stops the ring behind it; waiting
     /// `SPACE_WAIT` for every frame then would cost more than the socket.
-    stalled_at_head: std::sync::atomic::AtomicU64,
+    stalled_at_head: AtomicU64,
     stats: ChannelStats,
     limits: FrameLimits,
 }
@@ -156,9 +157,9 @@ const NOT_STALLED: u64 = u64::MAX;
 /// What one channel sent (also counted process-wide in `crate::counters`).
 #[derive(Debug, Default)]
 struct ChannelStats {
-    frames: std::sync::atomic::AtomicU64,
-    socket_frames: std::sync::atomic::AtomicU64,
-    space_stalls: std::sync::atomic::AtomicU64,
+    frames: AtomicU64,
+    socket_frames: AtomicU64,
+    space_stalls: AtomicU64,
 }
 
 /// A channel's sent frames: through the ring, over the socket instead,
@@ -225,21 +226,21 @@ impl ShmChannel {
                 region: region.clone(),
                 direction: send,
                 trim_after,
-                last_large_ns: std::sync::atomic::AtomicU64::new(0),
-                trim_scheduled: std::sync::atomic::AtomicBool::new(false),
+                last_large_ns: AtomicU64::new(0),
+                trim_scheduled: AtomicBool::new(false),
             }),
             region,
             rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
             rx_direction: receive,
             watched: None,
-            stalled_at_head: std::sync::atomic::AtomicU64::new(NOT_STALLED),
+            stalled_at_head: AtomicU64::new(NOT_STALLED),
             stats: ChannelStats::default(),
             limits,
         }
     }
 
     pub fn stats(&self) -> ShmStats {
-        use std::sync::atomic::Ordering::Relaxed;
+        use Ordering::Relaxed;
         ShmStats {
             frames: self.stats.frames.load(Relaxed),
             socket_frames: self.stats.socket_frames.load(Relaxed),
@@ -250,15 +251,15 @@ impl ShmChannel {
     /// Whether the last wait for ring space ran out and the reader has
     /// released nothing since (so waiting again is pointless).
     pub(crate) fn ring_stalled(&self) -> bool {
-        let at = self.stalled_at_head.load(std::sync::atomic::Ordering::Acquire);
+        let at = self.stalled_at_head.load(Ordering::Acquire);
         at != NOT_STALLED && at == self.tx.producer.lock().consumer_data_head()
     }
 
     /// A wait for ring space ran out.
     pub(crate) fn note_space_stall(&self) {
         let head = self.tx.producer.lock().consumer_data_head();
-        self.stalled_at_head.store(head, std::sync::atomic::Ordering::Release);
-        self.stats.space_stalls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stalled_at_head.store(head, Ordering::Release);
+        self.stats.space_stalls.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_space_stall();
     }
 
@@ -316,7 +317,7 @@ impl ShmChannel {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
         drop(tx);
-        self.stats.frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats.frames.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_frame();
         Placed::Sent
     }
@@ -330,7 +331,7 @@ impl ShmChannel {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
         drop(tx);
-        self.stats.socket_frames.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats.socket_frames.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_socket_frame();
     }
 
@@ -420,9 +421,9 @@ struct TxSide {
     trim_after: Duration,
     /// When the last frame reaching past `TRIM_KEEP_BYTES` was placed, in
     /// nanoseconds on `clock_base()`.
-    last_large_ns: std::sync::atomic::AtomicU64,
+    last_large_ns: AtomicU64,
     /// A trim is pending in the watch.
-    trim_scheduled: std::sync::atomic::AtomicBool,
+    trim_scheduled: AtomicBool,
 }
 
 fn clock_base() -> Instant {
@@ -439,8 +440,8 @@ impl TxSide {
             return;
         }
         let now = u64::try_from(clock_base().elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_large_ns.store(now, std::sync::atomic::Ordering::Relaxed);
-        if !self.trim_scheduled.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        self.last_large_ns.store(now, Ordering::Relaxed);
+        if !self.trim_scheduled.swap(true, Ordering::AcqRel) {
             let me: Arc<dyn watch::Trim> = self.clone();
             watch::schedule_trim(Arc::downgrade(&me));
         }
@@ -460,7 +461,7 @@ impl TxSide {
 
 impl watch::Trim for TxSide {
     fn due(&self) -> Instant {
-        let last = self.last_large_ns.load(std::sync::atomic::Ordering::Relaxed);
+        let last = self.last_large_ns.load(Ordering::Relaxed);
         clock_base() + Duration::from_nanos(last) + self.trim_after
     }
 
@@ -469,12 +470,12 @@ impl watch::Trim for TxSide {
             return false;
         }
         // Cleared first: a large frame placed from here on asks again.
-        self.trim_scheduled.store(false, std::sync::atomic::Ordering::Release);
+        self.trim_scheduled.store(false, Ordering::Release);
         let punched = self.punch_free_pages();
         tracing::debug!("shared-memory ring idle: {punched} bytes of free pages returned");
         // A large frame placed while this ran, before the flag was clear,
         // asked for nothing: keep this request for it.
-        self.due() <= now || self.trim_scheduled.swap(true, std::sync::atomic::Ordering::AcqRel)
+        self.due() <= now || self.trim_scheduled.swap(true, Ordering::AcqRel)
     }
 }
 
