@@ -718,3 +718,46 @@ fn a_span_the_reader_keeps_stalls_the_ring_once_and_later_frames_take_the_socket
     drop(kept);
     server.shutdown();
 }
+
+#[test]
+fn frames_go_around_a_span_the_reader_keeps_without_stalling() {
+    // The server keeps the first pushed tensor (lent from the ring) and
+    // lets every later one go: the later ones lap the 4 MiB ring five
+    // times around the kept one, all through the ring.
+    let service = Arc::new(TestService::default());
+    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
+    assert!(client.is_shared_memory());
+    let kept = Tensor::build::<f32>([128 << 10], |s| s.fill(-1.0)).unwrap();
+    for step_id in 0..41u64 {
+        let t = if step_id == 0 {
+            kept.clone()
+        } else {
+            Tensor::build::<f32>([128 << 10], |s| s.fill(step_id as f32)).unwrap()
+        };
+        let mut list = PayloadList::new();
+        let push = message::TensorPush {
+            session_handle: String::new(),
+            step_id,
+            rendezvous_key: "keep the first".into(),
+            tensor: list.add(&t),
+            dead: false,
+        };
+        client.push_msg(&push, list.tensors()).unwrap();
+        // Its answer means the push was handled.
+        client.call(Method::Ping, b"after", &[], soon()).unwrap();
+        let mut pushes = service.pushes.lock();
+        assert!(pushes.last().unwrap().1[0].bit_eq(&t), "push {step_id} arrived intact");
+        pushes.truncate(1);
+    }
+    let stats = client.shm_stats().unwrap();
+    assert_eq!(
+        (stats.socket_frames, stats.space_stalls),
+        (0, 0),
+        "{stats:?}: every frame went through the ring at once"
+    );
+    let pushes = service.pushes.lock();
+    assert!(pushes[0].1[0].bit_eq(&kept), "the kept tensor was never overwritten");
+    drop(pushes);
+    server.shutdown();
+}

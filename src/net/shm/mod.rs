@@ -142,12 +142,14 @@ pub struct ShmChannel {
     hangup: Arc<watch::HangupSignal>,
     /// The socket's place in the hang-up watch, once watched.
     watched: Option<watch::Watched>,
-    /// The consumer's data head when a wait for ring space last ran out
-    /// (`NOT_STALLED` when none): while it stays there, a frame that does
-    /// not fit goes straight over the socket. A span the reader keeps for
-    /// long (a received tensor it holds) stops the ring behind it; waiting
-    /// `SPACE_WAIT` for every frame then would cost more than the socket.
-    stalled_at_head: AtomicU64,
+    /// The consumer's progress (`Producer::consumer_progress`) when a wait
+    /// for ring space last ran out (`NOT_STALLED` when none): while the
+    /// reader releases nothing, a frame that does not fit goes straight
+    /// over the socket. Spans the reader keeps leave room between them
+    /// (the ring places frames around up to `ring::HOLDS` of them), but
+    /// enough kept spans fill the ring; waiting `SPACE_WAIT` for every
+    /// frame then would cost more than the socket.
+    stalled_at_progress: AtomicU64,
     stats: ChannelStats,
     limits: FrameLimits,
 }
@@ -233,7 +235,7 @@ impl ShmChannel {
             rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
             rx_direction: receive,
             watched: None,
-            stalled_at_head: AtomicU64::new(NOT_STALLED),
+            stalled_at_progress: AtomicU64::new(NOT_STALLED),
             stats: ChannelStats::default(),
             limits,
         }
@@ -251,14 +253,14 @@ impl ShmChannel {
     /// Whether the last wait for ring space ran out and the reader has
     /// released nothing since (so waiting again is pointless).
     pub(crate) fn ring_stalled(&self) -> bool {
-        let at = self.stalled_at_head.load(Ordering::Acquire);
-        at != NOT_STALLED && at == self.tx.producer.lock().consumer_data_head()
+        let at = self.stalled_at_progress.load(Ordering::Acquire);
+        at != NOT_STALLED && at == self.tx.producer.lock().consumer_progress()
     }
 
     /// A wait for ring space ran out.
     pub(crate) fn note_space_stall(&self) {
-        let head = self.tx.producer.lock().consumer_data_head();
-        self.stalled_at_head.store(head, Ordering::Release);
+        let progress = self.tx.producer.lock().consumer_progress();
+        self.stalled_at_progress.store(progress, Ordering::Release);
         self.stats.space_stalls.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_space_stall();
     }
@@ -284,35 +286,33 @@ impl ShmChannel {
     }
 
     /// Writes `frame` into the peer's ring if there is room now (the one
-    /// write of its bytes), publishes it and rings the doorbell when the
-    /// peer may sleep. The caller holds the connection's send lock.
+    /// write of its bytes: into the slot itself when it fits, else into the
+    /// data ring), publishes it and rings the doorbell when the peer may
+    /// sleep. The caller holds the connection's send lock.
     pub(crate) fn try_place(&self, frame: &OutgoingFrame) -> Placed {
         let mut tx = self.tx.producer.lock();
         if !tx.has_slot() {
             return Placed::NoSlot;
         }
         let len = frame.header.frame_len();
-        if len > tx.capacity() {
-            return Placed::NoSpace { too_large: true };
-        }
-        let Some(at) = tx.reserve(len) else {
-            return Placed::NoSpace { too_large: false };
-        };
-        self.tx.note_placed(at, tx.capacity());
-        let mut dst = tx.bytes(at);
-        let mut written = 0u64;
-        for slice in frame.io_slices().iter() {
-            // SAFETY: the reservation is `len` bytes inside the peer's data
-            // ring that the peer released and reads only after `publish`;
-            // the slices add up to the frame's length, `len` (asserted).
-            unsafe {
-                std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
-                dst = dst.add(slice.len());
+        if len <= ring::INLINE_BYTES as u64 {
+            // SAFETY: a free slot's inline bytes are ours until published,
+            // and the frame fits them.
+            unsafe { write_frame(frame, tx.inline_bytes(), len) };
+            tx.publish_inline(len as usize);
+        } else {
+            if len > tx.capacity() {
+                return Placed::NoSpace { too_large: true };
             }
-            written += slice.len() as u64;
+            let Some(at) = tx.reserve(len) else {
+                return Placed::NoSpace { too_large: false };
+            };
+            self.tx.note_placed(at, tx.capacity());
+            // SAFETY: the reservation is `len` bytes inside the peer's data
+            // ring that the peer released and reads only after `publish`.
+            unsafe { write_frame(frame, tx.bytes(at), len) };
+            tx.publish(Some(at));
         }
-        assert_eq!(written, len, "a frame's slices add up to its length");
-        tx.publish(Some(at));
         if tx.consumer_may_sleep() {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
@@ -342,9 +342,13 @@ impl ShmChannel {
 
     /// The next frame in the ring, if one was published.
     pub(crate) fn poll(&self, rx: &mut RxState) -> Result<Polled, ShmError> {
-        match rx.consumer.poll()? {
+        // SAFETY: `poll` hands over `len` bytes inside the slot, readable
+        // until it returns.
+        let polled = rx.consumer.poll(|at, len| unsafe { self.decode_copy(at, len) })?;
+        match polled {
             None => Ok(Polled::Empty),
             Some(Received::ViaSocket) => Ok(Polled::ViaSocket),
+            Some(Received::Inline(frame)) => Ok(Polled::Frame(frame?)),
             Some(Received::Frame { offset, len, span }) => {
                 let base = rx.consumer.bytes(offset);
                 let keep: Arc<dyn Send + Sync> = self.region.clone();
@@ -353,15 +357,17 @@ impl ShmChannel {
         }
     }
 
-    /// Turns a span of the ring into a frame. The header, metadata and
-    /// payload table are copied out before they are checked (the peer can
-    /// still write the ring: what was checked must not change); numeric
-    /// payloads of large frames stay in place, lent to their tensors.
-    fn decode(&self, base: *mut u8, len: usize, span: ring::LentSpan) -> Result<ReceivedFrame, FrameError> {
+    /// The header of the `len`-byte frame at `at`, copied out and checked.
+    ///
+    /// # Safety
+    /// `len` >= 64 readable bytes at `at`.
+    unsafe fn header_at(&self, at: *const u8, len: usize) -> Result<FrameHeader, FrameError> {
+        if len < HEADER_BYTES {
+            return Err(FrameError::InconsistentLengths(format!("a {len}-byte frame in the ring")));
+        }
         let mut header_bytes = [0u8; HEADER_BYTES];
-        // SAFETY: `len` >= 64 bytes at `base` lie inside the data ring (the
-        // consumer checked the span) and stay mapped while `span` lives.
-        unsafe { std::ptr::copy_nonoverlapping(base, header_bytes.as_mut_ptr(), HEADER_BYTES) };
+        // SAFETY: the caller's promise, and `len` >= HEADER_BYTES.
+        unsafe { std::ptr::copy_nonoverlapping(at, header_bytes.as_mut_ptr(), HEADER_BYTES) };
         let header = FrameHeader::decode(&header_bytes, &self.limits)?;
         if header.frame_len() != len as u64 {
             return Err(FrameError::InconsistentLengths(format!(
@@ -369,9 +375,41 @@ impl ShmChannel {
                 header.frame_len()
             )));
         }
+        Ok(header)
+    }
+
+    /// A frame copied whole out of the ring (a slot's inline bytes).
+    ///
+    /// # Safety
+    /// `len` readable bytes at `at`.
+    unsafe fn decode_copy(&self, at: *const u8, len: usize) -> Result<ReceivedFrame, FrameError> {
+        // SAFETY: the caller's promise.
+        let header = unsafe { self.header_at(at, len)? };
+        let body_len = header.body_len as usize;
+        let body = IoBuf::for_receive(body_len).map_err(|e| FrameError::Alloc(body_len as u64, e.to_string()))?;
+        // SAFETY: the body lies inside the frame (frame_len == len); the
+        // destination is our fresh buffer of `body_len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(at.add(HEADER_BYTES), body.as_mut_ptr(), body_len) };
+        ReceivedFrame::parse(header, Arc::new(body), 0)
+    }
+
+    /// Turns a span of the ring into a frame. The header, metadata and
+    /// payload table are copied out before they are checked (the peer can
+    /// still write the ring: what was checked must not change); numeric
+    /// payloads of large frames stay in place, lent to their tensors.
+    fn decode(&self, base: *mut u8, len: usize, span: ring::LentSpan) -> Result<ReceivedFrame, FrameError> {
+        if len as u64 <= SMALL_FRAME_COPY_BYTES {
+            // SAFETY: `len` bytes at `base` lie inside the data ring (the
+            // consumer checked the span) and stay mapped while `span` lives.
+            let frame = unsafe { self.decode_copy(base, len) };
+            drop(span);
+            return frame;
+        }
+        // SAFETY: as above.
+        let header = unsafe { self.header_at(base, len)? };
         let layout = header.layout();
         let head_len = layout.payload_offset as usize;
-        let copy_all = len as u64 <= SMALL_FRAME_COPY_BYTES || header.payload_bytes == 0;
+        let copy_all = header.payload_bytes == 0;
         let body_len = if copy_all { header.body_len as usize } else { head_len };
         let body = IoBuf::for_receive(body_len).map_err(|e| FrameError::Alloc(body_len as u64, e.to_string()))?;
         // SAFETY: the body lies inside the span (frame_len == len); the
@@ -482,6 +520,25 @@ impl watch::Trim for TxSide {
 /// Whether every payload in `table` is fixed-width data (any bit pattern a
 /// value); `false` for strings or a table that does not scan (then the
 /// payloads are copied and `parse` reports what is wrong).
+/// Copies `frame`'s bytes to `dst`.
+///
+/// # Safety
+/// `len` (the frame's length) writable bytes at `dst` that nobody else
+/// reads or writes meanwhile.
+unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
+    let mut written = 0u64;
+    for slice in frame.io_slices().iter() {
+        written += slice.len() as u64;
+        assert!(written <= len, "a frame's slices add up to its length");
+        // SAFETY: inside the caller's `len` bytes (checked just above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
+            dst = dst.add(slice.len());
+        }
+    }
+    assert_eq!(written, len, "a frame's slices add up to its length");
+}
+
 fn payloads_are_plain_data(table: &[u8], count: u32) -> bool {
     let mut at = 0usize;
     for _ in 0..count {

@@ -14,16 +14,17 @@
 //! 0      header: magic, version, slots, capacity, token, total bytes
 //! 1024   RingControl, client → server
 //! 2048   RingControl, server → client
-//! 4096   descriptors client → server | descriptors server → client
+//! 4096   slots client → server | slots server → client (512 B each)
 //!        data ring client → server   | data ring server → client
 //! ```
 
-use super::ring::{DESCRIPTOR_BYTES, Descriptor, RingControl, RingMemory};
+use super::ring::{RingControl, RingMemory, SLOT_BYTES, Slot};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
-const LAYOUT_VERSION: u32 = 1;
+/// 2: slots carry their own publish word and small frames inline.
+const LAYOUT_VERSION: u32 = 2;
 const PAGE: u64 = 4096;
 const CONTROL_OFFSETS: [u64; 2] = [1024, 2048];
 /// Bounds on what a peer may ask us to map.
@@ -69,7 +70,7 @@ impl Layout {
                 "data ring of {capacity} bytes: not a non-zero multiple of {PAGE} up to {MAX_CAPACITY}"
             ));
         }
-        let descriptor_bytes = (u64::from(slots) * DESCRIPTOR_BYTES as u64).next_multiple_of(PAGE);
+        let descriptor_bytes = (u64::from(slots) * SLOT_BYTES as u64).next_multiple_of(PAGE);
         let descriptors = [PAGE, PAGE + descriptor_bytes];
         let data0 = PAGE + 2 * descriptor_bytes;
         let data = [data0, data0 + capacity];
@@ -215,7 +216,7 @@ impl SharedRegion {
         let d = direction as usize;
         RingMemory {
             control: at(CONTROL_OFFSETS[d]).cast::<RingControl>().cast_const(),
-            descriptors: at(self.layout.descriptors[d]).cast::<Descriptor>(),
+            slots_base: at(self.layout.descriptors[d]).cast::<Slot>(),
             slots: u64::from(self.layout.slots),
             data: at(self.layout.data[d]),
             capacity: self.layout.capacity,
@@ -285,7 +286,11 @@ mod tests {
     fn a_created_region_opens_only_with_its_own_offer() {
         let layout = Layout::new(16, 8192).unwrap();
         let (region, fd) = SharedRegion::create(layout, [1, 2]).unwrap();
-        assert_eq!(region.layout().total, 4096 + 2 * 4096 + 2 * 8192);
+        assert_eq!(
+            region.layout().total,
+            4096 + 2 * (16 * 512) + 2 * 8192,
+            "header page, two slot arrays, two data rings"
+        );
         let other = SharedRegion::open(&fd, layout, [1, 2]).unwrap();
         assert!(SharedRegion::open(&fd, layout, [1, 3]).unwrap_err().contains("header"));
         let bigger = Layout::new(16, 16384).unwrap();

@@ -1,23 +1,28 @@
 //! The index protocol of one direction of a shared-memory channel: a ring
-//! of fixed descriptor slots and a data ring of frame bytes, each with a
-//! producer index and a consumer index in shared memory.
+//! of slots, each with its own publish word, that carry small frames inline
+//! and describe larger ones in a separate data ring of frame bytes.
 //!
-//! Owns: who may write which index and which bytes, and the checks that
-//! keep a hostile producer from making the consumer read outside the data
-//! ring. Must not know what a frame is (the channel above decodes the
-//! bytes), how to sleep (the doorbell), or where the memory comes from (the
-//! region): it works on raw pointers it is given, so the same code runs
-//! over a heap block under Miri.
+//! Owns: who may write which slot, index and byte, and the checks that keep
+//! a hostile producer from making the consumer read outside the ring. Must
+//! not know what a frame is (the channel above decodes the bytes), how to
+//! sleep (the doorbell), or where the memory comes from (the region): it
+//! works on raw pointers it is given, so the same code runs over a heap
+//! block under Miri.
 //!
 //! Ownership, per direction:
-//! - The producer alone writes `desc_tail`, the descriptor slots in
-//!   `[desc_head, desc_tail)`'s complement, and data bytes in
-//!   `[data_tail, data_head + capacity)`. It publishes a descriptor by
-//!   writing the slot, then storing `desc_tail` with `Release`.
-//! - The consumer alone writes `desc_head` (a slot is free again as soon as
-//!   the consumer has copied it out, before the frame is even decoded) and
-//!   `data_head` (data is free again only when every span before it has been
-//!   released: a received tensor borrows its span until it drops).
+//! - The producer alone writes slot `i` (descriptor, inline bytes, then its
+//!   `seq` word with `Release`: `seq == i + 1` publishes it) while the
+//!   consumer has released it (`i < desc_head + slots`), and data bytes in
+//!   `[data_tail, data_head + capacity)`. There is no shared tail index: a
+//!   consumer learns of a frame from the slot it reads next, so a small
+//!   frame costs it one cache-line transfer (publish word, descriptor and
+//!   the frame's first bytes share the slot's first line) instead of three
+//!   (tail, descriptor, data).
+//! - The consumer alone writes `desc_head` (a slot is free again once the
+//!   consumer has copied it out, inline bytes included, before the frame is
+//!   even decoded) and `data_head` (data is free again only when every span
+//!   before it has been released: a received tensor borrows its span until
+//!   it drops).
 //! - Spans are released out of order (tensors drop in any order); the
 //!   consumer advances `data_head` over the released prefix only, so bytes
 //!   that a live tensor reads are never handed back to the producer.
@@ -28,15 +33,16 @@
 //! ring is empty and the span fits before its current offset, it does so as
 //! well, so a quiet connection keeps reusing the first pages of the ring).
 //!
-//! Trust: a descriptor is copied out of shared memory before it is checked,
-//! and a span is handed out only when it lies wholly inside the data ring,
-//! starts where the previous one ended (or at the start of a later lap less
-//! than a lap away), and does not overlap a span still lent. A producer that
-//! breaks a rule is a protocol error; it can never make the consumer read
-//! outside the ring.
+//! Trust: a slot's descriptor (and inline bytes) are copied out of shared
+//! memory before they are checked, and a span is handed out only when it
+//! lies wholly inside the data ring, starts where the previous one ended
+//! (or at the start of a later lap less than a lap away), and does not
+//! overlap a span still lent. A publish word other than the expected one
+//! reads as "nothing yet". A producer that breaks a rule is a protocol
+//! error; it can never make the consumer read outside the ring.
 
 use parking_lot::Mutex;
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
@@ -51,11 +57,14 @@ pub const DESC_FRAME: u32 = 1;
 /// "The next frame comes over the socket": sent when a frame does not fit
 /// the data ring, so that frames stay in order across both paths.
 pub const DESC_VIA_SOCKET: u32 = 2;
+/// The frame's `len` bytes are in the slot itself.
+pub const DESC_INLINE: u32 = 3;
 
-/// The producer's cache line.
+/// The producer's cache line (no field the consumer reads on the hot path:
+/// publication is per slot).
 #[repr(C, align(64))]
 pub struct ProducerLine {
-    pub desc_tail: AtomicU64,
+    pub reserved: AtomicU64,
 }
 
 /// The consumer's cache line.
@@ -73,17 +82,36 @@ pub struct DoorbellLine {
     pub sleeping: AtomicU32,
 }
 
+/// Live spans the consumer publishes beyond its head.
+pub const HOLDS: usize = 8;
+
+/// The consumer's view of what it still holds, for a producer whose head
+/// rule finds no room: up to [`HOLDS`] live spans (oldest first) and
+/// `live_from`, from where on every position may be live. Bytes below
+/// `live_from` outside the listed spans are released, so the producer may
+/// place frames between them while an old span stays lent. Written under a
+/// sequence lock (`version` odd while the consumer writes).
+#[repr(C, align(64))]
+pub struct HoldsLine {
+    pub version: AtomicU64,
+    pub count: AtomicU64,
+    pub live_from: AtomicU64,
+    /// `start, end` pairs.
+    pub spans: [AtomicU64; 2 * HOLDS],
+}
+
 /// One direction's indices, each party's on its own cache line.
 #[repr(C)]
 pub struct RingControl {
     pub producer: ProducerLine,
     pub consumer: ConsumerLine,
     pub doorbell: DoorbellLine,
+    pub holds: HoldsLine,
 }
 
-const _: () = assert!(std::mem::size_of::<RingControl>() == 192);
+const _: () = assert!(std::mem::size_of::<RingControl>() == 384);
 
-/// A descriptor slot as laid out in shared memory.
+/// What a slot says, as laid out in shared memory after its publish word.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Descriptor {
@@ -94,15 +122,27 @@ pub struct Descriptor {
     pub reserved2: u64,
 }
 
-pub const DESCRIPTOR_BYTES: usize = std::mem::size_of::<Descriptor>();
-const _: () = assert!(DESCRIPTOR_BYTES == 32);
+/// Bytes of a frame a slot can carry itself.
+pub const INLINE_BYTES: usize = 472;
+
+/// One slot: publish word, descriptor, inline frame bytes.
+#[repr(C, align(64))]
+pub struct Slot {
+    /// `index + 1` once slot `index` (this one, on that lap) is published.
+    pub seq: AtomicU64,
+    pub descriptor: Descriptor,
+    pub inline: [u8; INLINE_BYTES],
+}
+
+pub const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
+const _: () = assert!(SLOT_BYTES == 512);
 
 /// Where one direction lives. The memory must stay mapped while any
 /// producer, consumer or lent span refers to it (the region's `Arc`).
 #[derive(Clone, Copy, Debug)]
 pub struct RingMemory {
     pub control: *const RingControl,
-    pub descriptors: *mut Descriptor,
+    pub slots_base: *mut Slot,
     /// A power of two.
     pub slots: u64,
     pub data: *mut u8,
@@ -111,7 +151,8 @@ pub struct RingMemory {
 }
 
 // SAFETY: plain addresses of shared memory; every access goes through the
-// protocol above (atomics for indices, disjoint byte ranges for data).
+// protocol above (atomics for indices and publish words, disjoint byte
+// ranges for data).
 unsafe impl Send for RingMemory {}
 // SAFETY: as above.
 unsafe impl Sync for RingMemory {}
@@ -127,30 +168,46 @@ impl RingMemory {
     pub fn doorbell(&self) -> &DoorbellLine {
         &self.control().doorbell
     }
+
+    /// The slot of `index`.
+    fn slot(&self, index: u64) -> *mut Slot {
+        // The masked index is below `slots`: inside the slot array.
+        self.slots_base.wrapping_add((index & (self.slots - 1)) as usize)
+    }
+
+    /// The publish word of `index`'s slot.
+    fn seq(&self, index: u64) -> &AtomicU64 {
+        // SAFETY: the slot lies in the mapping (masked index); only the
+        // `seq` field is borrowed, and it is only accessed atomically.
+        unsafe { &*std::ptr::addr_of!((*self.slot(index)).seq) }
+    }
 }
 
 /// Why a consumer refused what a producer published.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {
-    #[error("descriptor index {tail} is {ahead} ahead of {head} in a ring of {slots} slots")]
-    IndexOutOfRange { head: u64, tail: u64, ahead: u64, slots: u64 },
-    #[error("descriptor {index} has unknown kind {kind}")]
+    #[error("slot {index} has unknown kind {kind}")]
     UnknownKind { index: u64, kind: u32 },
-    #[error("descriptor {index}: span {position}+{len} is not 64-byte aligned or is empty")]
+    #[error("slot {index}: an inline frame of {len} bytes (a slot holds 1 to {INLINE_BYTES})")]
+    InlineLength { index: u64, len: u64 },
+    #[error("slot {index}: span {position}+{len} is not 64-byte aligned or is empty")]
     Misaligned { index: u64, position: u64, len: u64 },
-    #[error("descriptor {index}: span {position}+{len} does not lie inside the {capacity}-byte data ring")]
+    #[error("slot {index}: span {position}+{len} does not lie inside the {capacity}-byte data ring")]
     OutsideRing { index: u64, position: u64, len: u64, capacity: u64 },
-    #[error("descriptor {index}: span at {position} does not follow the previous one (at {expected})")]
+    #[error("slot {index}: span at {position} is not within a lap after the previous one's end ({expected})")]
     OutOfSequence { index: u64, position: u64, expected: u64 },
-    #[error("descriptor {index}: span {position}+{len} overlaps bytes still lent (released up to {released})")]
-    Overlap { index: u64, position: u64, len: u64, released: u64 },
+    #[error("slot {index}: span {position}+{len} overlaps the span lent at {lent}")]
+    Overlap { index: u64, position: u64, len: u64, lent: u64 },
 }
 
 /// What the consumer took from the ring.
 #[derive(Debug)]
-pub enum Received {
+pub enum Received<T> {
     /// `len` bytes at `offset` in the data ring, lent until `span` drops.
     Frame { offset: usize, len: usize, span: LentSpan },
+    /// What the caller's copy of an inline frame returned; the slot is free
+    /// again.
+    Inline(T),
     /// The next frame is on the socket.
     ViaSocket,
 }
@@ -164,6 +221,13 @@ pub struct Producer {
     cached_data_head: u64,
 }
 
+/// A consistent read of the consumer's [`HoldsLine`].
+struct Holds {
+    count: usize,
+    live_from: u64,
+    spans: [(u64, u64); HOLDS],
+}
+
 /// Where a reserved span lies; write its bytes, then [`Producer::publish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reservation {
@@ -174,16 +238,17 @@ pub struct Reservation {
 impl Producer {
     /// # Safety
     /// `memory` must describe live shared memory laid out as this module
-    /// says, whose producer end nobody else drives.
+    /// says (slots zeroed or left by this protocol), whose producer end
+    /// nobody else drives.
     pub unsafe fn new(memory: RingMemory) -> Producer {
         let control = memory.control();
-        let desc_tail = control.producer.desc_tail.load(Ordering::Acquire);
+        let desc_head = control.consumer.desc_head.load(Ordering::Acquire);
         let data_head = control.consumer.data_head.load(Ordering::Acquire);
         Producer {
             memory,
-            desc_tail,
+            desc_tail: desc_head,
             data_tail: data_head,
-            cached_desc_head: control.consumer.desc_head.load(Ordering::Acquire),
+            cached_desc_head: desc_head,
             cached_data_head: data_head,
         }
     }
@@ -192,7 +257,7 @@ impl Producer {
         self.memory.capacity
     }
 
-    /// Whether a descriptor slot is free.
+    /// Whether a slot is free.
     pub fn has_slot(&mut self) -> bool {
         if self.desc_tail - self.cached_desc_head < self.memory.slots {
             return true;
@@ -209,15 +274,86 @@ impl Producer {
             // Worth a look at the consumer's line: a span placed while the
             // ring is in fact empty goes back to the first pages, which are
             // resident, instead of faulting in new ones. Small frames past
-            // the first 64 KiB look too, so a request/response stream keeps
-            // to those pages and a connection's memory stays flat.
+            // the first 64 KiB look too, so a stream of them keeps to those
+            // pages and a connection's memory stays flat.
             self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
         }
         if let Some(at) = self.place(len) {
             return Some(at);
         }
         self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
-        self.place(len)
+        self.place(len).or_else(|| self.place_between_holds(len))
+    }
+
+    /// Places `len` bytes at the first position from the tail on whose
+    /// bytes no span the consumer holds lies (by its published holds), or
+    /// `None`. Any arithmetic a hostile consumer could make overflow gives
+    /// `None`: it can only refuse itself room.
+    fn place_between_holds(&self, len: u64) -> Option<Reservation> {
+        let holds = self.read_holds()?;
+        let capacity = self.memory.capacity;
+        let mut position = self.data_tail;
+        for _ in 0..2 * HOLDS + 4 {
+            let offset = position % capacity;
+            if offset + len > capacity {
+                position = position.checked_add(capacity - offset)?;
+                continue;
+            }
+            // Every position from `live_from` may be live: the span must
+            // end before their bytes come round again.
+            if position.checked_add(len)? > holds.live_from.checked_add(capacity)? {
+                return None;
+            }
+            let mut clear = true;
+            for &(start, end) in &holds.spans[..holds.count] {
+                let held_offset = start % capacity;
+                let held_end = held_offset.checked_add(end.checked_sub(start)?)?;
+                if held_end > capacity {
+                    return None;
+                }
+                if held_offset < offset + len && offset < held_end {
+                    position += held_end - offset; // just past it, this lap
+                    clear = false;
+                    break;
+                }
+            }
+            if clear {
+                return Some(Reservation { position, len });
+            }
+        }
+        None
+    }
+
+    /// The consumer's published holds, read consistently, or `None` if
+    /// they keep changing (or were never written).
+    fn read_holds(&self) -> Option<Holds> {
+        let line = &self.memory.control().holds;
+        for _ in 0..8 {
+            let before = line.version.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let count = (line.count.load(Ordering::Relaxed) as usize).min(HOLDS);
+            let live_from = line.live_from.load(Ordering::Relaxed);
+            let mut spans = [(0u64, 0u64); HOLDS];
+            for (i, span) in spans.iter_mut().enumerate().take(count) {
+                *span = (line.spans[2 * i].load(Ordering::Relaxed), line.spans[2 * i + 1].load(Ordering::Relaxed));
+            }
+            fence(Ordering::Acquire);
+            if before != 0 && line.version.load(Ordering::Relaxed) == before {
+                return Some(Holds { count, live_from, spans });
+            }
+        }
+        None
+    }
+
+    /// A value that changes whenever the consumer releases data: its head,
+    /// and the version of its published holds.
+    pub fn consumer_progress(&self) -> u64 {
+        let control = self.memory.control();
+        let head = control.consumer.data_head.load(Ordering::Acquire);
+        head.rotate_left(32) ^ control.holds.version.load(Ordering::Acquire)
     }
 
     fn place(&self, len: u64) -> Option<Reservation> {
@@ -246,6 +382,15 @@ impl Producer {
         self.memory.data.wrapping_add((at.position % self.memory.capacity) as usize)
     }
 
+    /// The next slot's inline bytes ([`INLINE_BYTES`] of them), for the
+    /// caller to fill before [`publish_inline`](Self::publish_inline). The
+    /// caller checked [`has_slot`](Self::has_slot).
+    pub fn inline_bytes(&self) -> *mut u8 {
+        // SAFETY (of the projection): the slot lies in the mapping; no
+        // reference is made, only an address.
+        unsafe { std::ptr::addr_of_mut!((*self.memory.slot(self.desc_tail)).inline) }.cast::<u8>()
+    }
+
     /// Publishes a filled reservation (or, with `None`, a via-socket
     /// marker). The caller checked [`has_slot`](Self::has_slot).
     pub fn publish(&mut self, at: Option<Reservation>) {
@@ -253,17 +398,27 @@ impl Producer {
             Some(at) => (DESC_FRAME, at.position, at.len),
             None => (DESC_VIA_SOCKET, self.data_tail, 0),
         };
-        let slot = (self.desc_tail & (self.memory.slots - 1)) as usize;
-        let descriptor = Descriptor { kind, reserved: 0, position, len, reserved2: 0 };
-        // SAFETY: the slot index is below `slots`, and the slot is free: the
-        // consumer released it (`has_slot`) and reads it only after the
-        // `Release` store below.
-        unsafe { std::ptr::write_volatile(self.memory.descriptors.add(slot), descriptor) };
-        self.desc_tail += 1;
         if let Some(at) = at {
             self.data_tail = at.position + at.len;
         }
-        self.memory.control().producer.desc_tail.store(self.desc_tail, Ordering::Release);
+        self.publish_slot(Descriptor { kind, reserved: 0, position, len, reserved2: 0 });
+    }
+
+    /// Publishes the `len` bytes written at [`inline_bytes`](Self::inline_bytes).
+    pub fn publish_inline(&mut self, len: usize) {
+        assert!(len > 0 && len <= INLINE_BYTES, "an inline frame of {len} bytes");
+        self.publish_slot(Descriptor { kind: DESC_INLINE, reserved: 0, position: 0, len: len as u64, reserved2: 0 });
+    }
+
+    fn publish_slot(&mut self, descriptor: Descriptor) {
+        debug_assert!(self.desc_tail - self.cached_desc_head < self.memory.slots, "publish without a free slot");
+        let slot = self.memory.slot(self.desc_tail);
+        // SAFETY: the slot lies in the mapping and is free: the consumer
+        // released it (`has_slot`) and reads it only after the `Release`
+        // store of its publish word below.
+        unsafe { std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor), descriptor) };
+        self.desc_tail += 1;
+        self.memory.seq(self.desc_tail - 1).store(self.desc_tail, Ordering::Release);
     }
 
     /// Rings the doorbell when the consumer may be asleep: the `SeqCst`
@@ -303,43 +458,92 @@ impl Producer {
     }
 }
 
-/// Out-of-order releases, folded into the in-order `data_head`.
-struct Releases {
+/// The spans the consumer has lent out, released in any order; from them
+/// the consumer derives `data_head` (the oldest live span's start) and the
+/// holds it publishes.
+struct Lent {
     memory: RingMemory,
-    /// Spans handed out (or skipped), oldest first: end position and
-    /// whether released.
-    spans: VecDeque<(u64, bool)>,
-    released: u64,
+    /// Live spans by position: start → end.
+    live: BTreeMap<u64, u64>,
+    /// The same spans by ring offset (they never overlap): start → end.
+    by_offset: BTreeMap<u64, u64>,
+    /// The end of the last span taken: the next may not start before it.
+    expected: u64,
+    /// `data_head` as last stored.
+    head: u64,
 }
 
-impl Releases {
-    fn release(&mut self, end: u64) {
-        if let Ok(at) = self.spans.binary_search_by_key(&end, |&(e, _)| e) {
-            self.spans[at].1 = true;
+impl Lent {
+    /// The live span whose bytes `[offset, offset + len)` would overlap.
+    fn overlapping(&self, offset: u64, len: u64) -> Option<u64> {
+        let (&start, &end) = self.by_offset.range(..offset + len).next_back()?;
+        (end > offset).then_some(start)
+    }
+
+    fn take(&mut self, position: u64, end: u64) {
+        let capacity = self.memory.capacity;
+        self.live.insert(position, end);
+        self.by_offset.insert(position % capacity, position % capacity + (end - position));
+        self.expected = end;
+        self.store_head();
+    }
+
+    fn release(&mut self, start: u64) {
+        let Some(end) = self.live.remove(&start) else {
+            debug_assert!(false, "span at {start} released twice");
+            return;
+        };
+        let capacity = self.memory.capacity;
+        self.by_offset.remove(&(start % capacity));
+        debug_assert!(end > start);
+        self.store_head();
+        if !self.live.is_empty() {
+            self.publish_holds();
         }
-        let mut advanced = false;
-        while let Some(&(end, true)) = self.spans.front() {
-            self.released = end;
-            self.spans.pop_front();
-            advanced = true;
+    }
+
+    fn store_head(&mut self) {
+        let head = self.live.first_key_value().map_or(self.expected, |(&start, _)| start);
+        if head != self.head {
+            self.head = head;
+            self.memory.control().consumer.data_head.store(head, Ordering::Release);
         }
-        if advanced {
-            self.memory.control().consumer.data_head.store(self.released, Ordering::Release);
+    }
+
+    /// Publishes the oldest live spans and where the rest begin, under the
+    /// sequence lock. Only on release: a table older than the spans taken
+    /// since is still safe for the producer, as all of those lie past the
+    /// `live_from` it gives.
+    fn publish_holds(&self) {
+        let line = &self.memory.control().holds;
+        let version = line.version.load(Ordering::Relaxed);
+        line.version.store(version.wrapping_add(1) | 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut spans = self.live.iter();
+        let mut count = 0;
+        for (i, (&start, &end)) in spans.by_ref().take(HOLDS).enumerate() {
+            line.spans[2 * i].store(start, Ordering::Relaxed);
+            line.spans[2 * i + 1].store(end, Ordering::Relaxed);
+            count += 1;
         }
+        let live_from = spans.next().map_or(self.expected, |(&start, _)| start);
+        line.count.store(count as u64, Ordering::Relaxed);
+        line.live_from.store(live_from, Ordering::Relaxed);
+        line.version.store((version | 1).wrapping_add(1), Ordering::Release);
     }
 }
 
 /// A span of the data ring lent to whatever reads it; released on drop.
 /// Holds `keep` (the mapping) so the memory outlives the ring's handles.
 pub struct LentSpan {
-    end: u64,
-    releases: Arc<Mutex<Releases>>,
+    start: u64,
+    lent: Arc<Mutex<Lent>>,
     keep: Option<Arc<dyn Send + Sync>>,
 }
 
 impl std::fmt::Debug for LentSpan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LentSpan(..{})", self.end)
+        write!(f, "LentSpan({}..)", self.start)
     }
 }
 
@@ -353,7 +557,7 @@ impl LentSpan {
 
 impl Drop for LentSpan {
     fn drop(&mut self) {
-        self.releases.lock().release(self.end);
+        self.lent.lock().release(self.start);
         // `keep` drops after the release is stored: the store is to the
         // mapping it keeps alive.
         drop(self.keep.take());
@@ -364,10 +568,7 @@ impl Drop for LentSpan {
 pub struct Consumer {
     memory: RingMemory,
     desc_head: u64,
-    cached_desc_tail: u64,
-    /// Where the next span must start (or a later lap's start).
-    expected: u64,
-    releases: Arc<Mutex<Releases>>,
+    lent: Arc<Mutex<Lent>>,
 }
 
 impl Consumer {
@@ -377,56 +578,55 @@ impl Consumer {
         let control = memory.control();
         let desc_head = control.consumer.desc_head.load(Ordering::Acquire);
         let data_head = control.consumer.data_head.load(Ordering::Acquire);
-        Consumer {
-            memory,
-            desc_head,
-            cached_desc_tail: desc_head,
-            expected: data_head,
-            releases: Arc::new(Mutex::new(Releases { memory, spans: VecDeque::new(), released: data_head })),
-        }
+        let lent =
+            Lent { memory, live: BTreeMap::new(), by_offset: BTreeMap::new(), expected: data_head, head: data_head };
+        Consumer { memory, desc_head, lent: Arc::new(Mutex::new(lent)) }
     }
 
-    /// Whether a descriptor is waiting (an `Acquire` load when the cached
-    /// tail says none).
-    pub fn has_pending(&mut self) -> bool {
-        if self.cached_desc_tail != self.desc_head {
-            return true;
-        }
-        self.cached_desc_tail = self.memory.control().producer.desc_tail.load(Ordering::Acquire);
-        self.cached_desc_tail != self.desc_head
+    /// Whether the next slot is published (an `Acquire` load of its word).
+    pub fn has_pending(&self) -> bool {
+        self.memory.seq(self.desc_head).load(Ordering::Acquire) == self.desc_head + 1
     }
 
-    /// Takes the next descriptor, checked, or `None` when there is none.
-    pub fn poll(&mut self) -> Result<Option<Received>, RingError> {
+    /// Takes the next slot, checked, or `None` when there is none. An
+    /// inline frame's bytes are handed to `copy_inline` (address and
+    /// length, inside the slot) before the slot is released; the peer can
+    /// still write them, so the callee copies them out before checking.
+    pub fn poll<T>(
+        &mut self,
+        copy_inline: impl FnOnce(*const u8, usize) -> T,
+    ) -> Result<Option<Received<T>>, RingError> {
         if !self.has_pending() {
             return Ok(None);
         }
         let index = self.desc_head;
-        let ahead = self.cached_desc_tail.wrapping_sub(self.desc_head);
-        if ahead > self.memory.slots {
-            return Err(RingError::IndexOutOfRange {
-                head: self.desc_head,
-                tail: self.cached_desc_tail,
-                ahead,
-                slots: self.memory.slots,
-            });
-        }
-        let slot = (index & (self.memory.slots - 1)) as usize;
-        // SAFETY: the slot index is below `slots`; the `Acquire` load of
-        // `desc_tail` in `has_pending` made the producer's write of it
-        // visible. It is copied out before anything is checked, so a
-        // producer writing it again cannot change what was checked.
-        let descriptor = unsafe { std::ptr::read_volatile(self.memory.descriptors.add(slot)) };
+        let slot = self.memory.slot(index);
+        // SAFETY: the slot lies in the mapping; the `Acquire` load of its
+        // publish word in `has_pending` made the producer's writes visible.
+        // It is copied out before anything is checked, so a producer
+        // writing it again cannot change what was checked.
+        let descriptor = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor)) };
+        let received = match descriptor.kind {
+            DESC_INLINE => {
+                let len = descriptor.len;
+                if len == 0 || len > INLINE_BYTES as u64 {
+                    return Err(RingError::InlineLength { index, len });
+                }
+                // SAFETY (of the projection): an address inside the slot;
+                // the callee reads `len` <= INLINE_BYTES bytes from it.
+                let bytes = unsafe { std::ptr::addr_of!((*slot).inline) }.cast::<u8>();
+                Received::Inline(copy_inline(bytes, len as usize))
+            }
+            DESC_VIA_SOCKET => Received::ViaSocket,
+            DESC_FRAME => self.take_span(index, descriptor.position, descriptor.len)?,
+            kind => return Err(RingError::UnknownKind { index, kind }),
+        };
         self.desc_head += 1;
         self.memory.control().consumer.desc_head.store(self.desc_head, Ordering::Release);
-        match descriptor.kind {
-            DESC_VIA_SOCKET => Ok(Some(Received::ViaSocket)),
-            DESC_FRAME => self.take_span(index, descriptor.position, descriptor.len).map(Some),
-            kind => Err(RingError::UnknownKind { index, kind }),
-        }
+        Ok(Some(received))
     }
 
-    fn take_span(&mut self, index: u64, position: u64, len: u64) -> Result<Received, RingError> {
+    fn take_span<T>(&mut self, index: u64, position: u64, len: u64) -> Result<Received<T>, RingError> {
         let capacity = self.memory.capacity;
         if len == 0 || len % SPAN_ALIGN != 0 || position % SPAN_ALIGN != 0 {
             return Err(RingError::Misaligned { index, position, len });
@@ -435,26 +635,23 @@ impl Consumer {
         if len > capacity || offset + len > capacity {
             return Err(RingError::OutsideRing { index, position, len, capacity });
         }
-        let in_sequence = position == self.expected
-            || (offset == 0 && position > self.expected && position - self.expected < capacity);
-        if !in_sequence {
-            return Err(RingError::OutOfSequence { index, position, expected: self.expected });
+        let mut lent = self.lent.lock();
+        // Spans come in position order, less than a lap apart; between
+        // them the producer may skip bytes (the rest of a lap, a span still
+        // lent).
+        if position < lent.expected || position - lent.expected >= capacity {
+            return Err(RingError::OutOfSequence { index, position, expected: lent.expected });
+        }
+        if let Some(held) = lent.overlapping(offset, len) {
+            return Err(RingError::Overlap { index, position, len, lent: held });
         }
         let end = position + len;
-        let mut releases = self.releases.lock();
-        if end - releases.released > capacity {
-            return Err(RingError::Overlap { index, position, len, released: releases.released });
-        }
-        if position > self.expected {
-            releases.spans.push_back((position, true)); // the skipped rest of the lap
-        }
-        releases.spans.push_back((end, false));
-        drop(releases);
-        self.expected = end;
+        lent.take(position, end);
+        drop(lent);
         Ok(Received::Frame {
             offset: offset as usize,
             len: len as usize,
-            span: LentSpan { end, releases: self.releases.clone(), keep: None },
+            span: LentSpan { start: position, lent: self.lent.clone(), keep: None },
         })
     }
 
@@ -498,28 +695,46 @@ pub(crate) mod test_memory {
 
     pub struct HeapRing {
         pub control: Box<RingControl>,
-        pub descriptors: Vec<Descriptor>,
+        pub slots: Vec<Slot>,
         pub data: Vec<Block>,
+    }
+
+    pub fn empty_slot() -> Slot {
+        Slot { seq: AtomicU64::new(0), descriptor: Descriptor::default(), inline: [0; INLINE_BYTES] }
     }
 
     impl HeapRing {
         pub fn new(slots: u64, capacity: u64) -> Box<HeapRing> {
             Box::new(HeapRing {
                 control: Box::new(RingControl {
-                    producer: ProducerLine { desc_tail: AtomicU64::new(0) },
+                    producer: ProducerLine { reserved: AtomicU64::new(0) },
                     consumer: ConsumerLine { desc_head: AtomicU64::new(0), data_head: AtomicU64::new(0) },
                     doorbell: DoorbellLine { seq: AtomicU32::new(0), sleeping: AtomicU32::new(0) },
+                    holds: HoldsLine {
+                        version: AtomicU64::new(0),
+                        count: AtomicU64::new(0),
+                        live_from: AtomicU64::new(0),
+                        spans: std::array::from_fn(|_| AtomicU64::new(0)),
+                    },
                 }),
-                descriptors: vec![Descriptor::default(); slots as usize],
+                slots: (0..slots).map(|_| empty_slot()).collect(),
                 data: (0..capacity / 64).map(|_| Block([0; 64])).collect(),
             })
+        }
+
+        /// Writes slot `index` as a producer would publish it.
+        pub fn set_slot(&mut self, index: u64, descriptor: Descriptor) {
+            let count = self.slots.len() as u64;
+            let slot = &mut self.slots[(index % count) as usize];
+            slot.descriptor = descriptor;
+            slot.seq.store(index + 1, Ordering::Release);
         }
 
         pub fn memory(&mut self) -> RingMemory {
             RingMemory {
                 control: &*self.control,
-                descriptors: self.descriptors.as_mut_ptr(),
-                slots: self.descriptors.len() as u64,
+                slots_base: self.slots.as_mut_ptr(),
+                slots: self.slots.len() as u64,
                 data: self.data.as_mut_ptr().cast(),
                 capacity: self.data.len() as u64 * 64,
             }
@@ -531,10 +746,17 @@ pub(crate) mod test_memory {
 mod tests {
     use super::test_memory::HeapRing;
     use super::*;
+    use std::collections::VecDeque;
 
     fn write_span(producer: &Producer, at: Reservation, fill: u8) {
         // SAFETY: a reservation's bytes are the producer's until published.
         unsafe { std::ptr::write_bytes(producer.bytes(at), fill, at.len as usize) };
+    }
+
+    /// Polls, copying an inline frame's bytes out.
+    fn poll_copy(consumer: &mut Consumer) -> Result<Option<Received<Vec<u8>>>, RingError> {
+        // SAFETY: `poll` hands over `len` bytes inside the slot.
+        consumer.poll(|at, len| unsafe { std::slice::from_raw_parts(at, len).to_vec() })
     }
 
     fn read_span(consumer: &Consumer, offset: usize, len: usize) -> Vec<u8> {
@@ -556,8 +778,8 @@ mod tests {
         assert_eq!(producer.free_ranges(), [(192, 512), (0, 0)], "published, not yet released");
         let b = producer.reserve(192).unwrap();
         producer.publish(Some(b));
-        let Some(Received::Frame { span: span_a, .. }) = consumer.poll().unwrap() else { panic!() };
-        let Some(Received::Frame { span: span_b, .. }) = consumer.poll().unwrap() else { panic!() };
+        let Some(Received::Frame { span: span_a, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        let Some(Received::Frame { span: span_b, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
         drop(span_a);
         assert_eq!(producer.free_ranges(), [(384, 512), (0, 192)], "free space wraps past the end");
         assert!(!producer.is_drained());
@@ -570,7 +792,7 @@ mod tests {
     }
 
     #[test]
-    fn spans_cross_in_order_and_space_returns_only_in_order() {
+    fn spans_cross_in_order_and_a_kept_span_leaves_the_rest_usable() {
         let mut heap = HeapRing::new(4, 512);
         let memory = heap.memory();
         // SAFETY: fresh ring memory, one producer and one consumer.
@@ -582,23 +804,39 @@ mod tests {
         write_span(&producer, b, 2);
         producer.publish(Some(b));
         assert!(producer.reserve(192).is_none(), "only 128 bytes left");
-        let Some(Received::Frame { offset, len, span: span_a }) = consumer.poll().unwrap() else { panic!() };
+        let Some(Received::Frame { offset, len, span: span_a }) = poll_copy(&mut consumer).unwrap() else { panic!() };
         assert_eq!(read_span(&consumer, offset, len), vec![1; 192]);
-        let Some(Received::Frame { offset, len, span: span_b }) = consumer.poll().unwrap() else { panic!() };
+        let Some(Received::Frame { offset, len, span: span_b }) = poll_copy(&mut consumer).unwrap() else { panic!() };
         assert_eq!(read_span(&consumer, offset, len), vec![2; 192]);
+        assert!(producer.reserve(192).is_none(), "nothing released yet");
         drop(span_b);
-        assert!(producer.reserve(192).is_none(), "b released before a: nothing returns yet");
+        // b released before a: the head stays at a, but b's bytes are free
+        // again and the next span goes there (next lap, offset 192).
+        let c = producer.reserve(192).unwrap();
+        assert_eq!((c.position, c.position % 512), (704, 192));
+        assert!(producer.has_slot());
+        write_span(&producer, c, 3);
+        producer.publish(Some(c));
+        let Some(Received::Frame { offset, len, span: span_c }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!((offset, read_span(&consumer, offset, len)), (192, vec![3; 192]));
+        assert_eq!(read_span(&consumer, 0, 192), vec![1; 192], "a, still lent, is intact");
+        assert!(
+            producer.reserve(128).is_none(),
+            "c lies past the holds published when b was released: it and all after it count as lent"
+        );
+        drop(span_c);
         drop(span_a);
         // Everything released and the ring empty: back to offset 0.
         let c = producer.reserve(320).unwrap();
-        assert_eq!(c.position % 512, 0);
-        assert_eq!(c.position, 512);
+        assert_eq!(c.position, 1024);
+        assert!(producer.has_slot());
         producer.publish(Some(c));
+        assert!(producer.has_slot());
         producer.publish(None);
-        let Some(Received::Frame { offset, .. }) = consumer.poll().unwrap() else { panic!() };
+        let Some(Received::Frame { offset, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
         assert_eq!(offset, 0);
-        assert!(matches!(consumer.poll().unwrap(), Some(Received::ViaSocket)));
-        assert!(consumer.poll().unwrap().is_none());
+        assert!(matches!(poll_copy(&mut consumer).unwrap(), Some(Received::ViaSocket)));
+        assert!(poll_copy(&mut consumer).unwrap().is_none());
     }
 
     #[test]
@@ -611,59 +849,100 @@ mod tests {
         producer.publish(None);
         producer.publish(None);
         assert!(!producer.has_slot());
-        consumer.poll().unwrap();
+        poll_copy(&mut consumer).unwrap();
         assert!(producer.has_slot());
     }
 
-    /// A hostile producer: every field of a descriptor and the tail index
-    /// garbage; each is refused and nothing is read.
+    /// A hostile producer: every field of a descriptor garbage; each is
+    /// refused and nothing is read. A publish word other than the expected
+    /// one is "nothing yet".
     #[test]
     fn garbage_descriptors_are_refused() {
-        type Case = (u64, Descriptor, fn(&RingError) -> bool);
-        let cases: [Case; 6] = [
-            (1, Descriptor { kind: 9, ..Default::default() }, |e| matches!(e, RingError::UnknownKind { .. })),
-            (1, Descriptor { kind: DESC_FRAME, position: 0, len: 100, ..Default::default() }, |e| {
+        type Case = (Descriptor, fn(&RingError) -> bool);
+        let cases: [Case; 7] = [
+            (Descriptor { kind: 9, ..Default::default() }, |e| matches!(e, RingError::UnknownKind { .. })),
+            (Descriptor { kind: DESC_FRAME, position: 0, len: 100, ..Default::default() }, |e| {
                 matches!(e, RingError::Misaligned { .. })
             }),
-            (1, Descriptor { kind: DESC_FRAME, position: 448, len: 128, ..Default::default() }, |e| {
+            (Descriptor { kind: DESC_FRAME, position: 448, len: 128, ..Default::default() }, |e| {
                 matches!(e, RingError::OutsideRing { .. })
             }),
-            (1, Descriptor { kind: DESC_FRAME, position: 0, len: 1 << 40, ..Default::default() }, |e| {
+            (Descriptor { kind: DESC_FRAME, position: 0, len: 1 << 40, ..Default::default() }, |e| {
                 matches!(e, RingError::OutsideRing { .. })
             }),
-            (1, Descriptor { kind: DESC_FRAME, position: 64, len: 64, ..Default::default() }, |e| {
+            (Descriptor { kind: DESC_FRAME, position: 512, len: 64, ..Default::default() }, |e| {
                 matches!(e, RingError::OutOfSequence { .. })
             }),
-            (u64::MAX - 3, Descriptor { kind: DESC_FRAME, position: 0, len: 64, ..Default::default() }, |e| {
-                matches!(e, RingError::IndexOutOfRange { .. })
+            (Descriptor { kind: DESC_INLINE, len: INLINE_BYTES as u64 + 1, ..Default::default() }, |e| {
+                matches!(e, RingError::InlineLength { .. })
+            }),
+            (Descriptor { kind: DESC_INLINE, len: 0, ..Default::default() }, |e| {
+                matches!(e, RingError::InlineLength { .. })
             }),
         ];
-        for (tail, descriptor, expected) in cases {
+        for (descriptor, expected) in cases {
             let mut heap = HeapRing::new(4, 512);
-            heap.descriptors[0] = descriptor;
-            heap.control.producer.desc_tail.store(tail, Ordering::Release);
+            heap.set_slot(0, descriptor);
             // SAFETY: fresh ring memory, one consumer.
             let mut consumer = unsafe { Consumer::new(heap.memory()) };
-            let err = consumer.poll().unwrap_err();
+            let err = poll_copy(&mut consumer).unwrap_err();
             assert!(expected(&err), "{descriptor:?}: {err}");
+        }
+        // Publish words of another lap, or garbage: nothing is published.
+        for seq in [0, 2, 5, u64::MAX] {
+            let mut heap = HeapRing::new(4, 512);
+            heap.slots[0].descriptor = Descriptor { kind: 9, ..Default::default() };
+            heap.slots[0].seq.store(seq, Ordering::Release);
+            // SAFETY: fresh ring memory, one consumer.
+            let mut consumer = unsafe { Consumer::new(heap.memory()) };
+            assert!(poll_copy(&mut consumer).unwrap().is_none(), "publish word {seq}");
         }
         // A span overlapping one still lent.
         let mut heap = HeapRing::new(4, 512);
-        heap.descriptors[0] = Descriptor { kind: DESC_FRAME, position: 0, len: 256, ..Default::default() };
-        heap.descriptors[1] = Descriptor { kind: DESC_FRAME, position: 512, len: 256, ..Default::default() };
-        heap.control.producer.desc_tail.store(2, Ordering::Release);
+        heap.set_slot(0, Descriptor { kind: DESC_FRAME, position: 0, len: 256, ..Default::default() });
+        heap.set_slot(1, Descriptor { kind: DESC_FRAME, position: 512, len: 256, ..Default::default() });
         // SAFETY: fresh ring memory, one consumer.
         let mut consumer = unsafe { Consumer::new(heap.memory()) };
-        let _lent = consumer.poll().unwrap();
-        assert!(matches!(consumer.poll().unwrap_err(), RingError::Overlap { .. }));
+        let _lent = poll_copy(&mut consumer).unwrap();
+        assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::Overlap { .. }));
     }
 
-    /// Producer and consumer on two threads: every span arrives whole and
-    /// in order, and the producer never overwrites a span still lent (each
-    /// is checked after a delay, while the producer keeps writing).
+    /// Inline frames cross in the slot, in order with spans, and free their
+    /// slot as soon as they are copied out; a slot is reused on the next lap.
+    #[test]
+    fn inline_frames_cross_in_their_slot() {
+        let mut heap = HeapRing::new(2, 512);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer and one consumer.
+        let (mut producer, mut consumer) = unsafe { (Producer::new(memory), Consumer::new(memory)) };
+        for lap in 0..3u8 {
+            assert!(producer.has_slot());
+            // SAFETY: a free slot's inline bytes are the producer's.
+            unsafe { std::ptr::write_bytes(producer.inline_bytes(), lap, 100) };
+            producer.publish_inline(100);
+            let at = producer.reserve(64).unwrap();
+            assert!(producer.has_slot());
+            write_span(&producer, at, 0xa0 + lap);
+            producer.publish(Some(at));
+            assert!(!producer.has_slot(), "two slots, both in flight");
+            let Some(Received::Inline(bytes)) = poll_copy(&mut consumer).unwrap() else { panic!() };
+            assert_eq!(bytes, vec![lap; 100]);
+            assert!(producer.has_slot(), "the inline frame's slot is free once copied");
+            let Some(Received::Frame { offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+            assert_eq!(read_span(&consumer, offset, len), vec![0xa0 + lap; 64]);
+            drop(span);
+            assert!(poll_copy(&mut consumer).unwrap().is_none());
+        }
+    }
+
+    /// Producer and consumer on two threads, inline frames among spans:
+    /// every frame arrives whole and in order, and the producer never
+    /// overwrites a span still lent (each is checked after a delay, while
+    /// the producer keeps writing) nor a slot not yet copied out.
     #[test]
     fn two_threads_never_share_a_span() {
         let rounds: u64 = if cfg!(miri) { 60 } else { 20_000 };
+        let inline_len = |i: u64| 1 + (i as usize * 37) % INLINE_BYTES;
         let mut heap = HeapRing::new(8, 1024);
         let memory = heap.memory();
         // SAFETY: fresh ring memory, one producer and one consumer.
@@ -671,7 +950,67 @@ mod tests {
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 for i in 0..rounds {
+                    while !producer.has_slot() {
+                        std::thread::yield_now();
+                    }
+                    if i % 3 == 0 {
+                        // SAFETY: a free slot's inline bytes are the producer's.
+                        unsafe { std::ptr::write_bytes(producer.inline_bytes(), i as u8, inline_len(i)) };
+                        producer.publish_inline(inline_len(i));
+                        continue;
+                    }
                     let len = 64 * (1 + i % 5);
+                    let at = loop {
+                        if let Some(at) = producer.reserve(len) {
+                            break at;
+                        }
+                        std::thread::yield_now();
+                    };
+                    write_span(&producer, at, i as u8);
+                    producer.publish(Some(at));
+                }
+            });
+            let mut held: VecDeque<(usize, usize, u8, LentSpan)> = VecDeque::new();
+            let mut seen = 0u64;
+            while seen < rounds {
+                match poll_copy(&mut consumer).unwrap() {
+                    Some(Received::Frame { offset, len, span }) => {
+                        assert_eq!(len as u64, 64 * (1 + seen % 5));
+                        held.push_back((offset, len, seen as u8, span));
+                        seen += 1;
+                        if held.len() > 2 {
+                            let (offset, len, fill, span) = held.pop_front().unwrap();
+                            assert!(read_span(&consumer, offset, len).iter().all(|&b| b == fill));
+                            drop(span);
+                        }
+                    }
+                    Some(Received::Inline(bytes)) => {
+                        assert_eq!(seen % 3, 0, "frame {seen} was sent as a span");
+                        assert_eq!(bytes, vec![seen as u8; inline_len(seen)]);
+                        seen += 1;
+                    }
+                    Some(Received::ViaSocket) => panic!("no markers sent"),
+                    None => std::thread::yield_now(),
+                }
+            }
+        });
+    }
+
+    /// A consumer that keeps some spans for long while releasing the rest
+    /// at once: the producer keeps placing frames between the kept ones,
+    /// and no kept span is ever overwritten.
+    #[test]
+    fn frames_flow_around_spans_kept_for_long() {
+        let rounds: u64 = if cfg!(miri) { 80 } else { 20_000 };
+        let mut heap = HeapRing::new(8, 2048);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer and one consumer.
+        let (mut producer, mut consumer) = unsafe { (Producer::new(memory), Consumer::new(memory)) };
+        let kept_for = 40u64;
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                for i in 0..rounds {
+                    let len = 64 * (1 + i % 3);
                     let at = loop {
                         if producer.has_slot() {
                             if let Some(at) = producer.reserve(len) {
@@ -684,24 +1023,32 @@ mod tests {
                     producer.publish(Some(at));
                 }
             });
-            let mut held: VecDeque<(usize, usize, u8, LentSpan)> = VecDeque::new();
+            let mut kept: VecDeque<(u64, usize, usize, LentSpan)> = VecDeque::new();
             let mut seen = 0u64;
+            let mut around = 0u64;
             while seen < rounds {
-                match consumer.poll().unwrap() {
+                match poll_copy(&mut consumer).unwrap() {
                     Some(Received::Frame { offset, len, span }) => {
-                        assert_eq!(len as u64, 64 * (1 + seen % 5));
-                        held.push_back((offset, len, seen as u8, span));
+                        assert_eq!(len as u64, 64 * (1 + seen % 3));
+                        assert!(read_span(&consumer, offset, len).iter().all(|&b| b == seen as u8));
+                        if seen % 16 == 0 {
+                            kept.push_back((seen, offset, len, span));
+                        } else {
+                            around += u64::from(!kept.is_empty());
+                            drop(span);
+                        }
                         seen += 1;
-                        if held.len() > 2 {
-                            let (offset, len, fill, span) = held.pop_front().unwrap();
-                            assert!(read_span(&consumer, offset, len).iter().all(|&b| b == fill));
+                        while kept.front().is_some_and(|k| k.0 + kept_for <= seen) {
+                            let (i, offset, len, span) = kept.pop_front().unwrap();
+                            assert!(read_span(&consumer, offset, len).iter().all(|&b| b == i as u8), "kept {i}");
                             drop(span);
                         }
                     }
-                    Some(Received::ViaSocket) => panic!("no markers sent"),
+                    Some(_) => panic!("only spans sent"),
                     None => std::thread::yield_now(),
                 }
             }
+            assert!(around > rounds / 2, "frames crossed while a span was kept: {around}");
         });
     }
 }
