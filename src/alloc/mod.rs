@@ -3,7 +3,8 @@
 //! regions carved into such buffers.
 //!
 //! Owns: the `#[global_allocator]` choice (mimalloc, for every binary and
-//! test that links this crate), [`IoBuf`] and [`Region`]. Must not know about
+//! test that links this crate), [`IoBuf`], [`Mapping`] (every mapping the
+//! runtime makes, anonymous or shared with a peer) and [`Region`]. Must not know about
 //! frames, sockets or tensors' meaning: the transport decides what goes into
 //! a buffer; tensors borrow buffers through `Tensor::from_borrowed`.
 //!
@@ -15,10 +16,12 @@
 //! the last tensor over it drops.
 
 mod buffer;
+mod mapping;
 mod region;
 
 pub use buffer::{IoBuf, MMAP_THRESHOLD_BYTES};
-pub use region::{LockPolicy, Region, RegionError, RegionOptions, memlock_limit_bytes};
+pub use mapping::{Backing, LockPolicy, Mapping, RegionError, memlock_limit_bytes};
+pub use region::{Region, RegionOptions};
 
 // Miri cannot run mimalloc's C code; under it the system allocator stands in.
 #[cfg(not(miri))]

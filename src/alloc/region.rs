@@ -2,31 +2,20 @@
 //! can be registered with io_uring as a fixed buffer), carved into equal
 //! 64-byte aligned slots handed out as [`IoBuf`]s.
 //!
-//! Owns: the mapping, its lock, and the free list of slots. A slot returns to
+//! Owns: the free list of slots over one [`Mapping`]. A slot returns to
 //! the free list when its `IoBuf` (and so every tensor over it) drops; the
 //! mapping is unmapped when the region and every slot are gone.
 //!
-//! Locked memory is bounded by `ulimit -l` (RLIMIT_MEMLOCK, 8 MiB on the
-//! machines we measured). A region that cannot be locked is either refused
-//! with a message saying how to raise the limit ([`LockPolicy::Required`]) or
-//! used unlocked with a warning ([`LockPolicy::IfAllowed`]).
+//! The mapping itself (anonymous, or a shared memfd, and its lock) is a
+//! [`Mapping`]; [`Region::over`] carves any mapping, shared ones included.
 
 use super::buffer::IoBuf;
+use super::mapping::{Backing, LockPolicy, Mapping, RegionError};
 use crate::tensor::{DType, Keepalive, Shape, TENSOR_ALIGN, Tensor};
 use parking_lot::Mutex;
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Whether a region's pages are locked (pinned) in memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockPolicy {
-    Never,
-    /// Lock when `ulimit -l` allows, otherwise warn and stay unlocked.
-    IfAllowed,
-    /// Lock or fail with an error that names the limit.
-    Required,
-}
 
 #[derive(Debug, Clone)]
 pub struct RegionOptions {
@@ -41,60 +30,20 @@ impl Default for RegionOptions {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum RegionError {
-    #[error("region of {bytes} bytes with {slot_bytes}-byte slots: {reason}")]
-    BadSize { bytes: usize, slot_bytes: usize, reason: &'static str },
-    #[error("cannot map a region of {bytes} bytes: {source}")]
-    Map { bytes: usize, source: std::io::Error },
-    #[error(
-        "cannot lock a region of {bytes} bytes in memory: `ulimit -l` (RLIMIT_MEMLOCK) allows {limit_desc}; \
-         raise it (ulimit -l, systemd LimitMEMLOCK=, docker --ulimit memlock=) or use a smaller region \
-         or LockPolicy::IfAllowed ({source})"
-    )]
-    Lock { bytes: usize, limit_desc: String, source: std::io::Error },
-}
-
-/// The soft RLIMIT_MEMLOCK in bytes (`None` = unlimited).
-pub fn memlock_limit_bytes() -> Option<u64> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes into the struct we own.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
-    if rc != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
-        return None;
-    }
-    Some(limit.rlim_cur)
-}
-
 static NEXT_REGION_ID: AtomicU64 = AtomicU64::new(1);
 
-struct Mapping {
-    base: NonNull<u8>,
-    bytes: usize,
+/// A mapping and its slots' free list, shared by the region's handles and
+/// every slot handed out (the mapping outlives them all).
+struct SlotPool {
+    mapping: Mapping,
     slot_bytes: usize,
-    locked: bool,
     id: u64,
     free_slots: Mutex<Vec<u32>>,
 }
 
-// SAFETY: the mapping is plain memory; slot ownership is tracked by the
-// free list under a mutex, so two `IoBuf`s never own the same slot.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: we created this mapping; every slot (which holds an Arc to
-        // us) is gone, so nothing refers to the memory any more. munlock is
-        // implied by munmap.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.bytes) };
-    }
-}
-
 /// A slot of a region, returned to the free list on drop.
 pub(crate) struct RegionSlot {
-    mapping: Arc<Mapping>,
+    mapping: Arc<SlotPool>,
     index: u32,
 }
 
@@ -116,7 +65,7 @@ impl Drop for RegionSlot {
 /// A registered-memory region; cheap to clone (shared).
 #[derive(Clone)]
 pub struct Region {
-    mapping: Arc<Mapping>,
+    mapping: Arc<SlotPool>,
 }
 
 impl std::fmt::Debug for Region {
@@ -125,89 +74,53 @@ impl std::fmt::Debug for Region {
             f,
             "Region(#{}, {} bytes, {}-byte slots, {})",
             self.mapping.id,
-            self.mapping.bytes,
+            self.mapping.mapping.len(),
             self.mapping.slot_bytes,
-            if self.mapping.locked { "locked" } else { "unlocked" }
+            if self.mapping.mapping.is_locked() { "locked" } else { "unlocked" }
         )
     }
 }
 
 impl Region {
+    /// A private anonymous region, locked as `options.lock` says.
     pub fn new(options: &RegionOptions) -> Result<Region, RegionError> {
         let RegionOptions { bytes, slot_bytes, lock } = *options;
-        let bad = |reason| RegionError::BadSize { bytes, slot_bytes, reason };
-        if slot_bytes == 0 || slot_bytes % TENSOR_ALIGN != 0 {
-            return Err(bad("slot size must be a non-zero multiple of 64"));
-        }
-        if bytes < slot_bytes || bytes % slot_bytes != 0 {
-            return Err(bad("region size must be a multiple of the slot size"));
-        }
-        let slots = bytes / slot_bytes;
-        if slots > u32::MAX as usize {
-            return Err(bad("too many slots"));
-        }
-        // SAFETY: a fresh private anonymous mapping, checked for failure.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(RegionError::Map { bytes, source: std::io::Error::last_os_error() });
-        }
-        let base = NonNull::new(raw.cast::<u8>()).expect("mmap never returns null on success");
-        let mut mapping = Mapping {
-            base,
-            bytes,
-            slot_bytes,
-            locked: false,
-            id: NEXT_REGION_ID.fetch_add(1, Ordering::Relaxed),
-            // Reversed so slot 0 is handed out first.
-            free_slots: Mutex::new((0..slots as u32).rev().collect()),
-        };
-        if lock != LockPolicy::Never {
-            // SAFETY: locks pages of the mapping we just created.
-            let rc = unsafe { libc::mlock(raw, bytes) };
-            if rc == 0 {
-                mapping.locked = true;
-            } else {
-                let source = std::io::Error::last_os_error();
-                let limit_desc = match memlock_limit_bytes() {
-                    Some(limit) => format!("{limit} bytes ({} KiB)", limit / 1024),
-                    None => "unlimited".to_string(),
-                };
-                let err = RegionError::Lock { bytes, limit_desc, source };
-                if lock == LockPolicy::Required {
-                    return Err(err); // `mapping` drops and unmaps.
-                }
-                tracing::warn!("{err}; using the region unlocked");
-            }
-        }
-        Ok(Region { mapping: Arc::new(mapping) })
+        check_sizes(bytes, slot_bytes)?;
+        Region::over(Mapping::new(bytes, Backing::Anonymous, lock)?, slot_bytes)
+    }
+
+    /// Carves `mapping` (anonymous or shared) into slots of `slot_bytes`.
+    pub fn over(mapping: Mapping, slot_bytes: usize) -> Result<Region, RegionError> {
+        let bytes = mapping.len();
+        let slots = check_sizes(bytes, slot_bytes)?;
+        Ok(Region {
+            mapping: Arc::new(SlotPool {
+                mapping,
+                slot_bytes,
+                id: NEXT_REGION_ID.fetch_add(1, Ordering::Relaxed),
+                // Reversed so slot 0 is handed out first.
+                free_slots: Mutex::new((0..slots).rev().collect()),
+            }),
+        })
     }
 
     pub fn id(&self) -> u64 {
         self.mapping.id
     }
     pub fn len(&self) -> usize {
-        self.mapping.bytes
+        self.mapping.mapping.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.mapping.bytes == 0
+        self.mapping.mapping.is_empty()
     }
     pub fn slot_bytes(&self) -> usize {
         self.mapping.slot_bytes
     }
     pub fn is_locked(&self) -> bool {
-        self.mapping.locked
+        self.mapping.mapping.is_locked()
     }
     pub fn base_ptr(&self) -> *mut u8 {
-        self.mapping.base.as_ptr()
+        self.mapping.mapping.base().as_ptr()
     }
     pub fn free_slots(&self) -> usize {
         self.mapping.free_slots.lock().len()
@@ -224,7 +137,7 @@ impl Region {
         let index = self.mapping.free_slots.lock().pop()?;
         let offset = index as usize * self.mapping.slot_bytes;
         // SAFETY: offset < bytes because index < slots.
-        let ptr = unsafe { NonNull::new_unchecked(self.mapping.base.as_ptr().add(offset)) };
+        let ptr = unsafe { NonNull::new_unchecked(self.base_ptr().add(offset)) };
         let slot = RegionSlot { mapping: self.mapping.clone(), index };
         Some(IoBuf::from_region_slot(ptr, self.mapping.slot_bytes, slot))
     }
@@ -256,9 +169,22 @@ impl Region {
     }
 }
 
+/// The slot count, if `bytes` and `slot_bytes` make a region.
+fn check_sizes(bytes: usize, slot_bytes: usize) -> Result<u32, RegionError> {
+    let bad = |reason| RegionError::BadSize { bytes, slot_bytes, reason };
+    if slot_bytes == 0 || slot_bytes % TENSOR_ALIGN != 0 {
+        return Err(bad("slot size must be a non-zero multiple of 64"));
+    }
+    if bytes < slot_bytes || bytes % slot_bytes != 0 {
+        return Err(bad("region size must be a multiple of the slot size"));
+    }
+    u32::try_from(bytes / slot_bytes).map_err(|_| bad("too many slots"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alloc::memlock_limit_bytes;
 
     #[test]
     fn slots_are_aligned_distinct_and_recycled() {
@@ -300,6 +226,28 @@ mod tests {
         drop(t);
         assert_eq!(region.free_slots(), 2);
         assert!(region.alloc_tensor(DType::F64, [1024], |_| {}).is_none());
+    }
+
+    #[test]
+    fn a_region_over_a_shared_file_hands_out_slots_its_other_mapping_sees() {
+        use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+        // SAFETY: a valid C string; the result is checked.
+        let raw = unsafe { libc::memfd_create(c"region-test".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: plain syscall on our descriptor.
+        assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4 * 4096) }, 0);
+        let shared = |lock| Mapping::new(4 * 4096, Backing::Shared(fd.as_fd()), lock).unwrap();
+        let region = Region::over(shared(LockPolicy::IfAllowed), 4096).unwrap();
+        let peer_view = shared(LockPolicy::Never);
+        let t =
+            region.alloc_tensor(DType::I32, [2], |b| b.copy_from_slice(&[7, 0, 0, 0, 9, 0, 0, 0])).unwrap().unwrap();
+        let offset = t.data_ptr() as usize - region.base_ptr() as usize;
+        // SAFETY: inside the peer's mapping of the same 4 pages.
+        let seen = unsafe { std::slice::from_raw_parts(peer_view.base().as_ptr().add(offset), 8) };
+        assert_eq!(seen, &[7, 0, 0, 0, 9, 0, 0, 0]);
+        assert!(Region::over(shared(LockPolicy::Never), 3000).is_err(), "slots must be 64-byte multiples");
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! [`SharedRegion`]: one memfd-backed mapping holding both directions of a
-//! channel (control lines, descriptor slots, data rings), and the passing
-//! of its descriptor over a Unix-domain socket (SCM_RIGHTS).
+//! channel (control lines, slots, data rings), and the passing of its
+//! descriptor over a Unix-domain socket (SCM_RIGHTS).
 //!
 //! Owns: the memfd (created by the connecting side, sealed against
 //! shrinking and growing so the peer cannot make our accesses fault), the
 //! layout, and the mapping's lifetime: it is unmapped when the channel and
 //! every span lent out of it are gone (each lent span holds the `Arc`).
-//! Must not interpret ring contents (`ring.rs` does).
+//! The mapping itself is an `alloc::Mapping` (the one owner of mmap, mlock
+//! and madvise), the same type `alloc::Region` carves into slots. Must not
+//! interpret ring contents (`ring.rs` does).
 //!
 //! Layout (offsets from the mapping's base; all page aligned but the
 //! control blocks):
@@ -19,8 +21,8 @@
 //! ```
 
 use super::ring::{RingControl, RingMemory, SLOT_BYTES, Slot};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::ptr::NonNull;
+use crate::alloc::{Backing, LockPolicy, Mapping};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
 /// 2: slots carry their own publish word and small frames inline.
@@ -80,7 +82,7 @@ impl Layout {
 
 /// A mapped region. Unmapped on drop.
 pub struct SharedRegion {
-    base: NonNull<u8>,
+    mapping: Mapping,
     layout: Layout,
     token: [u64; 2],
 }
@@ -93,7 +95,7 @@ unsafe impl Sync for SharedRegion {}
 
 impl std::fmt::Debug for SharedRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SharedRegion({} bytes at {:p})", self.layout.total, self.base)
+        write!(f, "SharedRegion({} bytes at {:p})", self.layout.total, self.mapping.base())
     }
 }
 
@@ -120,7 +122,7 @@ impl SharedRegion {
         if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
             return Err(with_context("sealing", std::io::Error::last_os_error()));
         }
-        let region = Self::map(fd.as_raw_fd(), layout, token)?;
+        let region = Self::map(fd.as_fd(), layout, token)?;
         let header = RegionHeader {
             magic: MAGIC,
             version: LAYOUT_VERSION,
@@ -131,7 +133,7 @@ impl SharedRegion {
         };
         // SAFETY: the header lies at the start of our fresh mapping, which is
         // larger than it and page aligned; nobody else has the fd yet.
-        unsafe { std::ptr::write(region.base.as_ptr().cast::<RegionHeader>(), header) };
+        unsafe { std::ptr::write(region.mapping.base().as_ptr().cast::<RegionHeader>(), header) };
         Ok((region, fd))
     }
 
@@ -154,10 +156,10 @@ impl SharedRegion {
         if stat.st_size as u64 != layout.total {
             return Err(format!("region is {} bytes, its offer said {}", stat.st_size, layout.total));
         }
-        let region = Self::map(fd.as_raw_fd(), layout, token).map_err(|e| e.to_string())?;
+        let region = Self::map(fd.as_fd(), layout, token).map_err(|e| e.to_string())?;
         // SAFETY: the header lies inside the mapping (total >= one page); it
         // is copied out before it is compared.
-        let header = unsafe { std::ptr::read_volatile(region.base.as_ptr().cast::<RegionHeader>()) };
+        let header = unsafe { std::ptr::read_volatile(region.mapping.base().as_ptr().cast::<RegionHeader>()) };
         let expected = (MAGIC, LAYOUT_VERSION, layout.slots, layout.capacity, token, layout.total);
         if (header.magic, header.version, header.slots, header.capacity, header.token, header.total) != expected {
             return Err("the region's header does not match its offer".into());
@@ -165,21 +167,17 @@ impl SharedRegion {
         Ok(region)
     }
 
-    fn map(fd: RawFd, layout: Layout, token: [u64; 2]) -> std::io::Result<SharedRegion> {
+    /// Maps the file unlocked: its rings are touched only as frames use
+    /// them, and `ulimit -l` (8 MiB here) could not hold 2 × 160 MiB.
+    fn map(fd: BorrowedFd<'_>, layout: Layout, token: [u64; 2]) -> std::io::Result<SharedRegion> {
         let len = usize::try_from(layout.total).map_err(|_| std::io::Error::other("region too large"))?;
-        // SAFETY: a fresh shared mapping of a file we hold; checked below.
-        let raw = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(with_context("mmap", std::io::Error::last_os_error()));
-        }
+        let mapping = Mapping::new(len, Backing::Shared(fd), LockPolicy::Never)
+            .map_err(|e| std::io::Error::other(format!("mmap: {e}")))?;
         // Advice only (shmem huge pages are often off): fewer page faults
         // for large rings when allowed.
-        // SAFETY: advice on the mapping we just made.
-        unsafe { libc::madvise(raw, len, libc::MADV_HUGEPAGE) };
-        let base = NonNull::new(raw.cast::<u8>()).expect("mmap never returns null on success");
-        Ok(SharedRegion { base, layout, token })
+        // SAFETY: MADV_HUGEPAGE leaves the contents as they are.
+        unsafe { mapping.advise(0, len, libc::MADV_HUGEPAGE) };
+        Ok(SharedRegion { mapping, layout, token })
     }
 
     pub fn layout(&self) -> Layout {
@@ -196,23 +194,16 @@ impl SharedRegion {
     /// those bytes (the ring's free space, under the producer's lock).
     pub fn punch(&self, direction: Direction, start: u64, end: u64) -> u64 {
         let data = self.layout.data[direction as usize];
-        let first = (data + start).next_multiple_of(PAGE);
-        let last = (data + end.min(self.layout.capacity)) / PAGE * PAGE;
-        if last <= first {
-            return 0;
-        }
-        // SAFETY: a page-aligned range inside our mapping (inside the data
-        // ring, which lies inside the region); MADV_REMOVE only drops pages,
-        // which the caller guarantees nobody reads before writing again.
-        let rc = unsafe {
-            libc::madvise(self.base.as_ptr().add(first as usize).cast(), (last - first) as usize, libc::MADV_REMOVE)
-        };
-        if rc == 0 { last - first } else { 0 }
+        let (first, last) = (data + start, data + end.min(self.layout.capacity));
+        // SAFETY: inside the data ring (`end` clamped to it); MADV_REMOVE
+        // drops the pages, which the caller owns and nobody reads before
+        // writing again.
+        unsafe { self.mapping.advise(first as usize, last as usize, libc::MADV_REMOVE) as u64 }
     }
 
     /// One direction's memory.
     pub fn ring(&self, direction: Direction) -> RingMemory {
-        let at = |offset: u64| self.base.as_ptr().wrapping_add(offset as usize);
+        let at = |offset: u64| self.mapping.base().as_ptr().wrapping_add(offset as usize);
         let d = direction as usize;
         RingMemory {
             control: at(CONTROL_OFFSETS[d]).cast::<RingControl>().cast_const(),
@@ -221,14 +212,6 @@ impl SharedRegion {
             data: at(self.layout.data[d]),
             capacity: self.layout.capacity,
         }
-    }
-}
-
-impl Drop for SharedRegion {
-    fn drop(&mut self) {
-        // SAFETY: our mapping; every user (channel ends, lent spans) holds
-        // the `Arc` this lives in, so nothing refers to it any more.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.layout.total as usize) };
     }
 }
 
