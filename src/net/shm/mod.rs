@@ -425,7 +425,7 @@ impl ShmChannel {
         let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
         let payload_ptr = base.wrapping_add(HEADER_BYTES + head_len);
         let payload_len = header.payload_bytes as usize;
-        let payloads = if payloads_are_plain_data(table, header.payload_count) {
+        let payloads = if payloads_may_stay_in_the_ring(table, header.payload_count) {
             let ptr = NonNull::new(payload_ptr).expect("inside a mapping");
             // SAFETY: the payload bytes lie inside the span (checked above),
             // 64-byte aligned (spans and heads are), and stay mapped and
@@ -433,8 +433,9 @@ impl ShmChannel {
             // producer does not reuse them before the span is released.
             Arc::new(unsafe { IoBuf::lent(ptr, payload_len, Box::new(span)) })
         } else {
-            // String payloads carry their own offsets: read in place, a
-            // peer could change them after they were checked. Copied.
+            // Bytes whose validity was checked (string offsets, bools of 0
+            // or 1) or that kernels check then use (integer indices): read
+            // in place, a peer could change them in between. Copied.
             let copy =
                 IoBuf::for_receive(payload_len).map_err(|e| FrameError::Alloc(payload_len as u64, e.to_string()))?;
             // SAFETY: source inside the span, destination our fresh buffer.
@@ -539,15 +540,20 @@ unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
     assert_eq!(written, len, "a frame's slices add up to its length");
 }
 
-fn payloads_are_plain_data(table: &[u8], count: u32) -> bool {
+/// Whether every payload is floating point, the one kind whose bytes a
+/// peer may still change once they are read in place: any bit pattern is a
+/// valid value, and no kernel turns one into an address. Strings (offsets),
+/// bools (a byte other than 0 or 1 is undefined behaviour once checked) and
+/// integers (indices a kernel bounds-checks, then uses) are copied.
+fn payloads_may_stay_in_the_ring(table: &[u8], count: u32) -> bool {
     let mut at = 0usize;
     for _ in 0..count {
         let Some(entry) = table.get(at..at + 16) else {
             return false;
         };
         match DType::from_code(entry[0]) {
-            Some(DType::String) | None => return false,
-            Some(_) => {}
+            Some(DType::F32 | DType::F64) => {}
+            _ => return false,
         }
         at += 16 + 8 * entry[1] as usize;
     }

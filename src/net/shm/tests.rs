@@ -162,3 +162,31 @@ fn an_idle_channel_returns_the_free_pages_past_the_kept_prefix() {
     let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("the second frame did not arrive") };
     assert!(got.payloads()[0].bit_eq(&big));
 }
+
+/// A peer can still write a span after the frame was checked: payloads
+/// whose bytes were validated (bools) or that kernels check then use
+/// (integer indices) are copied out; floats are read in place.
+#[test]
+fn integer_and_bool_payloads_are_copied_out_and_floats_read_in_place() {
+    let cases = [
+        (Tensor::build::<i32>([4096], |s| s.fill(3)).unwrap(), false),
+        (Tensor::build::<bool>([8192], |s| s.fill(true)).unwrap(), false),
+        (Tensor::build::<f64>([2048], |s| s.fill(0.5)).unwrap(), true),
+    ];
+    for (tensor, lent) in cases {
+        let frame =
+            OutgoingFrame::new(FrameKind::Request, 1, 9, b"meta", std::slice::from_ref(&tensor), &FrameLimits::default())
+                .unwrap()
+                .to_vec();
+        let (channel, mut producer, region) = hostile_pair(1 << 16);
+        publish_bytes(&mut producer, &frame);
+        let mut rx = channel.rx.lock();
+        let Ok(Polled::Frame(got)) = channel.poll(&mut rx) else { panic!("good frame refused") };
+        assert_eq!(got.buffer().is_lent(), lent, "{:?}", tensor.dtype());
+        // The hostile peer rewrites the payload after the check.
+        let data = region.ring(Direction::ClientToServer).data;
+        // SAFETY: the frame's bytes inside the data ring (it starts at 0).
+        unsafe { std::ptr::write_bytes(data.add(frame.len() - tensor.byte_len()), 2, tensor.byte_len()) };
+        assert_eq!(got.payloads()[0].bit_eq(&tensor), !lent, "{:?}", tensor.dtype());
+    }
+}
