@@ -2,10 +2,11 @@
 //! memory or a shared file (a memfd that a peer on this host maps too),
 //! optionally locked in memory; unmapped on drop.
 //!
-//! Owns every `mmap`, `mlock` and `munmap` of the runtime's own memory:
+//! Owns the mapping, locking and unmapping of laid-out memory:
 //! [`Region`](super::Region) carves a mapping into equal slots, and
-//! `net::shm::SharedRegion` lays a channel's rings out in one. Must not
-//! know what the bytes hold or who else maps them.
+//! `net::shm::SharedRegion` lays a channel's rings out in one. (Large
+//! [`IoBuf`](super::IoBuf)s map and recycle their own private pages.) Must
+//! not know what the bytes hold or who else maps them.
 //!
 //! Locked memory is bounded by `ulimit -l` (RLIMIT_MEMLOCK, 8 MiB on the
 //! machines we measured). A mapping that cannot be locked is either refused

@@ -3,8 +3,8 @@
 //! regions carved into such buffers.
 //!
 //! Owns: the `#[global_allocator]` choice (mimalloc, for every binary and
-//! test that links this crate), [`IoBuf`], [`Mapping`] (every mapping the
-//! runtime makes, anonymous or shared with a peer) and [`Region`]. Must not know about
+//! test that links this crate), [`IoBuf`], [`Mapping`] (a region's memory, anonymous
+//! or shared with a peer, and its lock) and [`Region`]. Must not know about
 //! frames, sockets or tensors' meaning: the transport decides what goes into
 //! a buffer; tensors borrow buffers through `Tensor::from_borrowed`.
 //!

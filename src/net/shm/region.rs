@@ -6,7 +6,7 @@
 //! shrinking and growing so the peer cannot make our accesses fault), the
 //! layout, and the mapping's lifetime: it is unmapped when the channel and
 //! every span lent out of it are gone (each lent span holds the `Arc`).
-//! The mapping itself is an `alloc::Mapping` (the one owner of mmap, mlock
+//! The mapping itself is an `alloc::Mapping` (which owns mmap, mlock
 //! and madvise), the same type `alloc::Region` carves into slots. Must not
 //! interpret ring contents (`ring.rs` does).
 //!
