@@ -18,6 +18,8 @@
 //! (see `src/net/README.md`).
 
 pub mod doorbell;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod region;
 pub mod ring;
 #[cfg(test)]

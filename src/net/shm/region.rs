@@ -201,6 +201,11 @@ impl SharedRegion {
         unsafe { self.mapping.advise(first as usize, last as usize, libc::MADV_REMOVE) as u64 }
     }
 
+    /// The mapping's first byte (for tests that play a hostile peer).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.mapping.base().as_ptr()
+    }
+
     /// One direction's memory.
     pub fn ring(&self, direction: Direction) -> RingMemory {
         let at = |offset: u64| self.mapping.base().as_ptr().wrapping_add(offset as usize);

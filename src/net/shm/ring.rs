@@ -259,7 +259,8 @@ impl Producer {
 
     /// Whether a slot is free.
     pub fn has_slot(&mut self) -> bool {
-        if self.desc_tail - self.cached_desc_head < self.memory.slots {
+        // Wrapping: a hostile consumer may store a head past our tail.
+        if self.desc_tail.wrapping_sub(self.cached_desc_head) < self.memory.slots {
             return true;
         }
         self.cached_desc_head = self.memory.control().consumer.desc_head.load(Ordering::Acquire);
@@ -411,7 +412,10 @@ impl Producer {
     }
 
     fn publish_slot(&mut self, descriptor: Descriptor) {
-        debug_assert!(self.desc_tail - self.cached_desc_head < self.memory.slots, "publish without a free slot");
+        debug_assert!(
+            self.desc_tail.wrapping_sub(self.cached_desc_head) < self.memory.slots,
+            "publish without a free slot"
+        );
         let slot = self.memory.slot(self.desc_tail);
         // SAFETY: the slot lies in the mapping and is free: the consumer
         // released it (`has_slot`) and reads it only after the `Release`

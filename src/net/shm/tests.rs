@@ -174,10 +174,16 @@ fn integer_and_bool_payloads_are_copied_out_and_floats_read_in_place() {
         (Tensor::build::<f64>([2048], |s| s.fill(0.5)).unwrap(), true),
     ];
     for (tensor, lent) in cases {
-        let frame =
-            OutgoingFrame::new(FrameKind::Request, 1, 9, b"meta", std::slice::from_ref(&tensor), &FrameLimits::default())
-                .unwrap()
-                .to_vec();
+        let frame = OutgoingFrame::new(
+            FrameKind::Request,
+            1,
+            9,
+            b"meta",
+            std::slice::from_ref(&tensor),
+            &FrameLimits::default(),
+        )
+        .unwrap()
+        .to_vec();
         let (channel, mut producer, region) = hostile_pair(1 << 16);
         publish_bytes(&mut producer, &frame);
         let mut rx = channel.rx.lock();

@@ -1,0 +1,166 @@
+//! A hostile peer driven by bytes, for the `shm_ring` fuzz target: it
+//! writes anything anywhere in a channel's region (slots, publish words,
+//! data, both directions' index and holds lines) between our polls and
+//! sends, and every frame we accept is read whole. Nothing may panic, hang
+//! or touch memory outside the region (the fuzzer's sanitizer watches).
+//!
+//! Owns nothing the channel uses; test support only, hidden from the docs.
+
+use super::region::{Direction, Layout, SharedRegion};
+use super::{Polled, ShmChannel, Side};
+use crate::net::frame::{FrameKind, FrameLimits, OutgoingFrame};
+use crate::tensor::Tensor;
+use std::time::Duration;
+
+const SLOTS: u32 = 8;
+const RING_BYTES: u64 = 64 << 10;
+
+/// Runs `script` against a fresh server-side channel; returns how many
+/// frames it accepted. Each step takes an opcode byte and its operands.
+pub fn hostile_peer(script: &[u8]) -> usize {
+    let layout = Layout::new(SLOTS, RING_BYTES).expect("a valid layout");
+    let Ok((region, fd)) = SharedRegion::create(layout, [1, 2]) else {
+        return 0;
+    };
+    let Ok(ours) = SharedRegion::open(&fd, layout, [1, 2]) else {
+        return 0;
+    };
+    let limits = FrameLimits { max_frame_bytes: 1 << 20, max_payloads: 8 };
+    let channel = ShmChannel::new(ours, Side::Server, limits, Duration::ZERO);
+    let total = layout.total as usize;
+    let base = region.base();
+    let mut kept = Vec::new();
+    let mut accepted = 0;
+    let mut bytes = script;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let (head, rest) = (bytes.get(..n)?, bytes.get(n..)?);
+        bytes = rest;
+        Some(head)
+    };
+    while let Some(&[op]) = take(1) {
+        match op % 4 {
+            // Scribble: up to 64 bytes at any offset of the region.
+            0 => {
+                let Some(at) = take(4) else { break };
+                let Some(&[len]) = take(1) else { break };
+                let Some(data) = take(usize::from(len % 64)) else { break };
+                let offset = u32::from_le_bytes(at.try_into().expect("4 bytes")) as usize % total;
+                let len = data.len().min(total - offset);
+                // SAFETY: `[offset, offset + len)` lies inside the region
+                // (the other mapping of the same file), which outlives this.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base.add(offset), len) };
+            }
+            // Publish slot `index` with an arbitrary descriptor word set.
+            1 => {
+                let Some(words) = take(25) else { break };
+                let memory = region.ring(Direction::ClientToServer);
+                let index = u64::from(words[24]);
+                let word = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                let descriptor = super::ring::Descriptor {
+                    kind: (word(0) % 5) as u32,
+                    reserved: 0,
+                    position: word(1) % (4 * RING_BYTES),
+                    len: word(2) % (2 * RING_BYTES),
+                    reserved2: 0,
+                };
+                let slot = memory.slots_base.wrapping_add((index % u64::from(SLOTS)) as usize);
+                // SAFETY: a slot of the region, written as a producer would.
+                unsafe {
+                    std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor), descriptor);
+                    (*slot).seq.store(index + 1, std::sync::atomic::Ordering::Release);
+                }
+            }
+            // Poll once; keep the frame or let it go.
+            2 => {
+                let Some(&[keep]) = take(1) else { break };
+                let mut rx = channel.rx.lock();
+                if let Ok(Polled::Frame(frame)) = channel.poll(&mut rx) {
+                    accepted += 1;
+                    let mut sum = frame.meta_bytes().iter().fold(0u8, |a, b| a ^ b);
+                    for tensor in frame.payloads() {
+                        sum ^= tensor.as_bytes().iter().fold(0u8, |a, b| a ^ b);
+                    }
+                    std::hint::black_box(sum);
+                    if keep % 2 == 1 && kept.len() < 16 {
+                        kept.push(frame);
+                    }
+                }
+                if keep % 3 == 0 {
+                    kept.clear();
+                }
+            }
+            // Send a frame of `n` KiB to the peer, whose index and holds
+            // lines it may have scribbled on.
+            _ => {
+                let Some(&[n]) = take(1) else { break };
+                let elements = usize::from(n % 48) * 256;
+                let Ok(tensor) = Tensor::build::<f32>([elements], |s| s.fill(1.0)) else { break };
+                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &[tensor], &limits) {
+                    let _ = channel.try_place(&frame);
+                }
+            }
+        }
+    }
+    drop(kept);
+    accepted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Script steps writing `bytes` at `offset` of the region.
+    fn scribble(script: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+        for (i, chunk) in bytes.chunks(63).enumerate() {
+            script.push(0);
+            script.extend_from_slice(&((offset + 63 * i) as u32).to_le_bytes());
+            script.push(chunk.len() as u8);
+            script.extend_from_slice(chunk);
+        }
+    }
+
+    fn publish(script: &mut Vec<u8>, index: u8, kind: u64, position: u64, len: u64) {
+        script.push(1);
+        for word in [kind, position, len] {
+            script.extend_from_slice(&word.to_le_bytes());
+        }
+        script.push(index);
+    }
+
+    /// The seed script: an inline frame and a data-ring frame accepted,
+    /// sends to a peer whose head we then scribble on, garbage published.
+    fn seed() -> Vec<u8> {
+        let limits = FrameLimits::default();
+        let small = OutgoingFrame::new(FrameKind::Request, 1, 7, b"hello", &[], &limits).unwrap().to_vec();
+        let tensor = Tensor::build::<f32>([2048], |s| s.fill(2.0)).unwrap();
+        let large = OutgoingFrame::new(FrameKind::Request, 1, 8, b"big", &[tensor], &limits).unwrap().to_vec();
+        let slots = 4096;
+        let data = slots + 2 * (SLOTS as usize * super::super::ring::SLOT_BYTES).next_multiple_of(4096);
+        let mut script = Vec::new();
+        scribble(&mut script, slots + 40, &small);
+        publish(&mut script, 0, u64::from(super::super::ring::DESC_INLINE), 0, small.len() as u64);
+        script.extend_from_slice(&[2, 0]); // poll, drop
+        scribble(&mut script, data, &large);
+        publish(&mut script, 1, u64::from(super::super::ring::DESC_FRAME), 0, large.len() as u64);
+        script.extend_from_slice(&[2, 1]); // poll, keep
+        script.extend_from_slice(&[3, 4, 3, 40, 3, 1]); // sends of 4, 40 and 1 KiB
+        scribble(&mut script, 2048 + 64, &u64::MAX.to_le_bytes()); // the peer's desc_head
+        script.extend_from_slice(&[3, 2, 3, 47]);
+        publish(&mut script, 2, 9, 3, 5);
+        script.extend_from_slice(&[2, 3]);
+        script
+    }
+
+    #[test]
+    fn a_scripted_hostile_peer_gets_good_frames_accepted_and_nothing_else() {
+        let script = seed();
+        assert_eq!(hostile_peer(&script), 2);
+        if let Ok(dir) = std::env::var("RINGFLOW_WRITE_SEEDS") {
+            std::fs::write(std::path::Path::new(&dir).join("scripted"), &script).unwrap();
+        }
+        // Every prefix runs to its end without panicking.
+        for cut in (0..script.len()).step_by(7) {
+            hostile_peer(&script[..cut]);
+        }
+    }
+}
