@@ -834,3 +834,36 @@ fn an_isolated_session_on_a_ps_cluster_trains_its_own_variables() {
     shared.close().unwrap();
     isolated.close().unwrap();
 }
+
+/// A client that keeps a fetched result keeps its span of the master's
+/// ring to it (the result is read in place): later results flow around it,
+/// lapping the 160 MiB ring, with no wait and none over the socket.
+#[test]
+fn results_a_client_keeps_leave_the_masters_ring_flowing() {
+    if !ringflow::net::shm::enabled_by_env() {
+        return; // RINGFLOW_TRANSPORT=tcp: no ring to check.
+    }
+    let cluster = start(1);
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    let zeros = b.constant("zeros", &Tensor::zeros(DType::F32, [1 << 20]).unwrap());
+    b.binary("y", "AddV2", &x, &zeros, DType::F32);
+    let s = session_on(&cluster.target(0), b.finish());
+    let run = |v: f32| s.run_simple(&[("x", Tensor::scalar(v))], &["y"], &[]).unwrap().remove(0);
+    let kept = run(-1.0);
+    for step in 0..50 {
+        let y = run(step as f32);
+        assert!(y.as_slice::<f32>().unwrap().iter().all(|&v| v == step as f32), "step {step}");
+    }
+    assert!(kept.as_slice::<f32>().unwrap().iter().all(|&v| v == -1.0), "the kept result was overwritten");
+    let mut options = TransportOptions::default();
+    options.shm.enabled = false;
+    let stats_client = Client::connect(cluster.address(0), options).unwrap();
+    let stats = stats_client.call_rpc(&msg::GetStatsRequest {}, &[], Instant::now() + Duration::from_secs(10)).unwrap();
+    let stats = stats.meta::<msg::GetStatsResponse>().unwrap();
+    let (frames, socket, stalls) =
+        (stats.shm_frames.to_native(), stats.shm_socket_frames.to_native(), stats.shm_space_stalls.to_native());
+    assert!(frames >= 51, "the results went through the ring: {frames} frames");
+    assert_eq!((socket, stalls), (0, 0), "200 MiB of results lapped the ring around the kept one without waiting");
+    s.close().unwrap();
+}
