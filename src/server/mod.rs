@@ -130,7 +130,9 @@ pub struct Server {
 }
 
 /// Releases idle sessions: the master's whose client is gone, the
-/// worker's whose master is gone. Checks once a second.
+/// worker's whose master is gone. Checks every twentieth of the shorter
+/// timeout (1 to 30 s: a session goes at most 5% late), and never when
+/// neither timeout is set, so an idle server does not wake for it.
 struct Collector {
     stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -150,8 +152,12 @@ impl Collector {
             .spawn(move || {
                 let (lock, condvar) = &*stopping;
                 let mut stopped = lock.lock();
+                let tick = collector_tick(session_idle, worker_idle);
                 while !*stopped {
-                    condvar.wait_for(&mut stopped, Duration::from_secs(1));
+                    match tick {
+                        Some(tick) => drop(condvar.wait_for(&mut stopped, tick)),
+                        None => condvar.wait(&mut stopped),
+                    }
                     if let (Some(master), Some(idle)) = (&master, session_idle) {
                         master.close_idle_sessions(idle);
                     }
@@ -163,6 +169,13 @@ impl Collector {
             .map_err(|e| Status::internal(format!("starting the session collector: {e}")))?;
         Ok(Collector { stop, thread: Some(thread) })
     }
+}
+
+/// How often the collector looks: a twentieth of the shorter idle
+/// timeout, 1 to 30 s; never without one.
+fn collector_tick(session_idle: Option<Duration>, worker_idle: Option<Duration>) -> Option<Duration> {
+    let shortest = session_idle.into_iter().chain(worker_idle).min()?;
+    Some((shortest / 20).clamp(Duration::from_secs(1), Duration::from_secs(30)))
 }
 
 impl Drop for Collector {
@@ -314,5 +327,20 @@ fn metrics_bind(bind: &str, port: u16) -> String {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collector_tick;
+    use std::time::Duration;
+
+    #[test]
+    fn the_collector_looks_at_a_twentieth_of_the_shorter_timeout_within_1_to_30_s() {
+        let s = Duration::from_secs;
+        assert_eq!(collector_tick(None, Some(s(600))), Some(s(30)), "the default worker timeout");
+        assert_eq!(collector_tick(Some(s(100)), Some(s(600))), Some(s(5)));
+        assert_eq!(collector_tick(Some(s(2)), None), Some(s(1)), "short test timeouts keep the 1 s tick");
+        assert_eq!(collector_tick(None, None), None, "nothing to release: it never wakes");
     }
 }
