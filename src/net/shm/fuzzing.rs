@@ -7,6 +7,7 @@
 //! Owns nothing the channel uses; test support only, hidden from the docs.
 
 use super::region::{Direction, Layout, SharedRegion};
+use super::ring::{Descriptor, INLINE_BYTES, RingMemory};
 use super::{Polled, ShmChannel, Side};
 use crate::net::frame::{FrameKind, FrameLimits, OutgoingFrame};
 use crate::tensor::Tensor;
@@ -56,19 +57,14 @@ pub fn hostile_peer(script: &[u8]) -> usize {
                 let memory = region.ring(Direction::ClientToServer);
                 let index = u64::from(words[24]);
                 let word = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-                let descriptor = super::ring::Descriptor {
+                let descriptor = Descriptor {
                     kind: (word(0) % 5) as u32,
                     reserved: 0,
                     position: word(1) % (4 * RING_BYTES),
                     len: word(2) % (2 * RING_BYTES),
                     reserved2: 0,
                 };
-                let slot = memory.slots_base.wrapping_add((index % u64::from(SLOTS)) as usize);
-                // SAFETY: a slot of the region, written as a producer would.
-                unsafe {
-                    std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor), descriptor);
-                    (*slot).seq.store(index + 1, std::sync::atomic::Ordering::Release);
-                }
+                publish_raw(memory, index, descriptor, &[]);
             }
             // Poll once; keep the frame or let it go.
             2 => {
@@ -103,6 +99,20 @@ pub fn hostile_peer(script: &[u8]) -> usize {
     }
     drop(kept);
     accepted
+}
+
+/// Writes slot `index` of `memory` raw (descriptor, then `inline` bytes),
+/// as a hostile producer may, and publishes it.
+pub(crate) fn publish_raw(memory: RingMemory, index: u64, descriptor: Descriptor, inline: &[u8]) {
+    let inline = &inline[..inline.len().min(INLINE_BYTES)];
+    let slot = memory.slots_base.wrapping_add((index & (memory.slots - 1)) as usize);
+    // SAFETY: the slot lies in the region (masked index); the consumer reads
+    // it only after the publish word's store below.
+    unsafe {
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor), descriptor);
+        std::ptr::copy_nonoverlapping(inline.as_ptr(), std::ptr::addr_of_mut!((*slot).inline).cast(), inline.len());
+        (*slot).seq.store(index + 1, std::sync::atomic::Ordering::Release);
+    }
 }
 
 #[cfg(test)]

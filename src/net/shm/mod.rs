@@ -387,6 +387,15 @@ impl ShmChannel {
     unsafe fn decode_copy(&self, at: *const u8, len: usize) -> Result<ReceivedFrame, FrameError> {
         // SAFETY: the caller's promise.
         let header = unsafe { self.header_at(at, len)? };
+        // SAFETY: as above; `header_at` checked that `len` is its length.
+        unsafe { Self::copy_whole(at, header) }
+    }
+
+    /// The frame at `at`, whose `header` was checked, copied whole.
+    ///
+    /// # Safety
+    /// `header.frame_len()` readable bytes at `at`.
+    unsafe fn copy_whole(at: *const u8, header: FrameHeader) -> Result<ReceivedFrame, FrameError> {
         let body_len = header.body_len as usize;
         let body = IoBuf::for_receive(body_len).map_err(|e| FrameError::Alloc(body_len as u64, e.to_string()))?;
         // SAFETY: the body lies inside the frame (frame_len == len); the
@@ -397,31 +406,25 @@ impl ShmChannel {
 
     /// Turns a span of the ring into a frame. The header, metadata and
     /// payload table are copied out before they are checked (the peer can
-    /// still write the ring: what was checked must not change); numeric
+    /// still write the ring: what was checked must not change); float
     /// payloads of large frames stay in place, lent to their tensors.
     fn decode(&self, base: *mut u8, len: usize, span: ring::LentSpan) -> Result<ReceivedFrame, FrameError> {
-        if len as u64 <= SMALL_FRAME_COPY_BYTES {
-            // SAFETY: `len` bytes at `base` lie inside the data ring (the
-            // consumer checked the span) and stay mapped while `span` lives.
-            let frame = unsafe { self.decode_copy(base, len) };
+        // SAFETY: `len` bytes at `base` lie inside the data ring (the
+        // consumer checked the span) and stay mapped while `span` lives.
+        let header = unsafe { self.header_at(base, len)? };
+        if len as u64 <= SMALL_FRAME_COPY_BYTES || header.payload_bytes == 0 {
+            // SAFETY: as above; `header_at` checked that `len` is its length.
+            let frame = unsafe { Self::copy_whole(base, header) };
             drop(span);
             return frame;
         }
-        // SAFETY: as above.
-        let header = unsafe { self.header_at(base, len)? };
         let layout = header.layout();
         let head_len = layout.payload_offset as usize;
-        let copy_all = header.payload_bytes == 0;
-        let body_len = if copy_all { header.body_len as usize } else { head_len };
-        let body = IoBuf::for_receive(body_len).map_err(|e| FrameError::Alloc(body_len as u64, e.to_string()))?;
-        // SAFETY: the body lies inside the span (frame_len == len); the
-        // destination is our fresh buffer of `body_len` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), body_len) };
+        let body = IoBuf::for_receive(head_len).map_err(|e| FrameError::Alloc(head_len as u64, e.to_string()))?;
+        // SAFETY: the head lies inside the span (frame_len == len); the
+        // destination is our fresh buffer of `head_len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
         let body = Arc::new(body);
-        if copy_all {
-            drop(span);
-            return ReceivedFrame::parse(header, body, 0);
-        }
         // SAFETY: the table lies inside our private copy (`parse` checks it
         // again before use); nothing writes the copy.
         let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
@@ -520,9 +523,6 @@ impl watch::Trim for TxSide {
     }
 }
 
-/// Whether every payload in `table` is fixed-width data (any bit pattern a
-/// value); `false` for strings or a table that does not scan (then the
-/// payloads are copied and `parse` reports what is wrong).
 /// Copies `frame`'s bytes to `dst`.
 ///
 /// # Safety
@@ -546,7 +546,9 @@ unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
 /// peer may still change once they are read in place: any bit pattern is a
 /// valid value, and no kernel turns one into an address. Strings (offsets),
 /// bools (a byte other than 0 or 1 is undefined behaviour once checked) and
-/// integers (indices a kernel bounds-checks, then uses) are copied.
+/// integers (indices a kernel bounds-checks, then uses) are copied, and so
+/// is everything behind a table that does not scan (`parse` then reports
+/// what is wrong).
 fn payloads_may_stay_in_the_ring(table: &[u8], count: u32) -> bool {
     let mut at = 0usize;
     for _ in 0..count {

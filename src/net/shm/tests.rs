@@ -77,7 +77,7 @@ fn a_good_frame_then_garbage_frames_and_lengths_are_refused() {
     let (channel, _producer, region) = hostile_pair(1 << 16);
     let memory = region.ring(Direction::ClientToServer);
     let far = ring::Descriptor { kind: ring::DESC_FRAME, position: 1 << 20, len: 1 << 30, ..Default::default() };
-    publish_raw(memory, far, &[]);
+    super::fuzzing::publish_raw(memory, 0, far, &[]);
     let err = poll_error(&channel);
     assert!(err.contains("inside"), "{err}");
 
@@ -85,34 +85,21 @@ fn a_good_frame_then_garbage_frames_and_lengths_are_refused() {
     // holds, and a length past the slot.
     let (channel, _producer, region) = hostile_pair(1 << 16);
     let inline = |len| ring::Descriptor { kind: ring::DESC_INLINE, len, ..Default::default() };
-    publish_raw(region.ring(Direction::ClientToServer), inline(256), &[0xAB; 256]);
+    super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(256), &[0xAB; 256]);
     assert!(poll_error(&channel).contains("magic"), "{}", poll_error_hint());
     let small = OutgoingFrame::new(FrameKind::Request, 1, 9, b"meta", &[], &FrameLimits::default()).unwrap().to_vec();
     let (channel, _producer, region) = hostile_pair(1 << 16);
-    publish_raw(region.ring(Direction::ClientToServer), inline(small.len() as u64 - 64), &small);
+    super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(small.len() as u64 - 64), &small);
     assert!(poll_error(&channel).contains("ring span"));
     let (channel, _producer, region) = hostile_pair(1 << 16);
-    publish_raw(region.ring(Direction::ClientToServer), inline(1 << 20), &small);
+    super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(1 << 20), &small);
     assert!(poll_error(&channel).contains("inline frame of 1048576 bytes"));
     // The same small frame, well formed, crosses inline.
     let (channel, _producer, region) = hostile_pair(1 << 16);
-    publish_raw(region.ring(Direction::ClientToServer), inline(small.len() as u64), &small);
+    super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(small.len() as u64), &small);
     let mut rx = channel.rx.lock();
     let Ok(Polled::Frame(got)) = channel.poll(&mut rx) else { panic!("good inline frame refused") };
     assert_eq!(got.meta_bytes(), b"meta");
-}
-
-/// Writes slot 0 of `memory` raw, as a hostile producer may, and publishes it.
-fn publish_raw(memory: ring::RingMemory, descriptor: ring::Descriptor, inline: &[u8]) {
-    assert!(inline.len() <= ring::INLINE_BYTES);
-    let slot = memory.slots_base;
-    // SAFETY: slot 0 lies in the mapping; the channel reads it only after
-    // the publish word's store below.
-    unsafe {
-        std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor), descriptor);
-        std::ptr::copy_nonoverlapping(inline.as_ptr(), std::ptr::addr_of_mut!((*slot).inline).cast(), inline.len());
-        (*slot).seq.store(1, std::sync::atomic::Ordering::Release);
-    }
 }
 
 fn poll_error_hint() -> &'static str {
