@@ -28,6 +28,7 @@ static SESSIONS_CREATED: AtomicU64 = AtomicU64::new(0);
 static SHM_FRAMES: AtomicU64 = AtomicU64::new(0);
 static SHM_SOCKET_FRAMES: AtomicU64 = AtomicU64::new(0);
 static SHM_SPACE_STALLS: AtomicU64 = AtomicU64::new(0);
+static SHM_FRAMES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
 
 /// Longest latency a histogram holds (longer ones are recorded as this).
 const LATENCY_MAX_NS: u64 = 3_600 * 1_000_000_000;
@@ -99,6 +100,12 @@ pub fn count_shm_socket_frame() {
     SHM_SOCKET_FRAMES.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A frame crossed a shared-memory ring with its tensor written there by
+/// the kernel that made it (nothing copied when sent).
+pub fn count_shm_frame_in_place() {
+    SHM_FRAMES_IN_PLACE.fetch_add(1, Ordering::Relaxed);
+}
+
 /// A sender waited for ring space until it gave up.
 pub fn count_shm_space_stall() {
     SHM_SPACE_STALLS.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +148,7 @@ pub struct Snapshot {
     pub shm_frames: u64,
     pub shm_socket_frames: u64,
     pub shm_space_stalls: u64,
+    pub shm_frames_in_place: u64,
     pub step_latency: Latencies,
     pub graph_run_latency: Latencies,
 }
@@ -158,6 +166,7 @@ pub fn snapshot() -> Snapshot {
         shm_frames: read(&SHM_FRAMES),
         shm_socket_frames: read(&SHM_SOCKET_FRAMES),
         shm_space_stalls: read(&SHM_SPACE_STALLS),
+        shm_frames_in_place: read(&SHM_FRAMES_IN_PLACE),
         step_latency: Latencies::of(step_latency()),
         graph_run_latency: Latencies::of(graph_run_latency()),
     }

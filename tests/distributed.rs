@@ -867,3 +867,75 @@ fn results_a_client_keeps_leave_the_masters_ring_flowing() {
     assert_eq!((socket, stalls), (0, 0), "200 MiB of results lapped the ring around the kept one without waiting");
     s.close().unwrap();
 }
+
+/// `Sum(x)` over axis 0 (a 1-D `x`).
+fn sum_all(b: &mut GraphBuilder, name: &str, x: &str) -> String {
+    use ringflow::graph::{AttrValue, DataType};
+    let axis = b.constant(&format!("{name}_axis"), &Tensor::from_slice::<i32>([1], &[0]).unwrap());
+    b.add(
+        name,
+        "Sum",
+        &[x, &axis],
+        vec![
+            ("T", AttrValue::Type(DataType::Tensor(DType::F32))),
+            ("Tidx", AttrValue::Type(DataType::Tensor(DType::I32))),
+            ("keep_dims", AttrValue::Bool(false)),
+        ],
+    )
+}
+
+fn shm_frames_in_place(address: &str) -> u64 {
+    let mut options = TransportOptions::default();
+    options.shm.enabled = false;
+    let client = Client::connect(address, options).unwrap();
+    let stats = client.call_rpc(&msg::GetStatsRequest {}, &[], Instant::now() + Duration::from_secs(10)).unwrap();
+    stats.meta::<msg::GetStatsResponse>().unwrap().shm_frames_in_place.to_native()
+}
+
+/// A 1 MiB Fill on each task feeds a Sum on the other: over shared memory
+/// each Fill writes its output straight into the ring it is sent through
+/// (task 1's back over the connection task 0's RunGraph came on, task 0's
+/// over its own connection to task 1), and the local Sum of the same
+/// tensor reads it there too. Every value is right in every step.
+#[test]
+fn tensors_sent_between_tasks_are_written_in_place_by_their_kernels() {
+    if !ringflow::net::shm::enabled_by_env() || !ringflow::net::shm::write_in_place_by_env() {
+        return; // RINGFLOW_TRANSPORT=tcp or RINGFLOW_SHM_IN_PLACE=0: nothing is placed.
+    }
+    const N: i32 = 1 << 18;
+    let mut b = GraphBuilder::new();
+    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[N]).unwrap());
+    b.set_device("/job:worker/task:1");
+    let x = b.placeholder("x", DType::F32);
+    let on_1 = b.binary("on_1", "Fill", &dims, &x, DType::F32);
+    let local_1 = sum_all(&mut b, "local_1", &on_1);
+    b.set_device("/job:worker/task:0");
+    let x2 = b.binary("x2", "AddV2", &x, &x, DType::F32);
+    let on_0 = b.binary("on_0", "Fill", &dims, &x2, DType::F32);
+    let local_0 = sum_all(&mut b, "local_0", &on_0);
+    let from_1 = sum_all(&mut b, "from_1", &on_1);
+    b.set_device("/job:worker/task:1");
+    let from_0 = sum_all(&mut b, "from_0", &on_0);
+    let graph = b.finish();
+
+    let target = target();
+    let (task0, task1) = {
+        let cluster = shared().lock().unwrap_or_else(|e| e.into_inner());
+        (cluster.address(0).to_string(), cluster.address(1).to_string())
+    };
+    let before = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
+    let s = session_on(&target, graph);
+    const STEPS: u64 = 12;
+    for step in 0..STEPS {
+        let v = step as f32 + 1.0;
+        let got = s.run_simple(&[("x", Tensor::scalar(v))], &[&local_1, &from_1, &local_0, &from_0], &[]).unwrap();
+        let sums: Vec<f32> = got.iter().map(|t| t.scalar_value::<f32>().unwrap()).collect();
+        let n = N as f32;
+        assert_eq!(sums, vec![n * v, n * v, n * 2.0 * v, n * 2.0 * v], "step {step}");
+    }
+    s.close().unwrap();
+    let after = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
+    // Other tests share the cluster: they can only add.
+    assert!(after.0 - before.0 >= STEPS, "task 0 wrote {} of {STEPS} in place", after.0 - before.0);
+    assert!(after.1 - before.1 >= STEPS, "task 1 wrote {} of {STEPS} in place", after.1 - before.1);
+}

@@ -287,49 +287,20 @@ pub fn transfer_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
         return Err(Status::invalid_argument("transfer-remote sizes stop at 8 GiB (an int32 element count)"));
     }
     let iters = if opts.iterations == 0 { 15 } else { opts.iterations.min(200) };
-    let c = if opts.shm { shm_cluster(2)? } else { cluster(2)? };
-    let s = session(&c, fill_and_sum(elements, 1, 0))?;
-    let handle = s.make_callable(&[], &["total".to_string()], &[])?;
-    let traced = RunOptions { trace: true, ..RunOptions::default() };
-    for _ in 0..(iters / 10).max(2) {
-        s.run_callable(handle, Vec::new(), &traced)?;
+    if opts.shm {
+        return transfer_remote_shm(bytes, elements, iters);
     }
-    let (mut crossings, mut steps) = (LatencyRecorder::default(), LatencyRecorder::default());
-    // With `shm`, a memcpy of the same size after each step: the baseline,
-    // taken in turns with the steps.
-    let source = if opts.shm { vec![1u8; bytes as usize] } else { Vec::new() };
-    let mut copy_to = source.clone();
-    let mut copies = LatencyRecorder::default();
+    let c = cluster(2)?;
+    let mut run = TracedTransfer::new(&c, elements, iters)?;
     for _ in 0..iters {
-        let start = Instant::now();
-        let (_, metadata) = s.run_callable(handle, Vec::new(), &traced)?;
-        steps.record(start.elapsed());
-        crossings.record(Duration::from_micros(crossing_us(&metadata.step_stats)?.max(1)));
-        if opts.shm {
-            let start = Instant::now();
-            copy_to.copy_from_slice(std::hint::black_box(&source));
-            std::hint::black_box(&mut copy_to);
-            copies.record(start.elapsed());
-        }
+        run.step()?;
     }
-    s.release_callable(handle)?;
-    s.close()?;
+    run.close()?;
     c.shutdown();
-    let crossing = Duration::from_nanos(crossings.percentile_ns(50.0) as u64);
+    let crossing = run.crossing();
     let gbps = bytes as f64 / crossing.as_secs_f64() / 1e9;
     let payload = vec![1u8; bytes as usize];
     let mib = bytes as f64 / (1 << 20) as f64;
-    if opts.shm {
-        let memcpy = bytes as f64 / (copies.percentile_ns(50.0) / 1e9) / 1e9;
-        return Ok(vec![
-            Figure::new("transfer-remote", "bandwidth_shm", gbps, "GB/s", 1).with_baseline(memcpy).with_note(format!(
-                "{mib:.0} MiB filled on task 1, summed on task 0, over shared memory; p50 crossing {:.2} ms, from _Send start (task 1) to _Recv end (task 0) in traced steps; baseline: p50 memcpy of the same bytes in one process, one after each step",
-                crossing.as_secs_f64() * 1e3,
-            )),
-            Figure::new("transfer-remote", "p50_step_shm", steps.percentile_us(50.0) / 1e3, "ms", 1)
-                .with_note("the whole traced step over shared memory: fill, crossing, sum, fetch"),
-        ]);
-    }
     let raw = net_bench::raw_bulk(
         &net_bench::BenchOptions { bulk_iterations: iters.max(5), ..net_bench::BenchOptions::default() },
         &payload,
@@ -340,8 +311,112 @@ pub fn transfer_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
             "{mib:.0} MiB filled on task 1, summed on task 0; p50 crossing {:.2} ms, from _Send start (task 1) to _Recv end (task 0) in traced steps; baseline: raw TCP bulk, same run",
             crossing.as_secs_f64() * 1e3,
         )),
-        Figure::new("transfer-remote", "p50_step", steps.percentile_us(50.0) / 1e3, "ms", 1)
+        Figure::new("transfer-remote", "p50_step", run.steps.percentile_us(50.0) / 1e3, "ms", 1)
             .with_note("the whole traced step: fill, crossing, sum, fetch"),
+    ])
+}
+
+/// Fill on task 1, Sum on task 0, traced, step by step: each step's
+/// crossing (`_Send` start to `_Recv` end) and whole time.
+struct TracedTransfer {
+    session: Box<dyn Session>,
+    handle: u64,
+    crossings: LatencyRecorder,
+    steps: LatencyRecorder,
+}
+
+impl TracedTransfer {
+    fn new(cluster: &LocalCluster, elements: usize, iters: usize) -> Result<TracedTransfer> {
+        let session = session(cluster, fill_and_sum(elements, 1, 0))?;
+        let handle = session.make_callable(&[], &["total".to_string()], &[])?;
+        let run = TracedTransfer {
+            session,
+            handle,
+            crossings: LatencyRecorder::default(),
+            steps: LatencyRecorder::default(),
+        };
+        for _ in 0..(iters / 10).max(2) {
+            run.run_traced()?;
+        }
+        Ok(run)
+    }
+
+    fn run_traced(&self) -> Result<(Duration, u64)> {
+        let traced = RunOptions { trace: true, ..RunOptions::default() };
+        let start = Instant::now();
+        let (_, metadata) = self.session.run_callable(self.handle, Vec::new(), &traced)?;
+        Ok((start.elapsed(), crossing_us(&metadata.step_stats)?.max(1)))
+    }
+
+    fn step(&mut self) -> Result<()> {
+        let (took, crossing_us) = self.run_traced()?;
+        self.steps.record(took);
+        self.crossings.record(Duration::from_micros(crossing_us));
+        Ok(())
+    }
+
+    fn crossing(&self) -> Duration {
+        Duration::from_nanos(self.crossings.percentile_ns(50.0) as u64)
+    }
+
+    fn close(&self) -> Result<()> {
+        self.session.release_callable(self.handle)?;
+        self.session.close()
+    }
+}
+
+/// Over shared memory, two clusters in turns: one where Fill writes its
+/// output straight into the peer's ring (the default), one where the
+/// tensor is copied into the ring when sent (`--transport shm-copy`); a
+/// memcpy of the same bytes after each pair of steps is the baseline of
+/// the copied crossing.
+fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<Figure>> {
+    if !crate::net::shm::enabled_by_env() {
+        return Err(Status::invalid_argument("transfer-remote shm: RINGFLOW_TRANSPORT turns shared memory off"));
+    }
+    let in_place_cluster = shm_cluster(2)?;
+    let copy_cluster = LocalCluster::start(
+        &current_binary()?,
+        2,
+        &LocalClusterOptions { extra_args: vec!["--transport".into(), "shm-copy".into()], ..Default::default() },
+    )?;
+    let mut in_place = TracedTransfer::new(&in_place_cluster, elements, iters)?;
+    let mut copied = TracedTransfer::new(&copy_cluster, elements, iters)?;
+    let source = vec![1u8; bytes as usize];
+    let mut copy_to = source.clone();
+    let mut copies = LatencyRecorder::default();
+    for _ in 0..iters {
+        in_place.step()?;
+        copied.step()?;
+        let start = Instant::now();
+        copy_to.copy_from_slice(std::hint::black_box(&source));
+        std::hint::black_box(&mut copy_to);
+        copies.record(start.elapsed());
+    }
+    in_place.close()?;
+    copied.close()?;
+    in_place_cluster.shutdown();
+    copy_cluster.shutdown();
+    let mib = bytes as f64 / (1 << 20) as f64;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let memcpy = bytes as f64 / (copies.percentile_ns(50.0) / 1e9) / 1e9;
+    let copied_gbps = bytes as f64 / copied.crossing().as_secs_f64() / 1e9;
+    Ok(vec![
+        Figure::new("transfer-remote", "bandwidth_shm", copied_gbps, "GB/s", 1).with_baseline(memcpy).with_note(format!(
+            "{mib:.0} MiB filled on task 1, summed on task 0, copied into the shared-memory ring when sent (--transport shm-copy); \
+             p50 crossing {:.2} ms, from _Send start (task 1) to _Recv end (task 0) in traced steps; \
+             baseline: p50 memcpy of the same bytes in one process, in turns with the steps",
+            ms(copied.crossing()),
+        )),
+        Figure::new("transfer-remote", "p50_crossing_shm", ms(in_place.crossing()), "ms", 1)
+            .with_baseline(ms(copied.crossing()))
+            .with_note(
+                "the same crossing when Fill writes its output straight into task 0's ring (the default): \
+                 nothing is copied when it is sent; baseline: the copied crossing above, same run, in turns",
+            ),
+        Figure::new("transfer-remote", "p50_step_shm", in_place.steps.percentile_us(50.0) / 1e3, "ms", 1)
+            .with_baseline(copied.steps.percentile_us(50.0) / 1e3)
+            .with_note("the whole traced step (fill, crossing, sum, fetch) written in place; baseline: the same step copied into the ring, same run, in turns"),
     ])
 }
 

@@ -143,8 +143,11 @@ pub enum Command {
         /// Serve Prometheus text on http://HOST:P/metrics (HOST: the bound address's).
         #[arg(long, value_name = "P")]
         metrics_port: Option<u16>,
-        /// auto (shared memory with peers on this host, else TCP) or tcp
-        /// (never shared memory; also `RINGFLOW_TRANSPORT=tcp`).
+        /// auto (shared memory with peers on this host, else TCP; kernels
+        /// write tensors sent to such a peer straight into its ring),
+        /// shm-copy (shared memory, every sent tensor copied into the ring;
+        /// also `RINGFLOW_SHM_IN_PLACE=0`) or tcp (never shared memory;
+        /// also `RINGFLOW_TRANSPORT=tcp`).
         #[arg(long, default_value = "auto")]
         transport: String,
     },

@@ -21,7 +21,8 @@ pub struct ServerArgs {
     /// `--metrics-port P`: Prometheus text on `http://host:P/metrics`.
     pub metrics_port: Option<u16>,
     pub limits: LimitArgs,
-    /// `auto` or `tcp` (see `net::shm`).
+    /// `auto`, `shm-copy` (shared memory, every sent tensor copied into
+    /// the ring) or `tcp` (see `net::shm`).
     pub transport: String,
 }
 
@@ -116,9 +117,12 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     options.metrics_port = args.metrics_port;
     match args.transport.trim().to_ascii_lowercase().as_str() {
         "auto" | "shm" => {}
+        "shm-copy" => options.transport.shm.write_in_place = false,
         "tcp" => options.transport.shm.enabled = false,
         other => {
-            return Err(crate::error::Status::invalid_argument(format!("--transport {other}: expected auto or tcp")));
+            return Err(crate::error::Status::invalid_argument(format!(
+                "--transport {other}: expected auto, shm-copy or tcp"
+            )));
         }
     }
     let server = Server::start(options)?;

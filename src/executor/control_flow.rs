@@ -38,7 +38,7 @@ use super::frames::{ControlFlowPlan, NO_FRAME};
 use super::outcome::Outcome;
 use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan};
 use super::rendezvous::{RendezvousKey, frame_tag};
-use super::run::{Executor, compute_kernel, thread_number};
+use super::run::{Executor, compute_kernel_for, thread_number};
 use super::step::{Args, NodeStats, StepContext, arg_key};
 use crate::error::{Result, Status};
 use crate::ops::Value;
@@ -676,7 +676,7 @@ impl CfExecution {
         Some(match &node.kind {
             NodeKind::Kernel { .. } => {
                 let mut outputs: Values = smallvec![None; n];
-                compute_kernel(&self.executor, t.id, hot, inputs, &mut outputs).and_then(|()| {
+                compute_kernel_for(&self.executor, &self.step, t.id, hot, inputs, &mut outputs).and_then(|()| {
                     match outputs.iter().position(Option::is_none) {
                         Some(missing) => {
                             Err(Status::internal(format!("{}: output {missing} was not set", node.describe())))

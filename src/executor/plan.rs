@@ -98,6 +98,9 @@ impl HotNode {
     /// Worth a thread hop whatever its inputs (a kernel that says so, or
     /// one fed a large constant).
     pub const EXPENSIVE: u8 = 8;
+    /// A one-output kernel that feeds a `_Send` (`PlanNode::sends_to`):
+    /// its output may be written where the send reads it.
+    pub const FEEDS_SEND: u8 = 16;
 
     #[inline]
     pub fn has(&self, flag: u8) -> bool {
@@ -110,6 +113,9 @@ pub(crate) struct PlanNode {
     pub name: String,
     pub op: String,
     pub kind: NodeKind,
+    /// For a [`HotNode::FEEDS_SEND`] kernel: the receiving device of the
+    /// `_Send` its output feeds.
+    pub sends_to: Option<Box<str>>,
 }
 
 impl PlanNode {
@@ -253,7 +259,7 @@ impl Plan {
                 flags,
             });
             initial_pending.push(count_u32(gnode.inputs.len() + gnode.control_inputs.len(), "inputs", spec)?);
-            nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind });
+            nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind, sends_to: None });
         }
         let mut out_edges: Vec<Vec<OutEdge>> = vec![Vec::new(); order.len()];
         for &id in &order {
@@ -265,6 +271,19 @@ impl Plan {
             }
             for &c in &gnode.control_inputs {
                 out_edges[position[c] as usize].push(OutEdge { port: CONTROL_PORT, dst, slot: u32::MAX });
+            }
+        }
+        for (id, out) in out_edges.iter().enumerate() {
+            if !hot[id].has(HotNode::KERNEL) || hot[id].num_outputs != 1 {
+                continue;
+            }
+            let send_key = out.iter().find_map(|e| match &nodes[e.dst as usize].kind {
+                NodeKind::Send(key) if e.port == 0 => key.dst_device(),
+                _ => None,
+            });
+            if let Some(recv_device) = send_key {
+                nodes[id].sends_to = Some(recv_device.into());
+                hot[id].flags |= HotNode::FEEDS_SEND;
             }
         }
         let mut slot_const: Vec<Option<Value>> = vec![None; slot_deref.len()];

@@ -10,6 +10,7 @@
 
 use crate::error::{Result, Status};
 use crate::ops::Value;
+use crate::tensor::placement::OutputPlacement;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -170,6 +171,13 @@ pub trait Rendezvous: Send + Sync {
 
     /// Fails every current and future receive with `status`.
     fn abort(&self, status: Status);
+
+    /// Memory a kernel may write a value into that a `_Send` will later
+    /// send to `recv_device`, so it crosses without a copy; `None` (the
+    /// default) where sending copies anyway or costs nothing.
+    fn output_placement(&self, _recv_device: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+        None
+    }
 }
 
 enum Item {

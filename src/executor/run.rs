@@ -460,7 +460,7 @@ impl Execution {
         // an argument array. Bound constants are lent from the plan; their
         // slots stay empty.
         let inputs = self.frame().node_slots(hot.input_base as usize, hot.num_inputs as usize);
-        let result = compute_kernel(&self.executor, id, hot, inputs, outputs);
+        let result = compute_kernel_for(&self.executor, &self.step, id, hot, inputs, outputs);
         // What the kernel did not take dies with its execution, as it would
         // in an argument array.
         inputs.iter_mut().for_each(|i| drop(i.take()));
@@ -600,6 +600,42 @@ impl Execution {
             }
         }
         made_cheap
+    }
+}
+
+/// [`compute_kernel`] in `step`: a kernel whose output a `_Send` sends may
+/// write it where the send reads it (the rendezvous says where; see
+/// `tensor::placement`).
+#[inline]
+pub(super) fn compute_kernel_for(
+    executor: &Executor,
+    step: &StepContext,
+    id: u32,
+    hot: &HotNode,
+    inputs: &mut [Option<Value>],
+    outputs: &mut [Option<Value>],
+) -> Result<()> {
+    if hot.has(HotNode::FEEDS_SEND) {
+        return compute_kernel_placed(executor, step, id, hot, inputs, outputs);
+    }
+    compute_kernel(executor, id, hot, inputs, outputs)
+}
+
+#[inline(never)]
+fn compute_kernel_placed(
+    executor: &Executor,
+    step: &StepContext,
+    id: u32,
+    hot: &HotNode,
+    inputs: &mut [Option<Value>],
+    outputs: &mut [Option<Value>],
+) -> Result<()> {
+    let recv_device = executor.plan.nodes[id as usize].sends_to.as_deref();
+    match recv_device.and_then(|device| step.rendezvous.output_placement(device)) {
+        Some(placement) => {
+            crate::tensor::placement::place_outputs(&*placement, || compute_kernel(executor, id, hot, inputs, outputs))
+        }
+        None => compute_kernel(executor, id, hot, inputs, outputs),
     }
 }
 

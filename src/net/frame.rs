@@ -360,6 +360,16 @@ impl OutgoingFrame {
         slices
     }
 
+    /// The header, metadata and table: every byte before the payloads.
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// The tensors whose bytes follow the head.
+    pub fn payloads(&self) -> &[Tensor] {
+        &self.payloads
+    }
+
     /// Bytes of tensor payload (unpadded) this frame carries.
     pub fn payload_data_bytes(&self) -> u64 {
         self.payloads.iter().map(|t| t.byte_len() as u64).sum()

@@ -827,6 +827,9 @@ pub struct GetStatsResponse {
     pub shm_frames: u64,
     pub shm_socket_frames: u64,
     pub shm_space_stalls: u64,
+    /// Of `shm_frames`, those whose tensor a kernel wrote into the ring
+    /// itself (nothing copied when sent).
+    pub shm_frames_in_place: u64,
     /// Live sessions now, and master sessions created since start.
     pub master_sessions: u64,
     pub worker_sessions: u64,

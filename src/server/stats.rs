@@ -39,6 +39,7 @@ impl StatsSource {
             shm_frames: c.shm_frames,
             shm_socket_frames: c.shm_socket_frames,
             shm_space_stalls: c.shm_space_stalls,
+            shm_frames_in_place: c.shm_frames_in_place,
             master_sessions: self.master.as_ref().map_or(0, |m| m.num_sessions() as u64),
             worker_sessions: self.worker.as_ref().map_or(0, |w| w.num_sessions() as u64),
             sessions_created: c.sessions_created,
@@ -92,6 +93,12 @@ pub fn prometheus_text(s: &GetStatsResponse) -> String {
         "Waits for shared-memory ring space that ran out.",
         s.shm_space_stalls,
     );
+    metric(
+        "ringflow_shm_frames_in_place_total",
+        "counter",
+        "Frames through shared-memory rings whose tensor its kernel wrote in the ring (no copy when sent).",
+        s.shm_frames_in_place,
+    );
     metric("ringflow_master_sessions", "gauge", "Live master sessions.", s.master_sessions);
     metric("ringflow_worker_sessions", "gauge", "Live worker sessions.", s.worker_sessions);
     metric("ringflow_sessions_created_total", "counter", "Master sessions created.", s.sessions_created);
@@ -137,7 +144,7 @@ pub fn format_table(s: &GetStatsResponse) -> String {
          graph runs        {} ({} failed)\n\
          sessions          {} master, {} worker live; {} created\n\
          bytes             {} sent, {} received\n\
-         shared memory     {} frames in rings, {} over sockets, {} space stalls\n\
+         shared memory     {} frames in rings ({} written in place), {} over sockets, {} space stalls\n\
          step latency      {}\n\
          graph run latency {}\n",
         s.task,
@@ -152,6 +159,7 @@ pub fn format_table(s: &GetStatsResponse) -> String {
         s.bytes_sent,
         s.bytes_received,
         s.shm_frames,
+        s.shm_frames_in_place,
         s.shm_socket_frames,
         s.shm_space_stalls,
         latency(&s.step_latency),

@@ -14,6 +14,7 @@
 
 pub mod dtype;
 pub mod npy;
+pub mod placement;
 pub mod shape;
 mod storage;
 pub mod strings;
@@ -106,6 +107,17 @@ impl Tensor {
 
     /// A tensor whose elements `fill` writes; they start zeroed.
     pub fn build<T: Element>(shape: impl Into<Shape>, fill: impl FnOnce(&mut [T])) -> Result<Tensor> {
+        let shape = shape.into();
+        if placement::is_armed_for(T::DTYPE, zeroed_byte_len(T::DTYPE, &shape)?) {
+            // SAFETY: every byte is zeroed before `fill` sees the elements,
+            // and all-zero bytes are a valid float (only floats are placed).
+            return unsafe {
+                Tensor::build_uninit::<T>(shape, |out| {
+                    std::ptr::write_bytes(out.as_mut_ptr(), 0, out.len());
+                    fill(&mut *(out as *mut [MaybeUninit<T>] as *mut [T]));
+                })
+            };
+        }
         let mut t = Tensor::zeros(T::DTYPE, shape)?;
         let slice = t.try_slice_mut::<T>().expect("a fresh tensor is uniquely owned and of its dtype");
         fill(slice);
@@ -124,6 +136,21 @@ impl Tensor {
     ) -> Result<Tensor> {
         let shape = shape.into();
         let len = zeroed_byte_len(T::DTYPE, &shape)?;
+        if let Some(placed) = placement::take(T::DTYPE, len) {
+            // SAFETY: the placement's contract: `len` writable bytes, 64-byte
+            // aligned (so aligned for `T`; `len` is a whole number of `T`s),
+            // that nobody else touches until this tensor is handed on;
+            // `MaybeUninit<T>` claims nothing about them.
+            let elements = unsafe {
+                std::slice::from_raw_parts_mut(placed.ptr.as_ptr().cast::<MaybeUninit<T>>(), len / size_of::<T>())
+            };
+            fill(elements);
+            // SAFETY: `fill` wrote every element (the caller's promise); the
+            // bytes stay valid while `keep` lives, and only readers of this
+            // tensor see them from here on.
+            let storage = unsafe { Storage::borrowed(placed.ptr, len, placed.keep) };
+            return Ok(Tensor::from_parts(T::DTYPE, shape, storage));
+        }
         let fill_bytes = |bytes: &mut [MaybeUninit<u8>]| {
             debug_assert_eq!(bytes.as_ptr() as usize % TENSOR_ALIGN, 0);
             // SAFETY: tensor bytes are 64-byte aligned (so aligned for `T`)

@@ -16,6 +16,7 @@ use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
 use crate::net::{BackChannel, ChannelCache, Client, Response};
 use crate::tensor::Tensor;
+use crate::tensor::placement::OutputPlacement;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -426,6 +427,10 @@ impl RemoteSend for SessionPeers {
         client.push_msg(&push, tensor.as_slice()).map_err(|e| name_task(dst_task, client.peer(), e))
     }
 
+    fn output_placement(&self, dst_task: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+        self.client(dst_task).ok()?.output_placement()
+    }
+
     fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status) {
         let abort = abort_step(&self.session_handle, step_id, status);
         if let Err(e) = self.client(dst_task).and_then(|c| c.push_msg(&abort, &[])) {
@@ -456,6 +461,10 @@ impl RemoteSend for ConnectionBack {
     fn send_remote(&self, dst_task: &str, step_id: u64, key: &RendezvousKey, tensor: Option<Tensor>) -> Result<()> {
         let push = tensor_push(&self.session_handle, step_id, key, tensor.as_ref());
         self.channel.push_msg(&push, tensor.as_slice()).map_err(|e| name_task(dst_task, self.channel.peer(), e))
+    }
+
+    fn output_placement(&self, _dst_task: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+        self.channel.output_placement()
     }
 
     fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status) {

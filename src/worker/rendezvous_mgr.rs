@@ -13,6 +13,7 @@ use crate::error::{Result, Status};
 use crate::executor::{LocalRendezvous, Rendezvous, RendezvousKey};
 use crate::ops::Value;
 use crate::tensor::Tensor;
+use crate::tensor::placement::OutputPlacement;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
@@ -28,6 +29,12 @@ pub trait RemoteSend: Send + Sync {
     /// Tells `dst_task` that `step_id` failed here (best effort: the master
     /// aborts the step everywhere too).
     fn abort_remote(&self, dst_task: &str, step_id: u64, status: &Status);
+
+    /// Memory that a tensor later sent to `dst_task` may be written into
+    /// so that it crosses without a copy (a shared-memory ring), if any.
+    fn output_placement(&self, _dst_task: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+        None
+    }
 }
 
 /// Makes a session's [`RemoteSend`] from the cluster its master described.
@@ -100,6 +107,17 @@ impl Rendezvous for WorkerRendezvous {
 
     fn recv_async(&self, key: &RendezvousKey, done: crate::executor::rendezvous::RecvCallback) {
         self.local.recv_async(key, done)
+    }
+
+    fn output_placement(&self, recv_device: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+        let dst_task = task_of(recv_device);
+        if dst_task == &*self.task_name {
+            return None;
+        }
+        match self.return_route.get() {
+            Some(route) if &*route.task == dst_task => route.send.output_placement(dst_task),
+            _ => self.remote.as_ref()?.output_placement(dst_task),
+        }
     }
 
     fn abort(&self, status: Status) {

@@ -223,6 +223,12 @@ impl Client {
         self.inner.conn.shm_stats()
     }
 
+    /// Memory a kernel may write a tensor this client will push into: the
+    /// peer's shared-memory ring, when the connection has one.
+    pub fn output_placement(&self) -> Option<Arc<dyn crate::tensor::placement::OutputPlacement + Send + Sync>> {
+        self.inner.conn.output_placement()
+    }
+
     /// True once the connection has failed; a new `Client` is needed.
     pub fn is_dead(&self) -> bool {
         self.inner.failure.lock().is_some()

@@ -13,6 +13,7 @@ use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
 use crate::net::shm::{self, Placed, Polled, ShmChannel};
 use crate::tensor::Tensor;
+use crate::tensor::placement::OutputPlacement;
 use parking_lot::Mutex;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -116,6 +117,12 @@ impl Conn {
     /// What this side sent through its shared-memory channel, if it has one.
     pub(crate) fn shm_stats(&self) -> Option<shm::ShmStats> {
         self.shm.get().map(ShmChannel::stats)
+    }
+
+    /// Memory in the peer's ring for a kernel's output this connection
+    /// will send, when it has a shared-memory channel that allows it.
+    pub(crate) fn output_placement(&self) -> Option<std::sync::Arc<dyn OutputPlacement + Send + Sync>> {
+        self.shm.get().and_then(ShmChannel::output_placement)
     }
 
     /// The negotiation's view of this connection and its reader.

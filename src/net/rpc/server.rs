@@ -135,6 +135,13 @@ impl BackChannel {
         &self.conn.peer
     }
 
+    /// As [`Client::output_placement`](crate::net::rpc::Client::output_placement), for this connection.
+    pub fn output_placement(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::tensor::placement::OutputPlacement + Send + Sync>> {
+        self.conn.output_placement()
+    }
+
     /// Encodes and pushes a one-way message (see [`OneWay`]).
     pub fn push_msg<M>(&self, msg: &M, payloads: &[Tensor]) -> Result<()>
     where

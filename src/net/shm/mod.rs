@@ -29,6 +29,7 @@ pub mod watch;
 use crate::alloc::IoBuf;
 use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, ReceivedFrame};
 use crate::tensor::DType;
+use crate::tensor::placement::{OutputPlacement, PlacedBytes};
 use parking_lot::Mutex;
 use region::{Direction, Layout, SharedRegion};
 use ring::{Consumer, Producer, Received, RingError};
@@ -80,6 +81,10 @@ pub struct ShmOptions {
     /// this long, the ring's free pages past them go back to the kernel
     /// (`Duration::ZERO`: never).
     pub trim_after: Duration,
+    /// Let a kernel whose output is sent over this channel write it
+    /// straight into the peer's ring (`tensor::placement`), so it crosses
+    /// without a copy. Default: on, unless `RINGFLOW_SHM_IN_PLACE=0`.
+    pub write_in_place: bool,
     pub fault: Option<ShmFault>,
 }
 
@@ -90,6 +95,7 @@ impl Default for ShmOptions {
             ring_bytes: 160 << 20,
             slots: 1024,
             trim_after: Duration::from_secs(5),
+            write_in_place: write_in_place_by_env(),
             fault: None,
         }
     }
@@ -108,6 +114,11 @@ pub fn enabled_by_env() -> bool {
         ),
         Err(_) => true,
     }
+}
+
+/// `RINGFLOW_SHM_IN_PLACE=0` makes every sent tensor a copy into the ring.
+pub fn write_in_place_by_env() -> bool {
+    std::env::var("RINGFLOW_SHM_IN_PLACE").map_or(true, |v| v.trim() != "0")
 }
 
 /// This host, as both ends compare it: the kernel's boot id and the host
@@ -154,6 +165,7 @@ pub struct ShmChannel {
     stalled_at_progress: AtomicU64,
     stats: ChannelStats,
     limits: FrameLimits,
+    write_in_place: bool,
 }
 
 const NOT_STALLED: u64 = u64::MAX;
@@ -162,6 +174,7 @@ const NOT_STALLED: u64 = u64::MAX;
 #[derive(Debug, Default)]
 struct ChannelStats {
     frames: AtomicU64,
+    frames_in_place: AtomicU64,
     socket_frames: AtomicU64,
     space_stalls: AtomicU64,
 }
@@ -171,6 +184,9 @@ struct ChannelStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ShmStats {
     pub frames: u64,
+    /// Of `frames`, those whose tensor a kernel wrote into the ring itself
+    /// (split frames: nothing copied).
+    pub frames_in_place: u64,
     pub socket_frames: u64,
     pub space_stalls: u64,
 }
@@ -240,13 +256,28 @@ impl ShmChannel {
             stalled_at_progress: AtomicU64::new(NOT_STALLED),
             stats: ChannelStats::default(),
             limits,
+            write_in_place: true,
         }
+    }
+
+    /// Whether kernels may write tensors sent here into the ring
+    /// ([`ShmOptions::write_in_place`]).
+    pub fn writing_in_place(mut self, on: bool) -> ShmChannel {
+        self.write_in_place = on;
+        self
+    }
+
+    /// Memory in the peer's ring for a kernel's output that this channel
+    /// will send (`None` when writing in place is off).
+    pub fn output_placement(&self) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+        self.write_in_place.then(|| Arc::new(RingPlacement { tx: self.tx.clone() }) as _)
     }
 
     pub fn stats(&self) -> ShmStats {
         use Ordering::Relaxed;
         ShmStats {
             frames: self.stats.frames.load(Relaxed),
+            frames_in_place: self.stats.frames_in_place.load(Relaxed),
             socket_frames: self.stats.socket_frames.load(Relaxed),
             space_stalls: self.stats.space_stalls.load(Relaxed),
         }
@@ -297,6 +328,23 @@ impl ShmChannel {
             return Placed::NoSlot;
         }
         let len = frame.header.frame_len();
+        if let Some(held) = self.held_payload(&tx, frame) {
+            let head = frame.head();
+            // SAFETY: a free slot's inline bytes are ours until published,
+            // and the head fits them (`held_payload` checked).
+            unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), tx.inline_bytes(), head.len()) };
+            if tx.publish_split(&held, head.len()) {
+                if tx.consumer_may_sleep() {
+                    doorbell::ring(&tx.memory().doorbell().seq);
+                }
+                drop(tx);
+                self.stats.frames.fetch_add(1, Ordering::Relaxed);
+                self.stats.frames_in_place.fetch_add(1, Ordering::Relaxed);
+                crate::counters::count_shm_frame();
+                crate::counters::count_shm_frame_in_place();
+                return Placed::Sent;
+            }
+        }
         if len <= ring::INLINE_BYTES as u64 {
             // SAFETY: a free slot's inline bytes are ours until published,
             // and the frame fits them.
@@ -322,6 +370,21 @@ impl ShmChannel {
         self.stats.frames.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_frame();
         Placed::Sent
+    }
+
+    /// The span a kernel wrote `frame`'s one payload into, held unpublished
+    /// in this channel's ring, when the frame's head fits a slot.
+    fn held_payload(&self, tx: &Producer, frame: &OutgoingFrame) -> Option<Arc<ring::HeldSpan>> {
+        let [payload] = frame.payloads() else { return None };
+        if frame.head().len() > ring::INLINE_BYTES {
+            return None;
+        }
+        let bytes = payload.as_bytes();
+        let offset = (bytes.as_ptr() as u64).checked_sub(tx.memory().data as u64)?;
+        if offset >= tx.capacity() {
+            return None;
+        }
+        tx.held_at(offset, crate::net::frame::padded_payload_len(bytes.len() as u64)?)
     }
 
     /// Publishes "the next frame is on the socket". The caller checked
@@ -355,6 +418,11 @@ impl ShmChannel {
                 let base = rx.consumer.bytes(offset);
                 let keep: Arc<dyn Send + Sync> = self.region.clone();
                 Ok(Polled::Frame(self.decode(base, len, span.keeping(keep))?))
+            }
+            Some(Received::Split { head, offset, len, span }) => {
+                let payload = rx.consumer.bytes(offset);
+                let keep: Arc<dyn Send + Sync> = self.region.clone();
+                Ok(Polled::Frame(self.decode_split(head.bytes(), payload, len, span.keeping(keep))?))
             }
         }
     }
@@ -418,18 +486,62 @@ impl ShmChannel {
             drop(span);
             return frame;
         }
-        let layout = header.layout();
-        let head_len = layout.payload_offset as usize;
+        let head_len = header.layout().payload_offset as usize;
         let body = IoBuf::for_receive(head_len).map_err(|e| FrameError::Alloc(head_len as u64, e.to_string()))?;
         // SAFETY: the head lies inside the span (frame_len == len); the
         // destination is our fresh buffer of `head_len` bytes.
         unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
-        let body = Arc::new(body);
+        let payload_ptr = base.wrapping_add(HEADER_BYTES + head_len);
+        let payload_len = header.payload_bytes as usize;
+        Self::with_payloads(header, Arc::new(body), payload_ptr, payload_len, span)
+    }
+
+    /// A split frame: its head (copied out of the slot) and its payload,
+    /// the `len`-byte span at `payload` that a kernel on the other side
+    /// wrote in place.
+    fn decode_split(
+        &self,
+        head: &[u8],
+        payload: *mut u8,
+        len: usize,
+        span: ring::LentSpan,
+    ) -> Result<ReceivedFrame, FrameError> {
+        let header_bytes: &[u8; HEADER_BYTES] = head
+            .get(..HEADER_BYTES)
+            .and_then(|h| h.try_into().ok())
+            .ok_or_else(|| FrameError::InconsistentLengths(format!("a {}-byte split frame head", head.len())))?;
+        let header = FrameHeader::decode(header_bytes, &self.limits)?;
+        let head_len = header.layout().payload_offset as usize;
+        if HEADER_BYTES + head_len != head.len() || header.payload_bytes != len as u64 {
+            return Err(FrameError::InconsistentLengths(format!(
+                "a split frame of {} head and {} payload bytes in a {}-byte head and a {len}-byte span",
+                HEADER_BYTES + head_len,
+                header.payload_bytes,
+                head.len()
+            )));
+        }
+        let body = IoBuf::for_receive(head_len).map_err(|e| FrameError::Alloc(head_len as u64, e.to_string()))?;
+        // SAFETY: `head_len` bytes after the header in our copy of the head
+        // (checked just above), into our fresh buffer of that size.
+        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr().add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
+        Self::with_payloads(header, Arc::new(body), payload, len, span)
+    }
+
+    /// The frame whose checked `header` and copied `body` (metadata and
+    /// table) were read, over the `payload_len` payload bytes at
+    /// `payload_ptr` inside `span`: float payloads stay there, lent to
+    /// their tensors; the rest are copied.
+    fn with_payloads(
+        header: FrameHeader,
+        body: Arc<IoBuf>,
+        payload_ptr: *mut u8,
+        payload_len: usize,
+        span: ring::LentSpan,
+    ) -> Result<ReceivedFrame, FrameError> {
+        let layout = header.layout();
         // SAFETY: the table lies inside our private copy (`parse` checks it
         // again before use); nothing writes the copy.
         let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
-        let payload_ptr = base.wrapping_add(HEADER_BYTES + head_len);
-        let payload_len = header.payload_bytes as usize;
         let payloads = if payloads_may_stay_in_the_ring(table, header.payload_count) {
             let ptr = NonNull::new(payload_ptr).expect("inside a mapping");
             // SAFETY: the payload bytes lie inside the span (checked above),
@@ -520,6 +632,43 @@ impl watch::Trim for TxSide {
         // A large frame placed while this ran, before the flag was clear,
         // asked for nothing: keep this request for it.
         self.due() <= now || self.trim_scheduled.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// Places a kernel's output in the peer's ring: a span held ahead of the
+/// frame that sends it (`ring::Producer::reserve_held`).
+struct RingPlacement {
+    tx: Arc<TxSide>,
+}
+
+/// Keeps a held span's region mapped while a tensor lies over it, and
+/// tells the producer when that tensor is gone.
+struct HeldBytes {
+    held: Arc<ring::HeldSpan>,
+    _region: Arc<SharedRegion>,
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.held.done_here();
+    }
+}
+
+impl OutputPlacement for RingPlacement {
+    fn place(&self, len: usize) -> Option<PlacedBytes> {
+        let padded = crate::net::frame::padded_payload_len(len as u64)?;
+        let mut producer = self.tx.producer.lock();
+        if padded > producer.capacity() / 2 {
+            // A tensor that large would hold most of the ring until it is
+            // sent; it goes to the heap and is copied as before.
+            return None;
+        }
+        let held = producer.reserve_held(padded)?;
+        let at = held.reservation();
+        self.tx.note_placed(at, producer.capacity());
+        let ptr = NonNull::new(producer.bytes(at))?;
+        drop(producer);
+        Some(PlacedBytes { ptr, keep: Arc::new(HeldBytes { held, _region: self.tx.region.clone() }) })
     }
 }
 
@@ -670,7 +819,7 @@ pub(crate) fn negotiate_client(
         return fallback(format!("the server could not map the region: {}", last.reason));
     }
     tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
-    Ok(Some(ShmChannel::new(region, Side::Client, limits, options.trim_after)))
+    Ok(Some(ShmChannel::new(region, Side::Client, limits, options.trim_after).writing_in_place(options.write_in_place)))
 }
 
 fn read_answer(control: &mut dyn ControlChannel, deadline: Instant) -> Result<ShmAnswer, String> {
@@ -757,7 +906,10 @@ pub(crate) fn answer_offer(
         Ok(region) => {
             answer(control, MAPPED, String::new())?;
             tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
-            Ok(Some(ShmChannel::new(region, Side::Server, limits, options.trim_after)))
+            Ok(Some(
+                ShmChannel::new(region, Side::Server, limits, options.trim_after)
+                    .writing_in_place(options.write_in_place),
+            ))
         }
         Err(reason) => {
             tracing::warn!("shared memory with {peer} unavailable ({reason}); using TCP");

@@ -44,7 +44,7 @@
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 
 /// Bytes every span's start and length are multiples of (frames are).
 pub const SPAN_ALIGN: u64 = 64;
@@ -59,6 +59,11 @@ pub const DESC_FRAME: u32 = 1;
 pub const DESC_VIA_SOCKET: u32 = 2;
 /// The frame's `len` bytes are in the slot itself.
 pub const DESC_INLINE: u32 = 3;
+/// A frame in two parts: its head (`reserved2` bytes) in the slot, its
+/// payload in the span at `position` (`len` bytes). The span was reserved
+/// before earlier-published frames, so it may lie behind them: a kernel
+/// wrote its output there while they went out.
+pub const DESC_SPLIT: u32 = 4;
 
 /// The producer's cache line (no field the consumer reads on the hot path:
 /// publication is per slot).
@@ -190,11 +195,13 @@ pub enum RingError {
     UnknownKind { index: u64, kind: u32 },
     #[error("slot {index}: an inline frame of {len} bytes (a slot holds 1 to {INLINE_BYTES})")]
     InlineLength { index: u64, len: u64 },
+    #[error("slot {index}: a split frame's head of {len} bytes (a slot holds 64 to {INLINE_BYTES})")]
+    SplitHeadLength { index: u64, len: u64 },
     #[error("slot {index}: span {position}+{len} is not 64-byte aligned or is empty")]
     Misaligned { index: u64, position: u64, len: u64 },
     #[error("slot {index}: span {position}+{len} does not lie inside the {capacity}-byte data ring")]
     OutsideRing { index: u64, position: u64, len: u64, capacity: u64 },
-    #[error("slot {index}: span at {position} is not within a lap after the previous one's end ({expected})")]
+    #[error("slot {index}: span at {position} is not within a lap of the previous one's end ({expected})")]
     OutOfSequence { index: u64, position: u64, expected: u64 },
     #[error("slot {index}: span {position}+{len} overlaps the span lent at {lent}")]
     Overlap { index: u64, position: u64, len: u64, lent: u64 },
@@ -210,6 +217,63 @@ pub enum Received<T> {
     Inline(T),
     /// The next frame is on the socket.
     ViaSocket,
+    /// A frame whose head was in the slot (copied out here) and whose
+    /// payload is the span at `offset`, lent until `span` drops.
+    Split { head: SplitHead, offset: usize, len: usize, span: LentSpan },
+}
+
+/// A split frame's head, copied out of its slot.
+pub struct SplitHead {
+    bytes: [u8; INLINE_BYTES],
+    len: usize,
+}
+
+impl SplitHead {
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl std::fmt::Debug for SplitHead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SplitHead({} bytes)", self.len)
+    }
+}
+
+/// Spans reserved ahead of their frame that one producer keeps at most.
+pub const MAX_HELD: usize = 16;
+
+/// A span the producer reserved before the frame that sends it exists: a
+/// kernel writes its output there, and a split frame
+/// ([`Producer::publish_split`]) later hands it to the consumer without a
+/// copy. Until then, and for as long as this side still reads it, the
+/// producer places nothing over it.
+#[derive(Debug)]
+pub struct HeldSpan {
+    at: Reservation,
+    /// This side neither writes nor reads the bytes any more (the tensor
+    /// over them dropped).
+    done_here: AtomicBool,
+    /// The slot index it was published in (`UNPUBLISHED` before): once the
+    /// consumer is past that slot, its head and holds account for it.
+    published_in: AtomicU64,
+}
+
+const UNPUBLISHED: u64 = u64::MAX;
+
+impl HeldSpan {
+    pub fn reservation(&self) -> Reservation {
+        self.at
+    }
+
+    /// Whoever wrote and read the bytes on this side is done with them.
+    pub fn done_here(&self) {
+        self.done_here.store(true, Ordering::Release);
+    }
+
+    pub fn is_published(&self) -> bool {
+        self.published_in.load(Ordering::Acquire) != UNPUBLISHED
+    }
 }
 
 /// The producer end. One sender at a time (the connection's send lock).
@@ -219,6 +283,8 @@ pub struct Producer {
     data_tail: u64,
     cached_desc_head: u64,
     cached_data_head: u64,
+    /// Spans reserved ahead of their frame, by position.
+    held: Vec<Arc<HeldSpan>>,
 }
 
 /// A consistent read of the consumer's [`HoldsLine`].
@@ -250,6 +316,7 @@ impl Producer {
             data_tail: data_head,
             cached_desc_head: desc_head,
             cached_data_head: data_head,
+            held: Vec::new(),
         }
     }
 
@@ -271,6 +338,7 @@ impl Producer {
     /// consumer has released, or `None` while there is none.
     pub fn reserve(&mut self, len: u64) -> Option<Reservation> {
         debug_assert!(len > 0 && len % SPAN_ALIGN == 0 && len <= self.memory.capacity);
+        self.prune_held();
         if len >= FRESH_HEAD_MIN_BYTES || self.data_tail % self.memory.capacity >= FRESH_HEAD_MIN_BYTES {
             // Worth a look at the consumer's line: a span placed while the
             // ring is in fact empty goes back to the first pages, which are
@@ -287,14 +355,38 @@ impl Producer {
     }
 
     /// Places `len` bytes at the first position from the tail on whose
-    /// bytes no span the consumer holds lies (by its published holds), or
-    /// `None`. Any arithmetic a hostile consumer could make overflow gives
-    /// `None`: it can only refuse itself room.
+    /// bytes no span the consumer holds lies (by its published holds, or
+    /// by its head when it published none) and no span this side holds
+    /// ahead of its frame, or `None`. Any arithmetic a hostile consumer
+    /// could make overflow gives `None`: it can only refuse itself room.
     fn place_between_holds(&self, len: u64) -> Option<Reservation> {
-        let holds = self.read_holds()?;
         let capacity = self.memory.capacity;
+        let holds = match self.read_holds() {
+            Some(holds) => holds,
+            None if !self.held.is_empty() => {
+                Holds { count: 0, live_from: self.consumer_data_head(), spans: [(0, 0); HOLDS] }
+            }
+            None => return None,
+        };
+        // Both kinds of obstacle as ring offsets `[start, end)`.
+        let mut obstacles = [(0u64, 0u64); HOLDS + MAX_HELD];
+        let mut count = 0;
+        for &(start, end) in &holds.spans[..holds.count] {
+            let offset = start % capacity;
+            let end = offset.checked_add(end.checked_sub(start)?)?;
+            if end > capacity {
+                return None;
+            }
+            obstacles[count] = (offset, end);
+            count += 1;
+        }
+        for held in &self.held {
+            let offset = held.at.position % capacity;
+            obstacles[count] = (offset, offset + held.at.len);
+            count += 1;
+        }
         let mut position = self.data_tail;
-        for _ in 0..2 * HOLDS + 4 {
+        for _ in 0..2 * (HOLDS + MAX_HELD) + 4 {
             let offset = position % capacity;
             if offset + len > capacity {
                 position = position.checked_add(capacity - offset)?;
@@ -305,24 +397,111 @@ impl Producer {
             if position.checked_add(len)? > holds.live_from.checked_add(capacity)? {
                 return None;
             }
-            let mut clear = true;
-            for &(start, end) in &holds.spans[..holds.count] {
-                let held_offset = start % capacity;
-                let held_end = held_offset.checked_add(end.checked_sub(start)?)?;
-                if held_end > capacity {
-                    return None;
-                }
-                if held_offset < offset + len && offset < held_end {
-                    position += held_end - offset; // just past it, this lap
-                    clear = false;
-                    break;
-                }
-            }
-            if clear {
-                return Some(Reservation { position, len });
+            match obstacles[..count].iter().find(|&&(start, end)| start < offset + len && offset < end) {
+                Some(&(_, end)) => position += end - offset, // just past it, this lap
+                None => return Some(Reservation { position, len }),
             }
         }
         None
+    }
+
+    /// Where the bytes this producer may not write begin: the consumer's
+    /// head as last read, or the oldest span held ahead of its frame (at
+    /// its latest position: see [`latest_position`](Self::latest_position)).
+    fn head_for_placing(&self, consumer_head: u64) -> u64 {
+        self.held.iter().map(|held| self.latest_position(held.at)).fold(consumer_head, u64::min)
+    }
+
+    /// The largest position of `at`'s bytes that ends by the tail. Frames
+    /// placed since `at` was reserved never overlap its bytes, so any
+    /// position of them (the same offset, a whole number of laps on) names
+    /// the same bytes; the latest keeps a span held for long from pinning
+    /// the head rule to a position laps behind.
+    fn latest_position(&self, at: Reservation) -> u64 {
+        debug_assert!(at.position + at.len <= self.data_tail);
+        let laps = (self.data_tail - at.len - at.position) / self.memory.capacity;
+        at.position + laps * self.memory.capacity
+    }
+
+    /// Forgets held spans this side is done with that are either
+    /// unpublished or already taken by the consumer (whose head and holds
+    /// then account for them).
+    fn prune_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let desc_head = self.memory.control().consumer.desc_head.load(Ordering::Acquire);
+        self.held.retain(|held| {
+            if !held.done_here.load(Ordering::Acquire) {
+                return true;
+            }
+            let slot = held.published_in.load(Ordering::Acquire);
+            slot != UNPUBLISHED && desc_head <= slot
+        });
+        // A span the consumer took may have moved its head back since it
+        // was last read: read again (the consumer stores its head before
+        // it releases the slot, so this load sees the take).
+        self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
+    }
+
+    /// A span of `len` bytes reserved now for a frame that comes later
+    /// ([`publish_split`](Self::publish_split)), or `None` while there is
+    /// no room (or [`MAX_HELD`] are held). Nothing is placed over it
+    /// until it is published and taken, or dropped unpublished, and this
+    /// side is done with it ([`HeldSpan::done_here`]).
+    pub fn reserve_held(&mut self, len: u64) -> Option<Arc<HeldSpan>> {
+        self.prune_held();
+        if self.held.len() >= MAX_HELD {
+            return None;
+        }
+        let at = self.reserve(len)?;
+        self.data_tail = at.position + at.len;
+        let held =
+            Arc::new(HeldSpan { at, done_here: AtomicBool::new(false), published_in: AtomicU64::new(UNPUBLISHED) });
+        self.held.push(held.clone());
+        Some(held)
+    }
+
+    /// The unpublished held span of `len` bytes at ring offset `offset`.
+    pub fn held_at(&self, offset: u64, len: u64) -> Option<Arc<HeldSpan>> {
+        let capacity = self.memory.capacity;
+        self.held
+            .iter()
+            .find(|held| held.at.position % capacity == offset && held.at.len == len && !held.is_published())
+            .cloned()
+    }
+
+    /// Publishes `held` as a split frame whose `head_len` head bytes the
+    /// caller wrote at [`inline_bytes`](Self::inline_bytes); the caller
+    /// checked [`has_slot`](Self::has_slot). `false` (nothing published)
+    /// when the span is not one held here unpublished.
+    ///
+    /// The span goes out at its latest position, less than a lap behind
+    /// the tail, where the consumer accepts it; when the tail sits exactly
+    /// at its start (a lap on), at the tail itself, as if placed now.
+    pub fn publish_split(&mut self, held: &Arc<HeldSpan>, head_len: usize) -> bool {
+        assert!((64..=INLINE_BYTES).contains(&head_len), "a split frame's head of {head_len} bytes");
+        let ours = self.held.iter().any(|h| Arc::ptr_eq(h, held));
+        if !ours || held.is_published() {
+            return false;
+        }
+        let mut position = self.latest_position(held.at);
+        if self.data_tail - position >= self.memory.capacity {
+            // Frames avoid the span's bytes, so a tail a lap or more past
+            // its latest position can only sit at its start.
+            debug_assert_eq!(self.data_tail % self.memory.capacity, held.at.position % self.memory.capacity);
+            position = self.data_tail;
+            self.data_tail += held.at.len;
+        }
+        held.published_in.store(self.desc_tail, Ordering::Release);
+        self.publish_slot(Descriptor {
+            kind: DESC_SPLIT,
+            reserved: 0,
+            position,
+            len: held.at.len,
+            reserved2: head_len as u64,
+        });
+        true
     }
 
     /// The consumer's published holds, read consistently, or `None` if
@@ -361,18 +540,16 @@ impl Producer {
         let capacity = self.memory.capacity;
         let offset = self.data_tail % capacity;
         let next_lap = self.data_tail + (capacity - offset);
+        let head = self.head_for_placing(self.cached_data_head);
         // Checked: a consumer that stored a head past our tail gets no room,
         // not an overflow.
         let fits = |position: u64| {
-            position
-                .checked_add(len)
-                .and_then(|end| end.checked_sub(self.cached_data_head))
-                .is_some_and(|n| n <= capacity)
+            position.checked_add(len).and_then(|end| end.checked_sub(head)).is_some_and(|n| n <= capacity)
         };
         // Next lap when the rest of this one is too short, or when the ring
         // is empty and the span fits before the current offset (back to the
         // first pages).
-        let empty_and_fits_first_pages = offset != 0 && self.cached_data_head == self.data_tail && len <= offset;
+        let empty_and_fits_first_pages = offset != 0 && head == self.data_tail && len <= offset;
         let position = if empty_and_fits_first_pages || offset + len > capacity { next_lap } else { self.data_tail };
         fits(position).then_some(Reservation { position, len })
     }
@@ -446,7 +623,7 @@ impl Producer {
     /// write, which the consumer reads only after a later publish.
     pub fn free_ranges(&self) -> [(u64, u64); 2] {
         let capacity = self.memory.capacity;
-        let head = self.consumer_data_head();
+        let head = self.head_for_placing(self.consumer_data_head());
         // A head past our tail is a broken peer: report nothing free.
         let used = self.data_tail.checked_sub(head).filter(|&u| u <= capacity).unwrap_or(capacity);
         let free = capacity - used;
@@ -458,7 +635,7 @@ impl Producer {
 
     /// Whether every published span has been released.
     pub fn is_drained(&self) -> bool {
-        self.consumer_data_head() == self.data_tail
+        self.head_for_placing(self.consumer_data_head()) == self.data_tail
     }
 }
 
@@ -488,8 +665,16 @@ impl Lent {
         let capacity = self.memory.capacity;
         self.live.insert(position, end);
         self.by_offset.insert(position % capacity, position % capacity + (end - position));
-        self.expected = end;
+        let behind = position < self.expected;
+        self.expected = self.expected.max(end);
         self.store_head();
+        if behind {
+            // A table published before this take leaves its bytes out of
+            // every span and below `live_from`: free, by its reading.
+            // Republished before the slot is released, so a producer that
+            // sees the slot taken reads a table that holds the span.
+            self.publish_holds();
+        }
     }
 
     fn release(&mut self, start: u64) {
@@ -622,7 +807,25 @@ impl Consumer {
                 Received::Inline(copy_inline(bytes, len as usize))
             }
             DESC_VIA_SOCKET => Received::ViaSocket,
-            DESC_FRAME => self.take_span(index, descriptor.position, descriptor.len)?,
+            DESC_FRAME => {
+                let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+                Received::Frame { offset, len, span }
+            }
+            DESC_SPLIT => {
+                let head_len = descriptor.reserved2;
+                if !(64..=INLINE_BYTES as u64).contains(&head_len) {
+                    return Err(RingError::SplitHeadLength { index, len: head_len });
+                }
+                let mut head = SplitHead { bytes: [0; INLINE_BYTES], len: head_len as usize };
+                // SAFETY: `head_len` <= INLINE_BYTES bytes inside the slot,
+                // published (as above); copied before anything reads them.
+                unsafe {
+                    let from = std::ptr::addr_of!((*slot).inline).cast::<u8>();
+                    std::ptr::copy_nonoverlapping(from, head.bytes.as_mut_ptr(), head.len);
+                }
+                let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+                Received::Split { head, offset, len, span }
+            }
             kind => return Err(RingError::UnknownKind { index, kind }),
         };
         self.desc_head += 1;
@@ -630,7 +833,7 @@ impl Consumer {
         Ok(Some(received))
     }
 
-    fn take_span<T>(&mut self, index: u64, position: u64, len: u64) -> Result<Received<T>, RingError> {
+    fn take_span(&mut self, index: u64, position: u64, len: u64) -> Result<(usize, usize, LentSpan), RingError> {
         let capacity = self.memory.capacity;
         if len == 0 || len % SPAN_ALIGN != 0 || position % SPAN_ALIGN != 0 {
             return Err(RingError::Misaligned { index, position, len });
@@ -640,10 +843,11 @@ impl Consumer {
             return Err(RingError::OutsideRing { index, position, len, capacity });
         }
         let mut lent = self.lent.lock();
-        // Spans come in position order, less than a lap apart; between
-        // them the producer may skip bytes (the rest of a lap, a span still
-        // lent).
-        if position < lent.expected || position - lent.expected >= capacity {
+        // Spans come less than a lap from the furthest end so far: after
+        // it, where the producer may skip bytes (the rest of a lap, a span
+        // still lent), or behind it (a span held for a kernel's output
+        // while later frames went out).
+        if position.abs_diff(lent.expected) >= capacity {
             return Err(RingError::OutOfSequence { index, position, expected: lent.expected });
         }
         if let Some(held) = lent.overlapping(offset, len) {
@@ -652,11 +856,7 @@ impl Consumer {
         let end = position + len;
         lent.take(position, end);
         drop(lent);
-        Ok(Received::Frame {
-            offset: offset as usize,
-            len: len as usize,
-            span: LentSpan { start: position, lent: self.lent.clone(), keep: None },
-        })
+        Ok((offset as usize, len as usize, LentSpan { start: position, lent: self.lent.clone(), keep: None }))
     }
 
     /// The data ring's bytes at `offset` (inside it, as `poll` checked).
@@ -993,7 +1193,7 @@ mod tests {
                         assert_eq!(bytes, vec![seen as u8; inline_len(seen)]);
                         seen += 1;
                     }
-                    Some(Received::ViaSocket) => panic!("no markers sent"),
+                    Some(other) => panic!("only spans and inline frames sent: {other:?}"),
                     None => std::thread::yield_now(),
                 }
             }
@@ -1053,6 +1253,215 @@ mod tests {
                 }
             }
             assert!(around > rounds / 2, "frames crossed while a span was kept: {around}");
+        });
+    }
+
+    fn publish_split_with_head(producer: &mut Producer, held: &Arc<HeldSpan>, head: u8) -> bool {
+        assert!(producer.has_slot());
+        // SAFETY: a free slot's inline bytes are the producer's.
+        unsafe { std::ptr::write_bytes(producer.inline_bytes(), head, 64) };
+        producer.publish_split(held, 64)
+    }
+
+    fn overlaps(a: Reservation, b: Reservation, capacity: u64) -> bool {
+        let (a0, b0) = (a.position % capacity, b.position % capacity);
+        a0 < b0 + b.len && b0 < a0 + a.len
+    }
+
+    /// A span held for a kernel's output while later frames go out: they
+    /// flow on around it, nothing is placed over it, and it crosses behind
+    /// them as a split frame with its bytes intact.
+    #[test]
+    fn a_held_span_crosses_behind_later_frames_untouched() {
+        let mut heap = HeapRing::new(8, 1024);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer and one consumer.
+        let (mut producer, mut consumer) = unsafe { (Producer::new(memory), Consumer::new(memory)) };
+        let held = producer.reserve_held(256).unwrap();
+        let h = held.reservation();
+        write_span(&producer, h, 7);
+        for round in 0..12u8 {
+            let at = producer.reserve(192).expect("room around the held span");
+            assert!(!overlaps(at, h, 1024), "round {round}: {at:?} over the held {h:?}");
+            write_span(&producer, at, round);
+            producer.publish(Some(at));
+            let Some(Received::Frame { offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+            assert_eq!(read_span(&consumer, offset, len), vec![round; 192]);
+            drop(span);
+        }
+        assert_eq!(read_span(&consumer, (h.position % 1024) as usize, 256), vec![7; 256]);
+        assert!(!producer.is_drained(), "a held span is not free");
+        assert!(publish_split_with_head(&mut producer, &held, 0x5a));
+        assert!(!producer.publish_split(&held, 64), "published once only");
+        let Some(Received::Split { head, offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!(head.bytes(), &[0x5a; 64][..]);
+        assert_eq!((offset as u64, len), (h.position % 1024, 256));
+        assert_eq!(read_span(&consumer, offset, len), vec![7; 256]);
+        // Taken behind the frames before it: the consumer's head moved back
+        // to it, so this side's producer places nothing over it, held here
+        // or not.
+        held.done_here();
+        for _ in 0..6 {
+            let at = producer.reserve(192).expect("room");
+            assert!(!overlaps(at, h, 1024));
+            producer.publish(Some(at));
+            let Some(Received::Frame { span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+            drop(span);
+        }
+        assert_eq!(read_span(&consumer, offset, len), vec![7; 256], "lent, intact");
+        drop(span);
+        assert!(producer.is_drained());
+    }
+
+    /// This side still reads a span the consumer has released: it stays
+    /// held until this side is done too; one dropped unpublished frees its
+    /// bytes.
+    #[test]
+    fn a_held_span_is_free_once_both_sides_are_done() {
+        let mut heap = HeapRing::new(8, 512);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer and one consumer.
+        let (mut producer, mut consumer) = unsafe { (Producer::new(memory), Consumer::new(memory)) };
+        let held = producer.reserve_held(256).unwrap();
+        assert!(publish_split_with_head(&mut producer, &held, 1));
+        let Some(Received::Split { span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        drop(span);
+        // Offsets a stream of 256-byte frames lands on.
+        let mut stream = |producer: &mut Producer, rounds: usize| -> Vec<u64> {
+            (0..rounds)
+                .map(|_| {
+                    let at = producer.reserve(256).expect("room");
+                    producer.publish(Some(at));
+                    let Some(Received::Frame { offset, span, .. }) = poll_copy(&mut consumer).unwrap() else {
+                        panic!()
+                    };
+                    drop(span);
+                    offset as u64
+                })
+                .collect()
+        };
+        let h = held.reservation().position % 512;
+        assert!(stream(&mut producer, 4).iter().all(|&o| o != h), "this side still reads the held span");
+        held.done_here();
+        assert!(stream(&mut producer, 4).contains(&h), "both sides done: its bytes are used again");
+
+        let unpublished = producer.reserve_held(256).unwrap();
+        let h = unpublished.reservation().position % 512;
+        assert!(stream(&mut producer, 4).iter().all(|&o| o != h));
+        unpublished.done_here();
+        assert!(stream(&mut producer, 4).contains(&h), "a held span dropped unpublished frees its bytes");
+    }
+
+    #[test]
+    fn at_most_max_held_spans_are_held() {
+        let mut heap = HeapRing::new(8, 64 * 64);
+        // SAFETY: fresh ring memory, one producer.
+        let mut producer = unsafe { Producer::new(heap.memory()) };
+        let held: Vec<_> = (0..MAX_HELD).map(|_| producer.reserve_held(64).unwrap()).collect();
+        assert!(producer.reserve_held(64).is_none());
+        held[3].done_here();
+        assert!(producer.reserve_held(64).is_some(), "one done unpublished makes room");
+    }
+
+    #[test]
+    fn garbage_split_descriptors_are_refused() {
+        let split = |position, len, head| Descriptor { kind: DESC_SPLIT, position, len, reserved2: head, reserved: 0 };
+        let cases: [(Descriptor, fn(&RingError) -> bool); 5] = [
+            (split(0, 64, 0), |e| matches!(e, RingError::SplitHeadLength { .. })),
+            (split(0, 64, 63), |e| matches!(e, RingError::SplitHeadLength { .. })),
+            (split(0, 64, INLINE_BYTES as u64 + 1), |e| matches!(e, RingError::SplitHeadLength { .. })),
+            (split(0, 100, 64), |e| matches!(e, RingError::Misaligned { .. })),
+            (split(448, 128, 64), |e| matches!(e, RingError::OutsideRing { .. })),
+        ];
+        for (descriptor, expected) in cases {
+            let mut heap = HeapRing::new(4, 512);
+            heap.set_slot(0, descriptor);
+            // SAFETY: fresh ring memory, one consumer.
+            let mut consumer = unsafe { Consumer::new(heap.memory()) };
+            let err = poll_copy(&mut consumer).unwrap_err();
+            assert!(expected(&err), "{descriptor:?}: {err}");
+        }
+        // A lap or more behind the furthest span taken.
+        let mut heap = HeapRing::new(4, 512);
+        heap.set_slot(0, Descriptor { kind: DESC_FRAME, position: 448, len: 64, ..Default::default() });
+        heap.set_slot(1, split(0, 64, 64));
+        // SAFETY: fresh ring memory, one consumer.
+        let mut consumer = unsafe { Consumer::new(heap.memory()) };
+        let _first = poll_copy(&mut consumer).unwrap();
+        assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::OutOfSequence { .. }));
+    }
+
+    /// Two threads: every third frame's span is held first, filled, and
+    /// published after the two frames that follow it; every frame arrives
+    /// intact in publish order while the consumer keeps a few for a while.
+    #[test]
+    fn two_threads_with_held_spans_never_share_a_span() {
+        let rounds: u64 = if cfg!(miri) { 45 } else { 15_000 };
+        let mut heap = HeapRing::new(8, 4096);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer and one consumer.
+        let (mut producer, mut consumer) = unsafe { (Producer::new(memory), Consumer::new(memory)) };
+        let len_of = |i: u64| 64 * (1 + i % 4);
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let wait_room = |producer: &mut Producer, len: u64, held: bool| loop {
+                    if producer.has_slot() {
+                        if held {
+                            if let Some(h) = producer.reserve_held(len) {
+                                break (Some(h), None);
+                            }
+                        } else if let Some(at) = producer.reserve(len) {
+                            break (None, Some(at));
+                        }
+                    }
+                    std::thread::yield_now();
+                };
+                let mut i = 0;
+                while i + 3 <= rounds {
+                    // Frame i+2 (in publish order) is held first.
+                    let (held, _) = wait_room(&mut producer, len_of(i + 2), true);
+                    let held = held.unwrap();
+                    write_span(&producer, held.reservation(), (i + 2) as u8);
+                    for j in i..i + 2 {
+                        let (_, at) = wait_room(&mut producer, len_of(j), false);
+                        let at = at.unwrap();
+                        write_span(&producer, at, j as u8);
+                        producer.publish(Some(at));
+                    }
+                    while !producer.has_slot() {
+                        std::thread::yield_now();
+                    }
+                    assert!(publish_split_with_head(&mut producer, &held, 0xee));
+                    held.done_here();
+                    i += 3;
+                }
+            });
+            let mut kept: VecDeque<(usize, usize, u8, LentSpan)> = VecDeque::new();
+            let mut seen = 0u64;
+            while seen + 3 <= rounds {
+                let (offset, len, span) = match poll_copy(&mut consumer).unwrap() {
+                    Some(Received::Frame { offset, len, span }) => (offset, len, span),
+                    Some(Received::Split { head, offset, len, span }) => {
+                        assert_eq!(seen % 3, 2, "frame {seen} was not held");
+                        assert_eq!(head.bytes(), &[0xee; 64][..]);
+                        (offset, len, span)
+                    }
+                    Some(other) => panic!("unexpected {other:?}"),
+                    None => {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                };
+                assert_eq!(len as u64, len_of(seen));
+                assert!(read_span(&consumer, offset, len).iter().all(|&b| b == seen as u8), "frame {seen}");
+                kept.push_back((offset, len, seen as u8, span));
+                seen += 1;
+                if kept.len() > 3 {
+                    let (offset, len, fill, span) = kept.pop_front().unwrap();
+                    assert!(read_span(&consumer, offset, len).iter().all(|&b| b == fill), "kept {fill}");
+                    drop(span);
+                }
+            }
         });
     }
 }
