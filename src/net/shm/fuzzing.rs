@@ -11,26 +11,37 @@ use super::ring::{Descriptor, INLINE_BYTES, RingMemory};
 use super::{Polled, ShmChannel, Side};
 use crate::net::frame::{FrameKind, FrameLimits, OutgoingFrame};
 use crate::tensor::Tensor;
+use crate::tensor::placement::place_outputs;
 use std::time::Duration;
 
 const SLOTS: u32 = 8;
-const RING_BYTES: u64 = 64 << 10;
+const RING_BYTES: u64 = 256 << 10;
 
-/// Runs `script` against a fresh server-side channel; returns how many
-/// frames it accepted. Each step takes an opcode byte and its operands.
-pub fn hostile_peer(script: &[u8]) -> usize {
+/// What a script made the channel do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Frames the channel accepted from the peer.
+    pub accepted: usize,
+    /// Frames it sent whose tensor was written in the peer's ring first.
+    pub sent_in_place: u64,
+}
+
+/// Runs `script` against a fresh server-side channel. Each step takes an
+/// opcode byte and its operands.
+pub fn hostile_peer(script: &[u8]) -> Outcome {
     let layout = Layout::new(SLOTS, RING_BYTES).expect("a valid layout");
     let Ok((region, fd)) = SharedRegion::create(layout, [1, 2]) else {
-        return 0;
+        return Outcome { accepted: 0, sent_in_place: 0 };
     };
     let Ok(ours) = SharedRegion::open(&fd, layout, [1, 2]) else {
-        return 0;
+        return Outcome { accepted: 0, sent_in_place: 0 };
     };
     let limits = FrameLimits { max_frame_bytes: 1 << 20, max_payloads: 8 };
     let channel = ShmChannel::new(ours, Side::Server, limits, Duration::ZERO);
     let total = layout.total as usize;
     let base = region.base();
     let mut kept = Vec::new();
+    let mut placed_kept = Vec::new();
     let mut accepted = 0;
     let mut bytes = script;
     let mut take = |n: usize| -> Option<&[u8]> {
@@ -53,16 +64,16 @@ pub fn hostile_peer(script: &[u8]) -> usize {
             }
             // Publish slot `index` with an arbitrary descriptor word set.
             1 => {
-                let Some(words) = take(25) else { break };
+                let Some(words) = take(33) else { break };
                 let memory = region.ring(Direction::ClientToServer);
-                let index = u64::from(words[24]);
+                let index = u64::from(words[32]);
                 let word = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
                 let descriptor = Descriptor {
                     kind: (word(0) % 5) as u32,
                     reserved: 0,
                     position: word(1) % (4 * RING_BYTES),
                     len: word(2) % (2 * RING_BYTES),
-                    reserved2: 0,
+                    reserved2: word(3) % 512,
                 };
                 publish_raw(memory, index, descriptor, &[]);
             }
@@ -85,20 +96,38 @@ pub fn hostile_peer(script: &[u8]) -> usize {
                     kept.clear();
                 }
             }
-            // Send a frame of `n` KiB to the peer, whose index and holds
-            // lines it may have scribbled on.
+            // Send a frame of `n % 48` KiB to the peer, whose index and
+            // holds lines it may have scribbled on; with the top bit, a
+            // tensor of 64 to 124 KiB written in the peer's ring first
+            // (kept here for a while when bit 6 is set too).
             _ => {
                 let Some(&[n]) = take(1) else { break };
-                let elements = usize::from(n % 48) * 256;
-                let Ok(tensor) = Tensor::build::<f32>([elements], |s| s.fill(1.0)) else { break };
-                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &[tensor], &limits) {
+                let tensor = if n & 0x80 == 0 {
+                    Tensor::build::<f32>([usize::from(n % 48) * 256], |s| s.fill(1.0))
+                } else {
+                    let elements = (16 + usize::from(n % 16)) * 1024;
+                    match channel.output_placement() {
+                        Some(placement) => place_outputs(&*placement, || {
+                            Tensor::build::<f32>([elements], |s| s.fill(f32::from(n)))
+                        }),
+                        None => break,
+                    }
+                };
+                let Ok(tensor) = tensor else { break };
+                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &[tensor.clone()], &limits) {
                     let _ = channel.try_place(&frame);
+                }
+                if n & 0xc0 == 0xc0 && placed_kept.len() < 4 {
+                    placed_kept.push(tensor);
+                } else if n & 0xc0 == 0x80 {
+                    placed_kept.clear();
                 }
             }
         }
     }
     drop(kept);
-    accepted
+    drop(placed_kept);
+    Outcome { accepted, sent_in_place: channel.stats().frames_in_place }
 }
 
 /// Writes slot `index` of `memory` raw (descriptor, then `inline` bytes),
@@ -129,9 +158,9 @@ mod tests {
         }
     }
 
-    fn publish(script: &mut Vec<u8>, index: u8, kind: u64, position: u64, len: u64) {
+    fn publish(script: &mut Vec<u8>, index: u8, kind: u64, position: u64, len: u64, head_len: u64) {
         script.push(1);
-        for word in [kind, position, len] {
+        for word in [kind, position, len, head_len] {
             script.extend_from_slice(&word.to_le_bytes());
         }
         script.push(index);
@@ -148,15 +177,25 @@ mod tests {
         let data = slots + 2 * (SLOTS as usize * super::super::ring::SLOT_BYTES).next_multiple_of(4096);
         let mut script = Vec::new();
         scribble(&mut script, slots + 40, &small);
-        publish(&mut script, 0, u64::from(super::super::ring::DESC_INLINE), 0, small.len() as u64);
+        publish(&mut script, 0, u64::from(super::super::ring::DESC_INLINE), 0, small.len() as u64, 0);
         script.extend_from_slice(&[2, 0]); // poll, drop
         scribble(&mut script, data, &large);
-        publish(&mut script, 1, u64::from(super::super::ring::DESC_FRAME), 0, large.len() as u64);
+        publish(&mut script, 1, u64::from(super::super::ring::DESC_FRAME), 0, large.len() as u64, 0);
         script.extend_from_slice(&[2, 1]); // poll, keep
+        // A split frame: its head in slot 2, its payload 64 KiB into the
+        // data ring, past the kept frame.
+        let tensor = Tensor::build::<f32>([2048], |s| s.fill(3.0)).unwrap();
+        let split = OutgoingFrame::new(FrameKind::Request, 1, 9, b"split", &[tensor.clone()], &limits).unwrap();
+        scribble(&mut script, slots + 2 * super::super::ring::SLOT_BYTES + 40, split.head());
+        scribble(&mut script, data + (64 << 10), tensor.as_bytes());
+        let head_len = split.head().len() as u64;
+        publish(&mut script, 2, u64::from(super::super::ring::DESC_SPLIT), 64 << 10, 8192, head_len);
+        script.extend_from_slice(&[2, 1]); // poll, keep
+        script.extend_from_slice(&[3, 0x85, 3, 0xc7, 3, 0x81]); // sends written in place, one kept
         script.extend_from_slice(&[3, 4, 3, 40, 3, 1]); // sends of 4, 40 and 1 KiB
         scribble(&mut script, 2048 + 64, &u64::MAX.to_le_bytes()); // the peer's desc_head
         script.extend_from_slice(&[3, 2, 3, 47]);
-        publish(&mut script, 2, 9, 3, 5);
+        publish(&mut script, 3, 9, 3, 5, 0);
         script.extend_from_slice(&[2, 3]);
         script
     }
@@ -164,7 +203,7 @@ mod tests {
     #[test]
     fn a_scripted_hostile_peer_gets_good_frames_accepted_and_nothing_else() {
         let script = seed();
-        assert_eq!(hostile_peer(&script), 2);
+        assert_eq!(hostile_peer(&script), Outcome { accepted: 3, sent_in_place: 3 });
         if let Ok(dir) = std::env::var("RINGFLOW_WRITE_SEEDS") {
             std::fs::write(std::path::Path::new(&dir).join("scripted"), &script).unwrap();
         }

@@ -219,7 +219,8 @@ pub enum Received<T> {
     ViaSocket,
     /// A frame whose head was in the slot (copied out here) and whose
     /// payload is the span at `offset`, lent until `span` drops.
-    Split { head: SplitHead, offset: usize, len: usize, span: LentSpan },
+    /// (Boxed: a slot's worth of bytes, for frames of 64 KiB and more.)
+    Split { head: Box<SplitHead>, offset: usize, len: usize, span: LentSpan },
 }
 
 /// A split frame's head, copied out of its slot.
@@ -816,7 +817,7 @@ impl Consumer {
                 if !(64..=INLINE_BYTES as u64).contains(&head_len) {
                     return Err(RingError::SplitHeadLength { index, len: head_len });
                 }
-                let mut head = SplitHead { bytes: [0; INLINE_BYTES], len: head_len as usize };
+                let mut head = Box::new(SplitHead { bytes: [0; INLINE_BYTES], len: head_len as usize });
                 // SAFETY: `head_len` <= INLINE_BYTES bytes inside the slot,
                 // published (as above); copied before anything reads them.
                 unsafe {
@@ -1284,6 +1285,7 @@ mod tests {
             let at = producer.reserve(192).expect("room around the held span");
             assert!(!overlaps(at, h, 1024), "round {round}: {at:?} over the held {h:?}");
             write_span(&producer, at, round);
+            assert!(producer.has_slot());
             producer.publish(Some(at));
             let Some(Received::Frame { offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
             assert_eq!(read_span(&consumer, offset, len), vec![round; 192]);
@@ -1304,6 +1306,7 @@ mod tests {
         for _ in 0..6 {
             let at = producer.reserve(192).expect("room");
             assert!(!overlaps(at, h, 1024));
+            assert!(producer.has_slot());
             producer.publish(Some(at));
             let Some(Received::Frame { span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
             drop(span);
@@ -1331,7 +1334,8 @@ mod tests {
             (0..rounds)
                 .map(|_| {
                     let at = producer.reserve(256).expect("room");
-                    producer.publish(Some(at));
+                    assert!(producer.has_slot());
+            producer.publish(Some(at));
                     let Some(Received::Frame { offset, span, .. }) = poll_copy(&mut consumer).unwrap() else {
                         panic!()
                     };
@@ -1366,7 +1370,8 @@ mod tests {
     #[test]
     fn garbage_split_descriptors_are_refused() {
         let split = |position, len, head| Descriptor { kind: DESC_SPLIT, position, len, reserved2: head, reserved: 0 };
-        let cases: [(Descriptor, fn(&RingError) -> bool); 5] = [
+        type Case = (Descriptor, fn(&RingError) -> bool);
+        let cases: [Case; 5] = [
             (split(0, 64, 0), |e| matches!(e, RingError::SplitHeadLength { .. })),
             (split(0, 64, 63), |e| matches!(e, RingError::SplitHeadLength { .. })),
             (split(0, 64, INLINE_BYTES as u64 + 1), |e| matches!(e, RingError::SplitHeadLength { .. })),
@@ -1426,7 +1431,8 @@ mod tests {
                         let (_, at) = wait_room(&mut producer, len_of(j), false);
                         let at = at.unwrap();
                         write_span(&producer, at, j as u8);
-                        producer.publish(Some(at));
+                        assert!(producer.has_slot());
+            producer.publish(Some(at));
                     }
                     while !producer.has_slot() {
                         std::thread::yield_now();
