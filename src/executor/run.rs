@@ -630,12 +630,26 @@ fn compute_kernel_placed(
     inputs: &mut [Option<Value>],
     outputs: &mut [Option<Value>],
 ) -> Result<()> {
-    let recv_device = executor.plan.nodes[id as usize].sends_to.as_deref();
-    match recv_device.and_then(|device| step.rendezvous.output_placement(device)) {
-        Some(placement) => {
-            crate::tensor::placement::place_outputs(&*placement, || compute_kernel(executor, id, hot, inputs, outputs))
-        }
-        None => compute_kernel(executor, id, hot, inputs, outputs),
+    let Some(device) = executor.plan.nodes[id as usize].sends_to.as_deref() else {
+        return compute_kernel(executor, id, hot, inputs, outputs);
+    };
+    // Asked only when the kernel builds a tensor worth placing: most
+    // outputs that cross are small, and then this costs a thread-local
+    // store and load.
+    let toward = TowardDevice { rendezvous: &*step.rendezvous, device };
+    crate::tensor::placement::place_outputs(&toward, || compute_kernel(executor, id, hot, inputs, outputs))
+}
+
+/// Placement in whatever memory the step's rendezvous offers toward a
+/// receiving device.
+struct TowardDevice<'a> {
+    rendezvous: &'a dyn super::Rendezvous,
+    device: &'a str,
+}
+
+impl crate::tensor::placement::OutputPlacement for TowardDevice<'_> {
+    fn place(&self, len: usize) -> Option<crate::tensor::placement::PlacedBytes> {
+        self.rendezvous.output_placement(self.device)?.place(len)
     }
 }
 

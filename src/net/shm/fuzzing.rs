@@ -107,9 +107,9 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                 } else {
                     let elements = (16 + usize::from(n % 16)) * 1024;
                     match channel.output_placement() {
-                        Some(placement) => place_outputs(&*placement, || {
-                            Tensor::build::<f32>([elements], |s| s.fill(f32::from(n)))
-                        }),
+                        Some(placement) => {
+                            place_outputs(&*placement, || Tensor::build::<f32>([elements], |s| s.fill(f32::from(n))))
+                        }
                         None => break,
                     }
                 };
@@ -211,5 +211,18 @@ mod tests {
         for cut in (0..script.len()).step_by(7) {
             hostile_peer(&script[..cut]);
         }
+    }
+
+    /// Every committed seed (crashes the fuzzer found among them) runs
+    /// to its end.
+    #[test]
+    fn every_seed_runs_clean() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/shm_ring");
+        let mut ran = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            hostile_peer(&std::fs::read(entry.unwrap().path()).unwrap());
+            ran += 1;
+        }
+        assert!(ran >= 2, "{ran} seeds in {}", dir.display());
     }
 }

@@ -166,6 +166,7 @@ pub struct ShmChannel {
     stats: ChannelStats,
     limits: FrameLimits,
     write_in_place: bool,
+    placement: Arc<dyn OutputPlacement + Send + Sync>,
 }
 
 const NOT_STALLED: u64 = u64::MAX;
@@ -239,16 +240,17 @@ impl ShmChannel {
         // every lent span) keeps mapped; this side drives only its producer
         // end of one direction and its consumer end of the other.
         let (producer, consumer) = unsafe { (Producer::new(region.ring(send)), Consumer::new(region.ring(receive))) };
+        let tx = Arc::new(TxSide {
+            producer: Mutex::new(producer),
+            region: region.clone(),
+            direction: send,
+            trim_after,
+            last_large_ns: AtomicU64::new(0),
+            trim_scheduled: AtomicBool::new(false),
+        });
         ShmChannel {
             hangup: Arc::new(watch::HangupSignal::new(region.clone(), receive)),
-            tx: Arc::new(TxSide {
-                producer: Mutex::new(producer),
-                region: region.clone(),
-                direction: send,
-                trim_after,
-                last_large_ns: AtomicU64::new(0),
-                trim_scheduled: AtomicBool::new(false),
-            }),
+            tx: tx.clone(),
             region,
             rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
             rx_direction: receive,
@@ -257,6 +259,7 @@ impl ShmChannel {
             stats: ChannelStats::default(),
             limits,
             write_in_place: true,
+            placement: Arc::new(RingPlacement { tx: tx.clone() }),
         }
     }
 
@@ -270,7 +273,7 @@ impl ShmChannel {
     /// Memory in the peer's ring for a kernel's output that this channel
     /// will send (`None` when writing in place is off).
     pub fn output_placement(&self) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
-        self.write_in_place.then(|| Arc::new(RingPlacement { tx: self.tx.clone() }) as _)
+        self.write_in_place.then(|| self.placement.clone())
     }
 
     pub fn stats(&self) -> ShmStats {

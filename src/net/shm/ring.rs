@@ -339,6 +339,12 @@ impl Producer {
     /// consumer has released, or `None` while there is none.
     pub fn reserve(&mut self, len: u64) -> Option<Reservation> {
         debug_assert!(len > 0 && len % SPAN_ALIGN == 0 && len <= self.memory.capacity);
+        let at = self.reserve_unchecked(len)?;
+        assert_eq!(at.position % SPAN_ALIGN, 0, "a span placed off the 64-byte grid");
+        Some(at)
+    }
+
+    fn reserve_unchecked(&mut self, len: u64) -> Option<Reservation> {
         self.prune_held();
         if len >= FRESH_HEAD_MIN_BYTES || self.data_tail % self.memory.capacity >= FRESH_HEAD_MIN_BYTES {
             // Worth a look at the consumer's line: a span placed while the
@@ -378,7 +384,10 @@ impl Producer {
             if end > capacity {
                 return None;
             }
-            obstacles[count] = (offset, end);
+            // Widened to whole 64-byte units: a span placed just past an
+            // obstacle must start aligned, whatever a hostile consumer
+            // published (a kernel writes a held span with aligned stores).
+            obstacles[count] = (offset - offset % SPAN_ALIGN, end.next_multiple_of(SPAN_ALIGN));
             count += 1;
         }
         for held in &self.held {
@@ -1335,7 +1344,7 @@ mod tests {
                 .map(|_| {
                     let at = producer.reserve(256).expect("room");
                     assert!(producer.has_slot());
-            producer.publish(Some(at));
+                    producer.publish(Some(at));
                     let Some(Received::Frame { offset, span, .. }) = poll_copy(&mut consumer).unwrap() else {
                         panic!()
                     };
@@ -1432,7 +1441,7 @@ mod tests {
                         let at = at.unwrap();
                         write_span(&producer, at, j as u8);
                         assert!(producer.has_slot());
-            producer.publish(Some(at));
+                        producer.publish(Some(at));
                     }
                     while !producer.has_slot() {
                         std::thread::yield_now();
@@ -1469,5 +1478,29 @@ mod tests {
                 }
             }
         });
+    }
+
+    /// A hostile consumer publishing holds off the 64-byte grid cannot
+    /// make the producer place a span off it (a kernel writes a held span
+    /// with aligned stores).
+    #[test]
+    fn spans_stay_aligned_whatever_holds_a_consumer_publishes() {
+        let mut heap = HeapRing::new(8, 512);
+        let memory = heap.memory();
+        // SAFETY: fresh ring memory, one producer.
+        let mut producer = unsafe { Producer::new(memory) };
+        let at = producer.reserve(448).unwrap();
+        assert!(producer.has_slot());
+        producer.publish(Some(at));
+        let holds = &memory.control().holds;
+        holds.count.store(1, Ordering::Relaxed);
+        holds.live_from.store(512, Ordering::Relaxed);
+        holds.spans[0].store(515, Ordering::Relaxed);
+        holds.spans[1].store(530, Ordering::Relaxed);
+        holds.version.store(2, Ordering::Release);
+        let placed = producer.reserve(128).expect("room past the garbage hold");
+        assert_eq!(placed.position, 576, "just past the hold, widened to 64 bytes");
+        let held = producer.reserve_held(64).expect("room for a held span");
+        assert_eq!(held.reservation().position % SPAN_ALIGN, 0);
     }
 }
