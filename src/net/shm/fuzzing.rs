@@ -114,7 +114,9 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                     }
                 };
                 let Ok(tensor) = tensor else { break };
-                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &[tensor.clone()], &limits) {
+                if let Ok(frame) =
+                    OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", std::slice::from_ref(&tensor), &limits)
+                {
                     let _ = channel.try_place(&frame);
                 }
                 if n & 0xc0 == 0xc0 && placed_kept.len() < 4 {
@@ -185,7 +187,8 @@ mod tests {
         // A split frame: its head in slot 2, its payload 64 KiB into the
         // data ring, past the kept frame.
         let tensor = Tensor::build::<f32>([2048], |s| s.fill(3.0)).unwrap();
-        let split = OutgoingFrame::new(FrameKind::Request, 1, 9, b"split", &[tensor.clone()], &limits).unwrap();
+        let split =
+            OutgoingFrame::new(FrameKind::Request, 1, 9, b"split", std::slice::from_ref(&tensor), &limits).unwrap();
         scribble(&mut script, slots + 2 * super::super::ring::SLOT_BYTES + 40, split.head());
         scribble(&mut script, data + (64 << 10), tensor.as_bytes());
         let head_len = split.head().len() as u64;
