@@ -615,29 +615,21 @@ pub(super) fn compute_kernel_for(
     inputs: &mut [Option<Value>],
     outputs: &mut [Option<Value>],
 ) -> Result<()> {
-    if hot.has(HotNode::FEEDS_SEND) {
-        return compute_kernel_placed(executor, step, id, hot, inputs, outputs);
-    }
-    compute_kernel(executor, id, hot, inputs, outputs)
-}
-
-#[inline(never)]
-fn compute_kernel_placed(
-    executor: &Executor,
-    step: &StepContext,
-    id: u32,
-    hot: &HotNode,
-    inputs: &mut [Option<Value>],
-    outputs: &mut [Option<Value>],
-) -> Result<()> {
-    let Some(device) = executor.plan.nodes[id as usize].sends_to.as_deref() else {
-        return compute_kernel(executor, id, hot, inputs, outputs);
+    let device = match hot.has(HotNode::FEEDS_SEND) {
+        true => executor.plan.nodes[id as usize].sends_to.as_deref(),
+        false => None,
     };
-    // Asked only when the kernel builds a tensor worth placing: most
-    // outputs that cross are small, and then this costs a thread-local
-    // store and load.
-    let toward = TowardDevice { rendezvous: &*step.rendezvous, device };
-    crate::tensor::placement::place_outputs(&toward, || compute_kernel(executor, id, hot, inputs, outputs))
+    match device {
+        // Asked only when the kernel builds a tensor worth placing: most
+        // outputs that cross are small, and then this costs a thread-local
+        // store and load.
+        Some(device) => {
+            crate::tensor::placement::place_outputs(&TowardDevice { rendezvous: &*step.rendezvous, device }, || {
+                compute_kernel(executor, id, hot, inputs, outputs)
+            })
+        }
+        None => compute_kernel(executor, id, hot, inputs, outputs),
+    }
 }
 
 /// Placement in whatever memory the step's rendezvous offers toward a
