@@ -99,9 +99,11 @@ mod tests {
     #[repr(C, align(64))]
     struct Block([u8; 64]);
 
-    /// Hands out one heap block per call, counting calls and drops.
+    /// Hands out one heap block per call, counting calls and drops. Blocks
+    /// are kept as raw pointers (a `Box` moved after its pointer was taken
+    /// would invalidate that pointer) and freed with the arena.
     struct Arena {
-        blocks: std::sync::Mutex<Vec<Box<[Block]>>>,
+        blocks: std::sync::Mutex<Vec<*mut [Block]>>,
         asked: AtomicUsize,
         dropped: Arc<AtomicUsize>,
     }
@@ -116,10 +118,27 @@ mod tests {
     impl OutputPlacement for Arena {
         fn place(&self, len: usize) -> Option<PlacedBytes> {
             self.asked.fetch_add(1, Ordering::Relaxed);
-            let mut block: Box<[Block]> = (0..len.div_ceil(64)).map(|_| Block([0xee; 64])).collect();
-            let ptr = NonNull::new(block.as_mut_ptr().cast::<u8>())?;
+            let block: Box<[Block]> = (0..len.div_ceil(64)).map(|_| Block([0xee; 64])).collect();
+            let block = Box::into_raw(block);
             self.blocks.lock().unwrap().push(block);
+            let ptr = NonNull::new(block.cast::<u8>())?;
             Some(PlacedBytes { ptr, keep: Arc::new(Dropped(self.dropped.clone())) })
+        }
+    }
+
+    impl Arena {
+        fn first_block(&self) -> *const u8 {
+            self.blocks.lock().unwrap()[0].cast::<u8>()
+        }
+    }
+
+    impl Drop for Arena {
+        fn drop(&mut self) {
+            for &block in self.blocks.get_mut().unwrap().iter() {
+                // SAFETY: made by `Box::into_raw` in `place`, freed once; the
+                // tests drop every tensor over a block before the arena.
+                drop(unsafe { Box::from_raw(block) });
+            }
         }
     }
 
@@ -139,7 +158,7 @@ mod tests {
             (small, ints, first, second)
         });
         assert_eq!(arena.asked.load(Ordering::Relaxed), 1, "small, int and later tensors do not ask");
-        let placed = arena.blocks.lock().unwrap()[0].as_ptr().cast::<u8>();
+        let placed = arena.first_block();
         assert_eq!(first.as_bytes().as_ptr(), placed, "the first large f32 tensor lies in the placement");
         assert!(first.as_slice::<f32>().unwrap().iter().all(|&v| v == 3.0));
         assert_ne!(second.as_bytes().as_ptr(), placed);
@@ -158,7 +177,7 @@ mod tests {
         let arena = arena();
         let n = PLACE_MIN_BYTES / 8;
         let built = place_outputs(&arena, || Tensor::build::<f64>([n], |out| out[1] = 2.0).unwrap());
-        assert_eq!(built.as_bytes().as_ptr(), arena.blocks.lock().unwrap()[0].as_ptr().cast::<u8>());
+        assert_eq!(built.as_bytes().as_ptr(), arena.first_block());
         let values = built.as_slice::<f64>().unwrap();
         assert_eq!((values[0], values[1]), (0.0, 2.0));
         assert!(values[2..].iter().all(|&v| v == 0.0), "the placement's 0xee bytes were zeroed first");
