@@ -506,16 +506,27 @@ fn a_dead_task_fails_the_step_naming_it_instead_of_hanging() {
 }
 
 /// `tasks` servers of one cluster running in this process, on loopback.
+/// The ports are picked free, then bound by the servers: a connection
+/// another test opens in between may take one, so a set-up that finds its
+/// port taken starts over on fresh ones.
 fn in_process_servers(tasks: usize) -> Vec<ringflow::server::Server> {
     use ringflow::cluster::{ClusterSpec, TaskId};
     use ringflow::server::{Server, ServerOptions};
-    let listeners: Vec<_> = (0..tasks).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().unwrap().port()).collect();
-    drop(listeners);
-    let spec = ClusterSpec::workers(ports.iter().map(|p| format!("127.0.0.1:{p}")).collect());
-    (0..tasks as u32)
-        .map(|i| Server::start(ServerOptions::new(spec.clone(), TaskId { job: "worker".into(), index: i })).unwrap())
-        .collect()
+    for attempt in 1.. {
+        let listeners: Vec<_> = (0..tasks).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+        let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().unwrap().port()).collect();
+        drop(listeners);
+        let spec = ClusterSpec::workers(ports.iter().map(|p| format!("127.0.0.1:{p}")).collect());
+        let started: Result<Vec<Server>, _> = (0..tasks as u32)
+            .map(|i| Server::start(ServerOptions::new(spec.clone(), TaskId { job: "worker".into(), index: i })))
+            .collect();
+        match started {
+            Ok(servers) => return servers,
+            Err(e) if attempt < 5 && e.message.contains("already in use") => continue,
+            Err(e) => panic!("in-process servers on {ports:?}: {e}"),
+        }
+    }
+    unreachable!("the loop returns or panics")
 }
 
 #[test]
