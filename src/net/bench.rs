@@ -546,6 +546,11 @@ fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec
     client.call(Method::Ping, b"rss-reset", &[], far())?;
     let mut dst = vec![0u8; tensor.byte_len()];
     dst.copy_from_slice(tensor.as_bytes()); // every page touched before timing
+    // A second baseline: the same memcpy into a shared memfd mapping, the
+    // kind of page the ring is made of.
+    let mut shared = SharedScratch::new(tensor.byte_len())?;
+    shared.bytes().copy_from_slice(tensor.as_bytes());
+    let mut shared_copies = Duration::ZERO;
     let (mut transfers, mut copies) = (Duration::ZERO, Duration::ZERO);
     // The order alternates, so neither always finds the source in cache.
     for i in 0..opts.bulk_iterations + 1 {
@@ -567,9 +572,13 @@ fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec
             let copied = copy();
             (transfer()?, copied)
         };
+        let start = Instant::now();
+        shared.bytes().copy_from_slice(std::hint::black_box(tensor.as_bytes()));
+        let shared_copied = start.elapsed();
         if i > 0 {
             transfers += sent; // iteration 0 warms up
             copies += copied;
+            shared_copies += shared_copied;
         }
     }
     let stats = client.call(Method::Ping, b"rss", &[], far())?;
@@ -588,13 +597,48 @@ fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     Ok(vec![
         Figure::new("bulk", "bandwidth_shm", gbps(transfers), "GB/s", 1).with_baseline(gbps(copies)).with_note(format!(
-            "shm; {size_note}, {} transfers (checksum verified by the receiver), each written once by the sender into the receiver's ring and read there in place; baseline: memcpy of the same bytes into one warm buffer in this process, one after each transfer",
-            opts.bulk_iterations
+            "shm; {size_note}, {} transfers (checksum verified by the receiver), each written once by the sender into the receiver's ring and read there in place; baseline: memcpy of the same bytes into one warm buffer in this process, one after each transfer; the same memcpy into a warm shared memfd mapping (the ring's kind of page): {:.2} GB/s",
+            opts.bulk_iterations,
+            gbps(shared_copies),
         )),
         Figure::new("bulk", "rx_rss_peak_over_idle_shm", mib(peak.saturating_sub(idle)), "MiB", 1)
             .with_baseline(mib(tensor.byte_len() as u64))
             .with_note("shm; receiver VmHWM - idle VmRSS (ring pages it touched); baseline = one payload"),
     ])
+}
+
+/// A warm shared memfd mapping of `len` bytes, for a baseline copy.
+struct SharedScratch {
+    mapping: crate::alloc::Mapping,
+    _fd: std::os::fd::OwnedFd,
+}
+
+impl SharedScratch {
+    fn new(len: usize) -> Result<SharedScratch> {
+        use std::os::fd::{AsFd, FromRawFd};
+        let name = c"ringflow-bench-scratch";
+        // SAFETY: a valid C string and flags; the result is checked.
+        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(Status::unavailable(format!("memfd_create: {}", std::io::Error::last_os_error())));
+        }
+        // SAFETY: a descriptor just returned to us, owned from here on.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        std::fs::File::from(fd.try_clone().map_err(|e| Status::unavailable(e.to_string()))?)
+            .set_len(len as u64)
+            .map_err(|e| Status::unavailable(format!("sizing the scratch memfd: {e}")))?;
+        let mapping =
+            crate::alloc::Mapping::new(len, crate::alloc::Backing::Shared(fd.as_fd()), crate::alloc::LockPolicy::Never)
+                .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(SharedScratch { mapping, _fd: fd })
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` writable bytes, alive while `self`
+        // is, and nothing else maps the file; `&mut self` makes the slice
+        // the only one.
+        unsafe { std::slice::from_raw_parts_mut(self.mapping.base().as_ptr(), self.mapping.len()) }
+    }
 }
 
 fn rpc_bulk(kind: TransportKind, opts: &BenchOptions, tensor: &Tensor) -> Result<BulkResult> {
