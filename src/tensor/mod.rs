@@ -4,7 +4,8 @@
 //! Owns: [`Tensor`], its constructors, typed and ndarray views, string
 //! tensors' layout ([`strings`]) and .npy I/O ([`npy`]). Must not know about
 //! graphs, kernels or the network: the transport builds tensors over its
-//! receive buffers through [`Tensor::from_borrowed`], and that is the whole
+//! receive buffers through [`Tensor::from_borrowed`], and offers memory for
+//! a kernel's next large output through [`placement`]; that is the whole
 //! interface.
 //!
 //! A string tensor is the same `Tensor`: its storage holds the image

@@ -7,7 +7,9 @@
 //! Owns: the host identity and the negotiation after the hello
 //! ([`negotiate_client`], [`answer_offer`]), the channel ([`ShmChannel`]:
 //! writing an outgoing frame into the peer-visible ring, decoding a
-//! received one), and the options. Must not know what a request means,
+//! received one, and lending a kernel ring memory for an output it will
+//! send: [`ShmChannel::output_placement`]), and the options. Must not know
+//! what a request means,
 //! and must not touch the hello: it runs after it, on the same socket.
 //! `rpc::conn` decides when to use the channel; the layers above never see
 //! which path a frame took.
