@@ -100,7 +100,7 @@ pub enum Command {
     },
     /// Serve one task of a cluster (MasterService and WorkerService on one port).
     Server {
-        /// Cluster spec file (TOML: [cluster] job = ["host:port", ...]).
+        /// Cluster spec file (TOML: a cluster table of job = ["host:port", ...]).
         #[arg(long)]
         cluster: Option<PathBuf>,
         /// Read the cluster (and possibly the task) from $TF_CONFIG.

@@ -1,5 +1,5 @@
 //! The executor: devices with work-stealing thread pools ([`pool`]), the
-//! per-partition plan built once ([`plan`]) and run per step ([`run`]), the
+//! per-partition plan built once (`plan`) and run per step (`run`), the
 //! barrier that joins a step's partitions ([`barrier`]), the rendezvous
 //! where Send meets Recv ([`rendezvous`]), step state ([`step`]), and the
 //! device's threads lent to one large kernel (`intra_op`).

@@ -1,7 +1,7 @@
 //! Graphs: the model ([`spec`]), TensorFlow GraphDef import ([`import`]),
-//! validation ([`validate`]), pruning to a step's signature ([`prune`]),
-//! placement on devices ([`place`]), and partitioning into per-device (or
-//! per-task) graphs joined by Send/Recv ([`partition`]).
+//! validation ([`validate`]), pruning to a step's signature ([`prune`](mod@prune)),
+//! placement on devices ([`place`](mod@place)), and partitioning into per-device (or
+//! per-task) graphs joined by Send/Recv ([`partition`](mod@partition)).
 //!
 //! Owns: everything that turns a user's graph into graphs an executor can
 //! run. Must not run anything: no threads, no kernel computation, no sockets.

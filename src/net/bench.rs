@@ -293,7 +293,7 @@ impl RawEcho {
     /// Round trips through a relay process that passes each message on to
     /// an echo process and the echo back: three processes, two hops each
     /// way, as a remote step's client, master and worker, every end waiting
-    /// as ringflow's do ([`SpinStyle::Yielding`]; with pure spinning, three
+    /// as ringflow's do (`SpinStyle::Yielding`; with pure spinning, three
     /// processes on two cores wait out each other's time slices).
     pub fn relay(message_bytes: usize) -> Result<RawEcho> {
         let bytes = format!("--msg-bytes={message_bytes}");
@@ -949,7 +949,7 @@ pub struct PeerArgs {
     pub cpu: Option<usize>,
     /// `raw-relay`: the raw echo peer each message is passed on to.
     pub next: Option<String>,
-    /// Raw modes: yield while spinning ([`SpinStyle::Yielding`]).
+    /// Raw modes: yield while spinning (`SpinStyle::Yielding`).
     pub yielding: bool,
 }
 

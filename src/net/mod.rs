@@ -4,7 +4,7 @@
 //!
 //! Owns: the wire format ([`frame`], [`reader`]), the message types
 //! ([`message`]), the byte movers ([`io`]), request/response ([`rpc`]) and
-//! the transport benchmarks ([`bench`]). Must not know graphs, ops or
+//! the transport benchmarks ([`bench`](mod@bench)). Must not know graphs, ops or
 //! executors: `message` names `GraphSpec` as a field type, nothing more.
 //!
 //! Layers, bottom up: `io` moves bytes; `frame`/`reader` turn bytes into

@@ -28,7 +28,7 @@ use smallvec::SmallVec;
 type Dims = SmallVec<[usize; 6]>;
 
 /// The shape two operands broadcast to, or TensorFlow's
-/// "Incompatible shapes: [2,3] vs. [4]".
+/// `Incompatible shapes: [2,3] vs. [4]`.
 pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Result<Shape> {
     let rank = a.len().max(b.len());
     let mut out = Vec::with_capacity(rank);

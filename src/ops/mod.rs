@@ -8,7 +8,7 @@
 //!
 //! A kernel is built once per registered graph (not per step) from its
 //! [`NodeSpec`], so attribute parsing and constant decoding happen once.
-//! Kernels return plain errors ("Incompatible shapes: [2,3] vs. [4]"); the
+//! Kernels return plain errors (`Incompatible shapes: [2,3] vs. [4]`); the
 //! executor prefixes the node and op.
 
 pub mod array;

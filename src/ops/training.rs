@@ -35,7 +35,7 @@ use crate::tensor::Shape;
 
 /// TensorFlow's `SliceDebugString`: where flat element `flat` of a tensor
 /// of `shape` sits, as `[1,2]` (empty for a scalar), for messages such as
-/// "indices[0,1] = 3 is not in [0, 2)".
+/// `indices[0,1] = 3 is not in [0, 2)`.
 pub fn flat_position(shape: &Shape, flat: usize) -> String {
     if shape.rank() == 0 {
         return String::new();

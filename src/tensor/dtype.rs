@@ -6,7 +6,7 @@
 //!
 //! `String` is the one dtype without a fixed element width and without an
 //! [`Element`] type: its bytes are laid out by [`super::strings`], so
-//! [`DType::size`] answers `None` for it and [`dispatch_dtype!`] refuses it.
+//! [`DType::size`] answers `None` for it and [`dispatch_dtype!`](crate::dispatch_dtype) refuses it.
 
 use std::fmt;
 
@@ -29,7 +29,7 @@ impl DType {
     pub const ALL: [DType; 6] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::String];
 
     /// The dtypes with a fixed-width [`Element`] type: what numeric kernels
-    /// and [`dispatch_dtype!`] compute with.
+    /// and [`dispatch_dtype!`](crate::dispatch_dtype) compute with.
     pub const NUMERIC: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
 
     /// Bytes per element; `None` for string, whose elements vary in length
@@ -146,7 +146,7 @@ impl Element for bool {
     const DTYPE: DType = DType::Bool;
 }
 
-/// The error [`dispatch_dtype!`] returns for a string tensor.
+/// The error [`dispatch_dtype!`](crate::dispatch_dtype) returns for a string tensor.
 pub fn string_not_computed() -> crate::error::Status {
     crate::error::Status::invalid_argument(
         "string tensors are not supported here: this kernel computes with numbers and bools only",

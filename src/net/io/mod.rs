@@ -3,7 +3,7 @@
 //!
 //! Owns: the choice of driver ([`Driver::Uring`] or [`Driver::Socket`]),
 //! made once per process from [`TransportKind`] and a probe, and logged; the
-//! per-thread io_uring ([`uring`]); the plain-socket fallback ([`socket`]).
+//! per-thread io_uring (`uring`); the plain-socket fallback (`socket`).
 //! Must not know about frames' meaning, requests or services.
 //!
 //! Both drivers move the same bytes (the wire format is above this layer),

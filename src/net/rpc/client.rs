@@ -485,7 +485,7 @@ impl PendingCall {
     }
 
     /// Like [`wait`](Self::wait), but gives up (Cancelled) as soon as
-    /// `abandoned` says so, checked at least every [`ABANDON_POLL`]: a step
+    /// `abandoned` says so, checked at least every `ABANDON_POLL`: a step
     /// that failed elsewhere stops waiting for a part that may never answer
     /// (a frozen peer).
     pub fn wait_unless(self, deadline: Instant, abandoned: &dyn Fn() -> bool) -> Result<Response> {

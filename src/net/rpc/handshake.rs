@@ -2,7 +2,7 @@
 //! ways, and reading a peer's first frames within a small, fixed budget.
 //!
 //! Owns: [`ClusterSecret`] (read from `--secret-file` /
-//! `RINGFLOW_SECRET_FILE`), nonces and proofs, and [`SmallFrame`], which
+//! `RINGFLOW_SECRET_FILE`), nonces and proofs, and `SmallFrame`, which
 //! assembles a hello without ever holding more than [`MAX_HELLO_BYTES`].
 //! Must not know methods: after the handshake, frames are the reader's.
 //!

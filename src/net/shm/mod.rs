@@ -5,7 +5,7 @@
 //! ring.
 //!
 //! Owns: the host identity and the negotiation after the hello
-//! ([`negotiate_client`], [`answer_offer`]), the channel ([`ShmChannel`]:
+//! (`negotiate_client`, `answer_offer`), the channel ([`ShmChannel`]:
 //! writing an outgoing frame into the peer-visible ring, decoding a
 //! received one, and lending a kernel ring memory for an output it will
 //! send: [`ShmChannel::output_placement`]), and the options. Must not know

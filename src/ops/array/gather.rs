@@ -10,7 +10,7 @@
 //! output row of `inner` elements is one memcpy from params. Every index
 //! is checked before anything is copied; an index outside
 //! `[0, params.shape[axis])` is an InvalidArgument naming its position, as
-//! TensorFlow's CPU kernel does ("indices[1,0] = 7 is not in [0, 5)").
+//! TensorFlow's CPU kernel does (`indices[1,0] = 7 is not in [0, 5)`).
 
 use super::super::registry::OpDef;
 use super::super::resource::ResourceMgr;

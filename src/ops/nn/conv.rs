@@ -4,8 +4,8 @@
 //! filter's), for float32, float64 and int32 (TensorFlow's CPU types here;
 //! int32 wraps as its Eigen product does).
 //!
-//! Owns: this kernel, and the checked shapes of a convolution ([`Plan`])
-//! and its patch gather ([`Run::im2col`]) that the gradients in
+//! Owns: this kernel, and the checked shapes of a convolution (`Plan`)
+//! and its patch gather (`Run::im2col`) that the gradients in
 //! `conv_grad` reuse. Must not hold state beyond parsed attributes, and
 //! must not spawn threads: large convolutions are split by output rows
 //! over the device's intra-op pool.

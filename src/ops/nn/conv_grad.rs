@@ -1,7 +1,7 @@
 //! Gradients of `Conv2D`: `Conv2DBackpropInput` (also what a transposed
 //! convolution is) and `Conv2DBackpropFilter`, NHWC, float32 and float64,
 //! with the forward op's attributes and checked shapes
-//! ([`super::conv::ConvAttrs`], [`super::conv::Plan`]) over the shared
+//! ([`super::conv::ConvAttrs`], `super::conv::Plan`) over the shared
 //! window geometry (`window.rs`). Grouped convolutions are refused.
 //!
 //! Owns: these kernels. Each is one gemm per image plus a scatter

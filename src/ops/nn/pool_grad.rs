@@ -1,6 +1,6 @@
 //! Gradients of pooling: `MaxPoolGrad`, `MaxPoolGradV2` (ksize and strides
 //! as int32 inputs) and `AvgPoolGrad`, NHWC, with the forward ops' window
-//! geometry ([`super::pool::Window`]). MaxPoolGrad runs float32, float64,
+//! geometry (`super::pool::Window`). MaxPoolGrad runs float32, float64,
 //! int32 and int64; AvgPoolGrad float32 and float64.
 //!
 //! Owns: these kernels. Must not hold state beyond parsed attributes, and

@@ -6,8 +6,8 @@
 //!
 //! Owns: the update rules, each written as TensorFlow's CPU functor
 //! computes it (operation order included, so float32 results match), and
-//! the validation TensorFlow's kernels do, with their messages ("lr is not a
-//! scalar: [2]", "var and grad do not have the same shape[2,3] [3,2]").
+//! the validation TensorFlow's kernels do, with their messages (`lr is not a
+//! scalar: [2]`, `var and grad do not have the same shape[2,3] [3,2]`).
 //! Must not keep variables between runs: they are looked up and locked on
 //! every run (`vars`), and updated in place under their locks.
 //!

@@ -364,7 +364,7 @@ impl ScatterOp for Sub {
     }
 }
 
-/// Replaces; also defined on bool (see [`scatter_update_bool`]).
+/// Replaces; also defined on bool (see `scatter_update_bool`).
 pub struct Update;
 impl ScatterOp for Update {
     const DTYPES: &'static [DType] = &[DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
