@@ -13,8 +13,30 @@
 //! with a message saying how to raise the limit ([`LockPolicy::Required`])
 //! or used unlocked with a warning ([`LockPolicy::IfAllowed`]).
 
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
+
+/// A fresh memfd of `bytes` bytes, closed on exec; `sealable` lets the
+/// caller seal it afterwards. Errors name the call that failed.
+pub fn memfd(name: &CStr, bytes: u64, sealable: bool) -> std::io::Result<OwnedFd> {
+    let context = |op: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{op}: {e}"));
+    let flags = libc::MFD_CLOEXEC | if sealable { libc::MFD_ALLOW_SEALING } else { 0 };
+    // SAFETY: a valid C string and flags; the result is checked.
+    let raw = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+    if raw < 0 {
+        return Err(context("memfd_create", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `raw` is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let len = libc::off_t::try_from(bytes)
+        .map_err(|_| std::io::Error::other(format!("a memfd of {bytes} bytes is too large")))?;
+    // SAFETY: plain syscall on our descriptor.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len) } != 0 {
+        return Err(context("ftruncate", std::io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
 
 /// Whether a mapping's pages are locked (pinned) in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

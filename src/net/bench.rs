@@ -615,18 +615,9 @@ struct SharedScratch {
 
 impl SharedScratch {
     fn new(len: usize) -> Result<SharedScratch> {
-        use std::os::fd::{AsFd, FromRawFd};
-        let name = c"ringflow-bench-scratch";
-        // SAFETY: a valid C string and flags; the result is checked.
-        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(Status::unavailable(format!("memfd_create: {}", std::io::Error::last_os_error())));
-        }
-        // SAFETY: a descriptor just returned to us, owned from here on.
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
-        std::fs::File::from(fd.try_clone().map_err(|e| Status::unavailable(e.to_string()))?)
-            .set_len(len as u64)
-            .map_err(|e| Status::unavailable(format!("sizing the scratch memfd: {e}")))?;
+        use std::os::fd::AsFd;
+        let fd = crate::alloc::memfd(c"ringflow-bench-scratch", len as u64, false)
+            .map_err(|e| Status::unavailable(format!("bench scratch: {e}")))?;
         let mapping =
             crate::alloc::Mapping::new(len, crate::alloc::Backing::Shared(fd.as_fd()), crate::alloc::LockPolicy::Never)
                 .map_err(|e| Status::unavailable(e.to_string()))?;

@@ -103,20 +103,7 @@ impl SharedRegion {
     /// Creates, sizes, seals and maps a fresh memfd; returns the region
     /// and the descriptor to pass to the peer.
     pub fn create(layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
-        let name = c"ringflow-shm";
-        // SAFETY: a valid C string; the result is checked.
-        let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-        if raw < 0 {
-            return Err(with_context("memfd_create", std::io::Error::last_os_error()));
-        }
-        // SAFETY: `raw` is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let total = libc::off_t::try_from(layout.total)
-            .map_err(|_| std::io::Error::other(format!("region of {} bytes is too large", layout.total)))?;
-        // SAFETY: plain syscall on our descriptor.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), total) } != 0 {
-            return Err(with_context("ftruncate", std::io::Error::last_os_error()));
-        }
+        let fd = crate::alloc::memfd(c"ringflow-shm", layout.total, true)?;
         let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
         // SAFETY: plain fcntl on our descriptor.
         if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
