@@ -399,13 +399,14 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
     copy_cluster.shutdown();
     let mib = bytes as f64 / (1 << 20) as f64;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let policy = crate::net::shm::region::shmem_huge_policy().unwrap_or_else(|| "unknown".into());
     let memcpy = bytes as f64 / (copies.percentile_ns(50.0) / 1e9) / 1e9;
     let copied_gbps = bytes as f64 / copied.crossing().as_secs_f64() / 1e9;
     Ok(vec![
         Figure::new("transfer-remote", "bandwidth_shm", copied_gbps, "GB/s", 1).with_baseline(memcpy).with_note(format!(
             "{mib:.0} MiB filled on task 1, summed on task 0, copied into the shared-memory ring when sent (--transport shm-copy); \
              p50 crossing {:.2} ms, from _Send start (task 1) to _Recv end (task 0) in traced steps; \
-             baseline: p50 memcpy of the same bytes in one process, in turns with the steps",
+             shmem_enabled: {policy}; baseline: p50 memcpy of the same bytes into a warm private buffer in one process, in turns with the steps",
             ms(copied.crossing()),
         )),
         Figure::new("transfer-remote", "p50_crossing_shm", ms(in_place.crossing()), "ms", 1)

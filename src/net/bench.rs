@@ -581,6 +581,8 @@ fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec
             shared_copies += shared_copied;
         }
     }
+    let (resident, huge) = crate::net::shm::region::region_pages();
+    let policy = crate::net::shm::region::shmem_huge_policy().unwrap_or_else(|| "unknown".into());
     let stats = client.call(Method::Ping, b"rss", &[], far())?;
     let sum = client.call(Method::Ping, b"bulk-sum", std::slice::from_ref(tensor), far())?;
     let got = std::str::from_utf8(sum.meta_bytes()).ok().and_then(|s| s.parse::<u64>().ok());
@@ -597,8 +599,10 @@ fn shm_bulk(opts: &BenchOptions, tensor: &Tensor, size_note: &str) -> Result<Vec
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     Ok(vec![
         Figure::new("bulk", "bandwidth_shm", gbps(transfers), "GB/s", 1).with_baseline(gbps(copies)).with_note(format!(
-            "shm; {size_note}, {} transfers (checksum verified by the receiver), each written once by the sender into the receiver's ring and read there in place; baseline: memcpy of the same bytes into one warm buffer in this process, one after each transfer; the same memcpy into a warm shared memfd mapping (the ring's kind of page): {:.2} GB/s",
+            "shm; {size_note}, {} transfers (checksum verified by the receiver), each written once by the sender into the receiver's ring and read there in place; ring pages: {:.0}% of {:.0} MiB resident mapped as 2 MiB pages (shmem_enabled: {policy}); baseline: memcpy of the same bytes into one warm buffer in this process, one after each transfer; the same memcpy into a warm shared memfd mapping with the ring's page advice: {:.2} GB/s",
             opts.bulk_iterations,
+            100.0 * huge as f64 / resident.max(1) as f64,
+            mib(resident),
             gbps(shared_copies),
         )),
         Figure::new("bulk", "rx_rss_peak_over_idle_shm", mib(peak.saturating_sub(idle)), "MiB", 1)
@@ -621,6 +625,9 @@ impl SharedScratch {
         let mapping =
             crate::alloc::Mapping::new(len, crate::alloc::Backing::Shared(fd.as_fd()), crate::alloc::LockPolicy::Never)
                 .map_err(|e| Status::unavailable(e.to_string()))?;
+        // The ring's advice, so both get the same kind of page.
+        // SAFETY: MADV_HUGEPAGE leaves the contents as they are.
+        unsafe { mapping.advise(0, len, libc::MADV_HUGEPAGE) };
         Ok(SharedScratch { mapping, _fd: fd })
     }
 

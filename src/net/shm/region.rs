@@ -219,6 +219,50 @@ pub fn mapped_regions() -> usize {
         .unwrap_or(0)
 }
 
+/// The kernel's huge-page policy for shared memory (the bracketed word of
+/// `/sys/kernel/mm/transparent_hugepage/shmem_enabled`), which decides
+/// whether the ring's `MADV_HUGEPAGE` advice is taken: `always`,
+/// `within_size` and `advise` take it, `never` and `deny` refuse it.
+pub fn shmem_huge_policy() -> Option<String> {
+    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/shmem_enabled").ok()?;
+    parse_huge_policy(&text)
+}
+
+fn parse_huge_policy(text: &str) -> Option<String> {
+    let start = text.find('[')? + 1;
+    let len = text[start..].find(']')?;
+    Some(text[start..start + len].to_string())
+}
+
+/// Whether rings made under `policy` get 2 MiB pages when large enough.
+pub fn huge_policy_takes_advice(policy: &str) -> bool {
+    matches!(policy, "always" | "within_size" | "advise" | "force")
+}
+
+/// How this process's mappings of channel regions are paged: resident
+/// bytes, and how many of them are mapped as 2 MiB pages (from
+/// /proc/self/smaps; zeros where it cannot be read).
+pub fn region_pages() -> (u64, u64) {
+    let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else { return (0, 0) };
+    let (mut resident, mut huge, mut inside) = (0u64, 0u64, false);
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else { continue };
+        if !first.ends_with(':') {
+            // A mapping's header line: its address range, then its name last.
+            inside = line.contains("memfd:ringflow-shm");
+            continue;
+        }
+        let kib = || words.clone().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) << 10;
+        match first {
+            "Rss:" if inside => resident += kib(),
+            "ShmemPmdMapped:" if inside => huge += kib(),
+            _ => {}
+        }
+    }
+    (resident, huge)
+}
+
 /// Sends `fd` over a connected Unix socket, with one byte of data.
 pub fn send_fd(socket: RawFd, fd: RawFd) -> std::io::Result<()> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
@@ -282,6 +326,27 @@ mod tests {
         assert_ne!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) }, 0, "sealed against shrinking");
         assert!(Layout::new(3, 8192).is_err());
         assert!(Layout::new(16, 100).is_err());
+    }
+
+    #[test]
+    fn the_huge_page_policy_is_the_bracketed_word() {
+        let policy = parse_huge_policy("always within_size [advise] never deny force\n").unwrap();
+        assert_eq!(policy, "advise");
+        assert!(huge_policy_takes_advice(&policy));
+        assert!(!huge_policy_takes_advice(&parse_huge_policy("always [never]").unwrap()));
+        assert_eq!(parse_huge_policy("always never"), None);
+    }
+
+    #[test]
+    fn resident_region_pages_are_counted_from_smaps() {
+        let layout = Layout::new(16, 1 << 21).unwrap();
+        let (region, _fd) = SharedRegion::create(layout, [7, 8]).unwrap();
+        let ring = region.ring(Direction::ServerToClient);
+        // SAFETY: the whole data ring is ours to write; no peer maps it.
+        unsafe { std::ptr::write_bytes(ring.data, 1, ring.capacity as usize) };
+        let (resident, huge) = region_pages();
+        assert!(resident >= ring.capacity, "{resident} resident bytes after writing {}", ring.capacity);
+        assert!(huge <= resident);
     }
 
     #[test]
