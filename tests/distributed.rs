@@ -950,3 +950,47 @@ fn tensors_sent_between_tasks_are_written_in_place_by_their_kernels() {
     assert!(after.0 - before.0 >= STEPS, "task 0 wrote {} of {STEPS} in place", after.0 - before.0);
     assert!(after.1 - before.1 >= STEPS, "task 1 wrote {} of {STEPS} in place", after.1 - before.1);
 }
+
+/// A fetched 1 MiB Fill is written by its kernel into the ring its answer
+/// leaves through: on task 0 (the master) into the client's, so the
+/// RunStep answer carries it without a copy; on task 1 into task 0's, so
+/// the RunGraph answer does (task 0 then copies it on to the client). A
+/// cluster of its own, so the counts are exactly these steps'.
+#[test]
+fn fetched_tensors_are_written_in_place_by_their_kernels() {
+    if !ringflow::net::shm::enabled_by_env() || !ringflow::net::shm::write_in_place_by_env() {
+        return; // RINGFLOW_TRANSPORT=tcp or RINGFLOW_SHM_IN_PLACE=0: nothing is placed.
+    }
+    const N: i32 = 1 << 18;
+    let mut b = GraphBuilder::new();
+    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[N]).unwrap());
+    b.set_device("/job:worker/task:1");
+    let x = b.placeholder("x", DType::F32);
+    let on_1 = b.binary("on_1", "Fill", &dims, &x, DType::F32);
+    b.set_device("/job:worker/task:0");
+    let x2 = b.binary("x2", "AddV2", &x, &x, DType::F32);
+    let on_0 = b.binary("on_0", "Fill", &dims, &x2, DType::F32);
+    let graph = b.finish();
+
+    let cluster = start(2);
+    let (task0, task1) = (cluster.address(0).to_string(), cluster.address(1).to_string());
+    let s = session_on(&cluster.target(0), graph);
+    const STEPS: u64 = 8;
+    let mut placed = Vec::new();
+    for fetch in [&on_0, &on_1] {
+        let before = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
+        for step in 0..STEPS {
+            let v = step as f32 + 1.0;
+            let got = s.run_simple(&[("x", Tensor::scalar(v))], &[fetch], &[]).unwrap();
+            let want = if fetch == &on_0 { 2.0 * v } else { v };
+            let values = got[0].as_slice::<f32>().unwrap();
+            assert_eq!(values.len(), N as usize);
+            assert!(values.iter().all(|&e| e == want), "{fetch}, step {step}: not all {want}");
+        }
+        let after = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
+        placed.push((after.0 - before.0, after.1 - before.1));
+    }
+    s.close().unwrap();
+    assert_eq!(placed[0], (STEPS, 0), "on_0 fetched: task 0 answers each step from the client's ring");
+    assert_eq!(placed[1], (0, STEPS), "on_1 fetched: task 1 answers each RunGraph from task 0's ring");
+}

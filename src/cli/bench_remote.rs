@@ -365,6 +365,44 @@ impl TracedTransfer {
     }
 }
 
+/// A 64 MiB Fill on task 0 (the master) fetched by this process, step by
+/// step: written straight into the answer's ring where the server allows.
+struct FetchedFill {
+    session: Box<dyn Session>,
+    handle: u64,
+    elements: usize,
+    steps: LatencyRecorder,
+}
+
+impl FetchedFill {
+    fn new(cluster: &LocalCluster, elements: usize, iters: usize) -> Result<FetchedFill> {
+        let session = session(cluster, fill_and_sum(elements, 0, 0))?;
+        let handle = make_callable(session.as_ref(), &[], &["big"])?;
+        let mut run = FetchedFill { session, handle, elements, steps: LatencyRecorder::default() };
+        for _ in 0..(iters / 10).max(2) {
+            run.step()?;
+        }
+        run.steps = LatencyRecorder::default();
+        Ok(run)
+    }
+
+    fn step(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let (outputs, _) = self.session.run_callable(self.handle, Vec::new(), &RunOptions::default())?;
+        self.steps.record(start.elapsed());
+        let fetched = outputs.first().map_or(0, Tensor::num_elements);
+        if fetched != self.elements {
+            return Err(Status::data_loss(format!("fetched {fetched} elements of {}", self.elements)));
+        }
+        Ok(())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.session.release_callable(self.handle)?;
+        self.session.close()
+    }
+}
+
 /// Over shared memory, two clusters in turns: one where Fill writes its
 /// output straight into the peer's ring (the default), one where the
 /// tensor is copied into the ring when sent (`--transport shm-copy`); a
@@ -382,12 +420,16 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
     )?;
     let mut in_place = TracedTransfer::new(&in_place_cluster, elements, iters)?;
     let mut copied = TracedTransfer::new(&copy_cluster, elements, iters)?;
+    let mut fetched_in_place = FetchedFill::new(&in_place_cluster, elements, iters)?;
+    let mut fetched_copied = FetchedFill::new(&copy_cluster, elements, iters)?;
     let source = vec![1u8; bytes as usize];
     let mut copy_to = source.clone();
     let mut copies = LatencyRecorder::default();
     for _ in 0..iters {
         in_place.step()?;
         copied.step()?;
+        fetched_in_place.step()?;
+        fetched_copied.step()?;
         let start = Instant::now();
         copy_to.copy_from_slice(std::hint::black_box(&source));
         std::hint::black_box(&mut copy_to);
@@ -395,6 +437,8 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
     }
     in_place.close()?;
     copied.close()?;
+    fetched_in_place.close()?;
+    fetched_copied.close()?;
     in_place_cluster.shutdown();
     copy_cluster.shutdown();
     let mib = bytes as f64 / (1 << 20) as f64;
@@ -418,6 +462,12 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
         Figure::new("transfer-remote", "p50_step_shm", in_place.steps.percentile_us(50.0) / 1e3, "ms", 1)
             .with_baseline(copied.steps.percentile_us(50.0) / 1e3)
             .with_note("the whole traced step (fill, crossing, sum, fetch) written in place; baseline: the same step copied into the ring, same run, in turns"),
+        Figure::new("transfer-remote", "p50_fetch_shm", fetched_in_place.steps.percentile_us(50.0) / 1e3, "ms", 1)
+            .with_baseline(fetched_copied.steps.percentile_us(50.0) / 1e3)
+            .with_note(format!(
+                "{mib:.0} MiB filled on task 0 and fetched by this process, Fill writing it into the ring the RunStep answer leaves through (the default); \
+                 baseline: the same step on the shm-copy cluster, which copies it into the ring when answering, same run, in turns"
+            )),
     ])
 }
 

@@ -98,9 +98,10 @@ impl HotNode {
     /// Worth a thread hop whatever its inputs (a kernel that says so, or
     /// one fed a large constant).
     pub const EXPENSIVE: u8 = 8;
-    /// A one-output kernel that feeds a `_Send` (`PlanNode::sends_to`):
-    /// its output may be written where the send reads it.
-    pub const FEEDS_SEND: u8 = 16;
+    /// A one-output kernel whose output leaves through a `_Send` or a
+    /// `_Retval` (`PlanNode::leaves_to`): it may be written where the
+    /// reader on the other side reads it.
+    pub const OUTPUT_LEAVES: u8 = 16;
 
     #[inline]
     pub fn has(&self, flag: u8) -> bool {
@@ -113,9 +114,16 @@ pub(crate) struct PlanNode {
     pub name: String,
     pub op: String,
     pub kind: NodeKind,
-    /// For a [`HotNode::FEEDS_SEND`] kernel: the receiving device of the
-    /// `_Send` its output feeds.
-    pub sends_to: Option<Box<str>>,
+    /// For a [`HotNode::OUTPUT_LEAVES`] kernel: where its output goes.
+    pub leaves_to: Option<LeavesTo>,
+}
+
+/// Where a kernel's output goes when it leaves the partition.
+pub(crate) enum LeavesTo {
+    /// A `_Send` to this receiving device.
+    Device(Box<str>),
+    /// A `_Retval`: to whoever called the step.
+    Caller,
 }
 
 impl PlanNode {
@@ -259,7 +267,7 @@ impl Plan {
                 flags,
             });
             initial_pending.push(count_u32(gnode.inputs.len() + gnode.control_inputs.len(), "inputs", spec)?);
-            nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind, sends_to: None });
+            nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind, leaves_to: None });
         }
         let mut out_edges: Vec<Vec<OutEdge>> = vec![Vec::new(); order.len()];
         for &id in &order {
@@ -277,13 +285,20 @@ impl Plan {
             if !hot[id].has(HotNode::KERNEL) || hot[id].num_outputs != 1 {
                 continue;
             }
+            // A send wins over a retval: the peer's copy is the one a
+            // later step waits on.
             let send_key = out.iter().find_map(|e| match &nodes[e.dst as usize].kind {
                 NodeKind::Send(key) if e.port == 0 => key.dst_device(),
                 _ => None,
             });
-            if let Some(recv_device) = send_key {
-                nodes[id].sends_to = Some(recv_device.into());
-                hot[id].flags |= HotNode::FEEDS_SEND;
+            let fetched = out.iter().any(|e| e.port == 0 && matches!(nodes[e.dst as usize].kind, NodeKind::Retval(_)));
+            let leaves_to = match send_key {
+                Some(recv_device) => Some(LeavesTo::Device(recv_device.into())),
+                None => fetched.then_some(LeavesTo::Caller),
+            };
+            if leaves_to.is_some() {
+                nodes[id].leaves_to = leaves_to;
+                hot[id].flags |= HotNode::OUTPUT_LEAVES;
             }
         }
         let mut slot_const: Vec<Option<Value>> = vec![None; slot_deref.len()];

@@ -10,7 +10,7 @@
 
 use crate::error::{Result, Status};
 use crate::ops::Value;
-use crate::tensor::placement::OutputPlacement;
+use crate::tensor::placement::SharedPlacement;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -175,7 +175,7 @@ pub trait Rendezvous: Send + Sync {
     /// Memory a kernel may write a value into that a `_Send` will later
     /// send to `recv_device`, so it crosses without a copy; `None` (the
     /// default) where sending copies anyway or costs nothing.
-    fn output_placement(&self, _recv_device: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+    fn output_placement(&self, _recv_device: &str) -> Option<SharedPlacement> {
         None
     }
 }

@@ -15,7 +15,7 @@
 use super::barrier::StepDone;
 use super::device::Device;
 use super::outcome::Outcome;
-use super::plan::{CONTROL_PORT, HotNode, NodeKind, Plan, PlanNode};
+use super::plan::{CONTROL_PORT, HotNode, LeavesTo, NodeKind, Plan, PlanNode};
 use super::pool::ThreadPool;
 use super::step::{Args, NodeStats, StepContext, arg_key};
 use crate::error::{Result, Status};
@@ -604,8 +604,9 @@ impl Execution {
 }
 
 /// [`compute_kernel`] in `step`: a kernel whose output a `_Send` sends may
-/// write it where the send reads it (the rendezvous says where; see
-/// `tensor::placement`).
+/// write it where the send reads it (the rendezvous says where), and one
+/// whose output a `_Retval` returns where the step's caller will be
+/// answered (the call frame says where; see `tensor::placement`).
 #[inline]
 pub(super) fn compute_kernel_for(
     executor: &Executor,
@@ -615,20 +616,24 @@ pub(super) fn compute_kernel_for(
     inputs: &mut [Option<Value>],
     outputs: &mut [Option<Value>],
 ) -> Result<()> {
-    let device = match hot.has(HotNode::FEEDS_SEND) {
-        true => executor.plan.nodes[id as usize].sends_to.as_deref(),
+    use crate::tensor::placement::place_outputs;
+    let leaves_to = match hot.has(HotNode::OUTPUT_LEAVES) {
+        true => executor.plan.nodes[id as usize].leaves_to.as_ref(),
         false => None,
     };
-    match device {
-        // Asked only when the kernel builds a tensor worth placing: most
-        // outputs that cross are small, and then this costs a thread-local
-        // store and load.
-        Some(device) => {
-            crate::tensor::placement::place_outputs(&TowardDevice { rendezvous: &*step.rendezvous, device }, || {
+    // Memory is asked for only when the kernel builds a tensor worth
+    // placing: most outputs that leave are small, and then this costs a
+    // thread-local store and load.
+    match (leaves_to, &step.frame.retval_placement) {
+        (Some(LeavesTo::Device(device)), _) => {
+            place_outputs(&TowardDevice { rendezvous: &*step.rendezvous, device }, || {
                 compute_kernel(executor, id, hot, inputs, outputs)
             })
         }
-        None => compute_kernel(executor, id, hot, inputs, outputs),
+        (Some(LeavesTo::Caller), Some(placement)) => {
+            place_outputs(&**placement, || compute_kernel(executor, id, hot, inputs, outputs))
+        }
+        _ => compute_kernel(executor, id, hot, inputs, outputs),
     }
 }
 

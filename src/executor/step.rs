@@ -8,6 +8,7 @@
 use super::rendezvous::{LocalRendezvous, Rendezvous, RendezvousKey};
 use crate::error::{Result, Status};
 use crate::ops::Value;
+use crate::tensor::placement::SharedPlacement;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -111,6 +112,10 @@ impl Retvals {
 pub struct CallFrame {
     pub args: Args,
     pub retvals: Retvals,
+    /// Memory the step's caller will be answered from (the requester's
+    /// shared-memory ring): a kernel whose output a `_Retval` returns may
+    /// write it there, so the answer carries it without a copy.
+    pub retval_placement: Option<SharedPlacement>,
 }
 
 /// The wall clock, µs since the Unix epoch: what step stats are stamped with.
@@ -180,7 +185,7 @@ impl StepContext {
         StepContext {
             step_id,
             rendezvous,
-            frame: CallFrame { args, retvals: Retvals::new(num_retvals) },
+            frame: CallFrame { args, retvals: Retvals::new(num_retvals), retval_placement: None },
             cancelled: AtomicBool::new(false),
             cancelled_from_outside: AtomicBool::new(false),
             cancel_status: OnceLock::new(),
@@ -188,6 +193,13 @@ impl StepContext {
             started: Instant::now(),
             started_epoch_us: if collect_stats { epoch_us() } else { 0 },
         }
+    }
+
+    /// Lets kernels whose outputs are fetched write them into `placement`
+    /// (see [`CallFrame::retval_placement`]).
+    pub fn with_retval_placement(mut self, placement: Option<SharedPlacement>) -> StepContext {
+        self.frame.retval_placement = placement;
+        self
     }
 
     /// Now, for stats: the wall clock at the step's start plus the

@@ -383,7 +383,7 @@ fn earliest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 /// whichever ends first.
 fn run_options(options: Option<&proto::RunOptions>, call_timeout: Option<Duration>) -> RunOptions {
     let (timeout, trace) = options.map_or((None, false), |o| (millis(o.timeout_in_ms), o.trace_level != NO_TRACE));
-    RunOptions { timeout: earliest(timeout, call_timeout), trace, cancel: None }
+    RunOptions { timeout: earliest(timeout, call_timeout), trace, cancel: None, reply_placement: None }
 }
 
 fn run_step(

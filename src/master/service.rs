@@ -15,6 +15,7 @@ use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, Method, PayloadList};
 use crate::net::{Reply, Request};
 use crate::tensor::Tensor;
+use crate::tensor::placement::SharedPlacement;
 use crate::worker::remote::{devices_to_wire, stats_to_wire};
 use crate::worker::service::answer;
 use foldhash::HashMap;
@@ -89,9 +90,17 @@ fn strings(v: &rkyv::vec::ArchivedVec<rkyv::string::ArchivedString>) -> Vec<Stri
     v.iter().map(|s| s.to_string()).collect()
 }
 
-fn run_options(o: &msg::ArchivedRunOptions) -> RunOptions {
+/// A step's options as the client sent them, with the memory its answer
+/// will be sent from (`placement`; `None` where the answer may come much
+/// later, as a partial run's).
+fn run_options(o: &msg::ArchivedRunOptions, placement: Option<SharedPlacement>) -> RunOptions {
     let ms = o.timeout_ms.to_native();
-    RunOptions { timeout: (ms > 0).then(|| Duration::from_millis(ms)), trace: o.trace, cancel: None }
+    RunOptions {
+        timeout: (ms > 0).then(|| Duration::from_millis(ms)),
+        trace: o.trace,
+        cancel: None,
+        reply_placement: placement,
+    }
 }
 
 /// Runs `step` with the client's cancel token when it asked for one (on a
@@ -224,7 +233,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
             session,
             m.handle.to_native(),
             feeds,
-            run_options(&m.options),
+            run_options(&m.options, request.output_placement()),
             m.options.cancel_id.to_native(),
         ))
     })();
@@ -265,7 +274,7 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
             feeds,
             strings(&m.fetches),
             strings(&m.targets),
-            run_options(&m.options),
+            run_options(&m.options, request.output_placement().filter(|_| m.partial_run_handle.is_empty())),
             m.options.cancel_id.to_native(),
             m.partial_run_handle.to_string(),
         ))

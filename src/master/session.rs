@@ -47,6 +47,12 @@ pub struct RunOptions {
     /// Cancelling it from another thread fails the step with Cancelled and
     /// aborts its parts on every task.
     pub cancel: Option<CancellationToken>,
+    /// Memory the answer to this step's caller is sent from (its
+    /// connection's shared-memory ring): fetched tensors this task makes
+    /// are written there (set by the master's service; see
+    /// `tensor::placement`).
+    #[doc(hidden)]
+    pub reply_placement: Option<crate::tensor::placement::SharedPlacement>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -684,6 +690,7 @@ impl MasterSession {
                 deadline,
                 collect_stats: options.trace,
                 return_route: None,
+                reply_placement: options.reply_placement.clone(),
             },
             || {
                 let timeout = options.timeout.or(self.config.operation_timeout).unwrap_or_default();
@@ -789,6 +796,7 @@ impl MasterSession {
                 deadline,
                 collect_stats: false,
                 return_route: None,
+                reply_placement: None,
             },
             || Status::deadline_exceeded("starting a partial run exceeded the session's deadline"),
         )?;
@@ -894,6 +902,7 @@ impl MasterSession {
                 deadline,
                 collect_stats: false,
                 return_route: None,
+                reply_placement: None,
             },
             || Status::deadline_exceeded(format!("partial run '{handle}' exceeded its deadline")),
         );

@@ -334,21 +334,6 @@ impl Drop for Server {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::collector_tick;
-    use std::time::Duration;
-
-    #[test]
-    fn the_collector_looks_at_a_twentieth_of_the_shorter_timeout_within_1_to_30_s() {
-        let s = Duration::from_secs;
-        assert_eq!(collector_tick(None, Some(s(600))), Some(s(30)), "the default worker timeout");
-        assert_eq!(collector_tick(Some(s(100)), Some(s(600))), Some(s(5)));
-        assert_eq!(collector_tick(Some(s(2)), None), Some(s(1)), "short test timeouts keep the 1 s tick");
-        assert_eq!(collector_tick(None, None), None, "nothing to release: it never wakes");
-    }
-}
-
 /// One line, once per process, when the kernel keeps shared-memory rings
 /// on 4 KiB pages: a 64 MiB transfer then runs at about two thirds of
 /// memcpy where 2 MiB pages reach nine tenths (README figures).
@@ -364,4 +349,19 @@ fn log_shm_page_policy() {
             );
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collector_tick;
+    use std::time::Duration;
+
+    #[test]
+    fn the_collector_looks_at_a_twentieth_of_the_shorter_timeout_within_1_to_30_s() {
+        let s = Duration::from_secs;
+        assert_eq!(collector_tick(None, Some(s(600))), Some(s(30)), "the default worker timeout");
+        assert_eq!(collector_tick(Some(s(100)), Some(s(600))), Some(s(5)));
+        assert_eq!(collector_tick(Some(s(2)), None), Some(s(1)), "short test timeouts keep the 1 s tick");
+        assert_eq!(collector_tick(None, None), None, "nothing to release: it never wakes");
+    }
 }

@@ -41,6 +41,15 @@ pub trait OutputPlacement {
     fn place(&self, len: usize) -> Option<PlacedBytes>;
 }
 
+/// A placement any thread may hold and ask (a connection's ring lends one).
+pub type SharedPlacement = std::sync::Arc<dyn OutputPlacement + Send + Sync>;
+
+impl std::fmt::Debug for dyn OutputPlacement + Send + Sync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputPlacement")
+    }
+}
+
 thread_local! {
     static ARMED: Cell<Option<NonNull<dyn OutputPlacement + 'static>>> = const { Cell::new(None) };
 }

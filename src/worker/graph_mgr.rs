@@ -223,13 +223,10 @@ impl GraphMgr {
         } else {
             Arc::new(LocalRendezvous::new())
         };
-        let step = Arc::new(StepContext::new(
-            request.step_id,
-            rendezvous,
-            Args::Ready(args),
-            graph.num_retvals,
-            request.collect_stats,
-        ));
+        let step = Arc::new(
+            StepContext::new(request.step_id, rendezvous, Args::Ready(args), graph.num_retvals, request.collect_stats)
+                .with_retval_placement(request.reply_placement),
+        );
         self.running.lock().insert(request.step_id, step.clone());
         // The master aborts a step at its deadline; this covers a master
         // that died or cannot reach us.

@@ -45,6 +45,12 @@ pub struct RunGraphRequest {
     /// How this step's tensors for the requesting task go back to it (set
     /// by the wire service for whole steps; `None`: the session's peers).
     pub return_route: Option<super::ReturnRoute>,
+    /// Memory this call will be answered from (the requester's
+    /// shared-memory ring, for whole steps): the partition's fetched
+    /// tensors are written there. An in-process worker takes it from its
+    /// master's caller; a remote worker's service sets its own from the
+    /// connection the request came on (it never crosses the wire).
+    pub reply_placement: Option<crate::tensor::placement::SharedPlacement>,
 }
 
 #[derive(Default)]

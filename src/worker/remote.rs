@@ -16,7 +16,7 @@ use crate::graph::GraphSpec;
 use crate::net::message::{self as msg, PayloadList};
 use crate::net::{BackChannel, ChannelCache, Client, Response};
 use crate::tensor::Tensor;
-use crate::tensor::placement::OutputPlacement;
+use crate::tensor::placement::SharedPlacement;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -427,7 +427,7 @@ impl RemoteSend for SessionPeers {
         client.push_msg(&push, tensor.as_slice()).map_err(|e| name_task(dst_task, client.peer(), e))
     }
 
-    fn output_placement(&self, dst_task: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+    fn output_placement(&self, dst_task: &str) -> Option<SharedPlacement> {
         self.client(dst_task).ok()?.output_placement()
     }
 
@@ -463,7 +463,7 @@ impl RemoteSend for ConnectionBack {
         self.channel.push_msg(&push, tensor.as_slice()).map_err(|e| name_task(dst_task, self.channel.peer(), e))
     }
 
-    fn output_placement(&self, _dst_task: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+    fn output_placement(&self, _dst_task: &str) -> Option<SharedPlacement> {
         self.channel.output_placement()
     }
 

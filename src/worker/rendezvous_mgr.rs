@@ -13,7 +13,7 @@ use crate::error::{Result, Status};
 use crate::executor::{LocalRendezvous, Rendezvous, RendezvousKey};
 use crate::ops::Value;
 use crate::tensor::Tensor;
-use crate::tensor::placement::OutputPlacement;
+use crate::tensor::placement::SharedPlacement;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
@@ -32,7 +32,7 @@ pub trait RemoteSend: Send + Sync {
 
     /// Memory that a tensor later sent to `dst_task` may be written into
     /// so that it crosses without a copy (a shared-memory ring), if any.
-    fn output_placement(&self, _dst_task: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+    fn output_placement(&self, _dst_task: &str) -> Option<SharedPlacement> {
         None
     }
 }
@@ -109,7 +109,7 @@ impl Rendezvous for WorkerRendezvous {
         self.local.recv_async(key, done)
     }
 
-    fn output_placement(&self, recv_device: &str) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+    fn output_placement(&self, recv_device: &str) -> Option<SharedPlacement> {
         let dst_task = task_of(recv_device);
         if dst_task == &*self.task_name {
             return None;

@@ -171,6 +171,11 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
                 None => request.back_channel().map(|c| ConnectionBack::route(&m.session_handle, c)),
                 Some(_) => None,
             },
+            // A partial run's fetches may be answered long after.
+            reply_placement: match partial {
+                None => request.output_placement(),
+                Some(_) => None,
+            },
         })
     })();
     let run = match parsed {

@@ -49,6 +49,7 @@ fn a_step_past_its_deadline_ends_on_the_worker_without_its_master() {
         deadline: Some(start + Duration::from_millis(50)),
         collect_stats: false,
         return_route: None,
+        reply_placement: None,
     };
     // Nobody aborts this step: only the worker's own timer can end it.
     assert!(worker.run_graph(request, Box::new(move |r| tx.send(r).unwrap())).is_none());

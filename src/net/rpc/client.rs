@@ -225,7 +225,7 @@ impl Client {
 
     /// Memory a kernel may write a tensor this client will push into: the
     /// peer's shared-memory ring, when the connection has one.
-    pub fn output_placement(&self) -> Option<Arc<dyn crate::tensor::placement::OutputPlacement + Send + Sync>> {
+    pub fn output_placement(&self) -> Option<crate::tensor::placement::SharedPlacement> {
         self.inner.conn.output_placement()
     }
 

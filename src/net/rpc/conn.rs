@@ -13,7 +13,7 @@ use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
 use crate::net::shm::{self, Placed, Polled, ShmChannel};
 use crate::tensor::Tensor;
-use crate::tensor::placement::OutputPlacement;
+use crate::tensor::placement::SharedPlacement;
 use parking_lot::Mutex;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -121,7 +121,7 @@ impl Conn {
 
     /// Memory in the peer's ring for a kernel's output this connection
     /// will send, when it has a shared-memory channel that allows it.
-    pub(crate) fn output_placement(&self) -> Option<std::sync::Arc<dyn OutputPlacement + Send + Sync>> {
+    pub(crate) fn output_placement(&self) -> Option<SharedPlacement> {
         self.shm.get().and_then(ShmChannel::output_placement)
     }
 

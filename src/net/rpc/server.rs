@@ -87,6 +87,11 @@ impl Request {
     pub fn back_channel(&self) -> Option<BackChannel> {
         self.conn.as_ref().map(|conn| BackChannel { conn: conn.clone(), peer_name: self.peer_name.clone() })
     }
+    /// Memory the answer to this request may carry tensors from without
+    /// a copy (the client's shared-memory ring), if the connection has one.
+    pub fn output_placement(&self) -> Option<crate::tensor::placement::SharedPlacement> {
+        self.conn.as_ref()?.output_placement()
+    }
     pub fn request_id(&self) -> u64 {
         self.frame.header.request_id
     }
@@ -136,9 +141,7 @@ impl BackChannel {
     }
 
     /// As [`Client::output_placement`](crate::net::rpc::Client::output_placement), for this connection.
-    pub fn output_placement(
-        &self,
-    ) -> Option<std::sync::Arc<dyn crate::tensor::placement::OutputPlacement + Send + Sync>> {
+    pub fn output_placement(&self) -> Option<crate::tensor::placement::SharedPlacement> {
         self.conn.output_placement()
     }
 

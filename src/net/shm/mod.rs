@@ -31,7 +31,7 @@ pub mod watch;
 use crate::alloc::IoBuf;
 use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, ReceivedFrame};
 use crate::tensor::DType;
-use crate::tensor::placement::{OutputPlacement, PlacedBytes};
+use crate::tensor::placement::{OutputPlacement, PlacedBytes, SharedPlacement};
 use parking_lot::Mutex;
 use region::{Direction, Layout, SharedRegion};
 use ring::{Consumer, Producer, Received, RingError};
@@ -168,7 +168,7 @@ pub struct ShmChannel {
     stats: ChannelStats,
     limits: FrameLimits,
     write_in_place: bool,
-    placement: Arc<dyn OutputPlacement + Send + Sync>,
+    placement: SharedPlacement,
 }
 
 const NOT_STALLED: u64 = u64::MAX;
@@ -274,7 +274,7 @@ impl ShmChannel {
 
     /// Memory in the peer's ring for a kernel's output that this channel
     /// will send (`None` when writing in place is off).
-    pub fn output_placement(&self) -> Option<Arc<dyn OutputPlacement + Send + Sync>> {
+    pub fn output_placement(&self) -> Option<SharedPlacement> {
         self.write_in_place.then(|| self.placement.clone())
     }
 
