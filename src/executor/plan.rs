@@ -109,6 +109,41 @@ impl HotNode {
     }
 }
 
+/// Where node `id`'s output 0 leaves the partition, looking through up to
+/// [`FORWARDS_LOOKED_THROUGH`] kernels that forward it unchanged (a frozen
+/// Keras model's outputs are `Identity` nodes): to a `_Send`'s receiving
+/// device, else to the caller through a `_Retval`. A send wins: the peer's
+/// copy is the one a later step waits on.
+fn where_output_leaves(id: usize, out_edges: &[Vec<OutEdge>], nodes: &[PlanNode]) -> Option<LeavesTo> {
+    let mut frontier = vec![id];
+    let mut fetched = false;
+    for _ in 0..=FORWARDS_LOOKED_THROUGH {
+        let mut next = Vec::new();
+        for &node in &frontier {
+            for edge in out_edges[node].iter().filter(|e| e.port == 0) {
+                match &nodes[edge.dst as usize].kind {
+                    NodeKind::Send(key) => {
+                        if let Some(device) = key.dst_device() {
+                            return Some(LeavesTo::Device(device.into()));
+                        }
+                    }
+                    NodeKind::Retval(_) => fetched = true,
+                    NodeKind::Kernel { kernel } if kernel.forwards_input() => next.push(edge.dst as usize),
+                    _ => {}
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        frontier = next;
+    }
+    fetched.then_some(LeavesTo::Caller)
+}
+
+/// How many forwarding kernels in a row [`where_output_leaves`] looks through.
+const FORWARDS_LOOKED_THROUGH: usize = 4;
+
 /// The rest of a node: read for errors, stats and non-kernel kinds.
 pub(crate) struct PlanNode {
     pub name: String,
@@ -281,21 +316,11 @@ impl Plan {
                 out_edges[position[c] as usize].push(OutEdge { port: CONTROL_PORT, dst, slot: u32::MAX });
             }
         }
-        for (id, out) in out_edges.iter().enumerate() {
+        for id in 0..out_edges.len() {
             if !hot[id].has(HotNode::KERNEL) || hot[id].num_outputs != 1 {
                 continue;
             }
-            // A send wins over a retval: the peer's copy is the one a
-            // later step waits on.
-            let send_key = out.iter().find_map(|e| match &nodes[e.dst as usize].kind {
-                NodeKind::Send(key) if e.port == 0 => key.dst_device(),
-                _ => None,
-            });
-            let fetched = out.iter().any(|e| e.port == 0 && matches!(nodes[e.dst as usize].kind, NodeKind::Retval(_)));
-            let leaves_to = match send_key {
-                Some(recv_device) => Some(LeavesTo::Device(recv_device.into())),
-                None => fetched.then_some(LeavesTo::Caller),
-            };
+            let leaves_to = where_output_leaves(id, &out_edges, &nodes);
             if leaves_to.is_some() {
                 nodes[id].leaves_to = leaves_to;
                 hot[id].flags |= HotNode::OUTPUT_LEAVES;

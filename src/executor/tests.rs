@@ -223,3 +223,65 @@ fn a_long_chain_adds_up_step_after_step() {
         assert_eq!(scalars(out), [step as f32 + 300.0]);
     }
 }
+
+/// Memory for outputs, one fresh block per ask; remembers where each went.
+#[derive(Default)]
+struct RecordingPlacement {
+    given: std::sync::Mutex<Vec<usize>>,
+}
+
+#[repr(align(64))]
+struct Block([u8; 64]);
+
+impl crate::tensor::placement::OutputPlacement for RecordingPlacement {
+    fn place(&self, len: usize) -> Option<crate::tensor::placement::PlacedBytes> {
+        let mut blocks: Vec<Block> = (0..len.div_ceil(64)).map(|_| Block([0; 64])).collect();
+        let ptr = std::ptr::NonNull::new(blocks.as_mut_ptr().cast::<u8>())?;
+        self.given.lock().unwrap().push(ptr.as_ptr() as usize);
+        Some(crate::tensor::placement::PlacedBytes { ptr, keep: Arc::new(blocks) })
+    }
+}
+
+/// `big = Fill([32768], x)` (128 KiB) fetched through two Identities, and
+/// a small Fill fetched directly.
+fn fetch_through_identities() -> Vec<Arc<Executor>> {
+    let mut b = GraphBuilder::new();
+    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[1 << 15]).unwrap());
+    let small_dims = b.constant("small_dims", &Tensor::from_slice::<i32>([1], &[4]).unwrap());
+    let x = index_node(&mut b, "x", "_Arg", &[], 0);
+    let big = b.binary("big", "Fill", &dims, &x, DType::F32);
+    let once = b.unary("once", "Identity", &big, DType::F32);
+    let twice = b.unary("twice", "Identity", &once, DType::F32);
+    retval(&mut b, "out", &twice, 0);
+    let small = b.binary("small", "Fill", &small_dims, &x, DType::F32);
+    retval(&mut b, "small_out", &small, 1);
+    executor_of(b)
+}
+
+#[test]
+fn a_fetched_output_is_written_where_the_caller_is_answered_even_through_identities() {
+    let executors = fetch_through_identities();
+    let placement = Arc::new(RecordingPlacement::default());
+    for step in 0..3u64 {
+        let v = step as f32 + 0.5;
+        let ctx = Arc::new(
+            StepContext::local(step, Args::Ready(vec![Some(Value::Tensor(Tensor::scalar(v)))]), 2, false)
+                .with_retval_placement(Some(placement.clone())),
+        );
+        let (tx, rx) = mpsc::channel();
+        executors[0].run_async(ctx.clone(), Box::new(move |r| tx.send(r).unwrap()));
+        rx.recv_timeout(Duration::from_secs(10)).expect("the step ended").unwrap();
+        let mut out = ctx.frame.retvals.take_all().into_iter().map(|v| v.unwrap().into_tensor().unwrap());
+        let (big, small) = (out.next().unwrap(), out.next().unwrap());
+        assert!(big.as_slice::<f32>().unwrap().iter().all(|&e| e == v));
+        assert_eq!(small.as_slice::<f32>().unwrap(), &[v; 4]);
+        let given = placement.given.lock().unwrap().clone();
+        assert_eq!(given.len(), step as usize + 1, "one placement per step: the large fetch only");
+        assert_eq!(big.as_bytes().as_ptr() as usize, given[step as usize], "Fill wrote the fetch where it was placed");
+    }
+    // Without a placement the same plan fetches from the heap.
+    let out = run_step(&executors, vec![Tensor::scalar(2.0f32)], 2).unwrap();
+    let big = out[0].clone().unwrap().into_tensor().unwrap();
+    assert!(big.as_slice::<f32>().unwrap().iter().all(|&e| e == 2.0));
+    assert_eq!(placement.given.lock().unwrap().len(), 3);
+}

@@ -125,6 +125,10 @@ impl OpKernel for IdentityKernel {
         ctx.set_output_value(0, value);
         Ok(())
     }
+
+    fn forwards_input(&self) -> bool {
+        true
+    }
 }
 
 fn no_op_signature(_node: &NodeSpec) -> Result<OpSignature> {

@@ -192,6 +192,13 @@ pub trait OpKernel: Send + Sync + 'static {
     fn as_compute_fn(&self) -> Option<ComputeFn> {
         None
     }
+
+    /// True for a kernel whose one output is its input 0, the same value
+    /// (Identity and its kin): the plan looks through it to where that
+    /// value goes.
+    fn forwards_input(&self) -> bool {
+        false
+    }
 }
 
 /// The compute step of a kernel without per-node state: one monomorphised
