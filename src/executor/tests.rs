@@ -230,8 +230,9 @@ struct RecordingPlacement {
     given: std::sync::Mutex<Vec<usize>>,
 }
 
+/// 64 bytes on a 64-byte boundary, as placed memory must be.
 #[repr(align(64))]
-struct Block([u8; 64]);
+struct Block(#[allow(dead_code)] [u8; 64]);
 
 impl crate::tensor::placement::OutputPlacement for RecordingPlacement {
     fn place(&self, len: usize) -> Option<crate::tensor::placement::PlacedBytes> {
