@@ -242,6 +242,9 @@ impl Plan {
         let mut nodes = Vec::with_capacity(order.len());
         let mut hot = Vec::with_capacity(order.len());
         let mut initial_pending = Vec::with_capacity(order.len());
+        // Whether a node's one output is a plain tensor: a ref's kernel may
+        // allocate a variable's storage, which must not be lent memory.
+        let mut one_tensor_output = Vec::with_capacity(order.len());
         let mut slot_deref = Vec::new();
         let mut enters: Vec<Option<EnterAttrs>> = Vec::with_capacity(order.len());
         for &id in &order {
@@ -302,6 +305,7 @@ impl Plan {
                 flags,
             });
             initial_pending.push(count_u32(gnode.inputs.len() + gnode.control_inputs.len(), "inputs", spec)?);
+            one_tensor_output.push(matches!(r.signature.outputs.as_slice(), [ValueType::Tensor(_)]));
             nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind, leaves_to: None });
         }
         let mut out_edges: Vec<Vec<OutEdge>> = vec![Vec::new(); order.len()];
@@ -317,7 +321,7 @@ impl Plan {
             }
         }
         for id in 0..out_edges.len() {
-            if !hot[id].has(HotNode::KERNEL) || hot[id].num_outputs != 1 {
+            if !hot[id].has(HotNode::KERNEL) || !one_tensor_output[id] {
                 continue;
             }
             let leaves_to = where_output_leaves(id, &out_edges, &nodes);
