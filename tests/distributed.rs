@@ -903,6 +903,28 @@ fn shm_frames_in_place(address: &str) -> u64 {
     stats.meta::<msg::GetStatsResponse>().unwrap().shm_frames_in_place.to_native()
 }
 
+/// Whether kernels write tensors that cross into shared memory here
+/// (not under RINGFLOW_TRANSPORT=tcp or RINGFLOW_SHM_IN_PLACE=0).
+fn placing_in_shared_memory() -> bool {
+    ringflow::net::shm::enabled_by_env() && ringflow::net::shm::write_in_place_by_env()
+}
+
+/// 1 MiB of f32: large enough to be placed.
+const PLACED_FILL_ELEMENTS: i32 = 1 << 18;
+
+/// `on_1 = Fill(x)` on task 1 and `on_0 = Fill(x + x)` on task 0, each of
+/// [`PLACED_FILL_ELEMENTS`], `x` fed on task 1.
+fn fills_on_both_tasks(b: &mut GraphBuilder) -> (String, String) {
+    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[PLACED_FILL_ELEMENTS]).unwrap());
+    b.set_device("/job:worker/task:1");
+    let x = b.placeholder("x", DType::F32);
+    let on_1 = b.binary("on_1", "Fill", &dims, &x, DType::F32);
+    b.set_device("/job:worker/task:0");
+    let x2 = b.binary("x2", "AddV2", &x, &x, DType::F32);
+    let on_0 = b.binary("on_0", "Fill", &dims, &x2, DType::F32);
+    (on_1, on_0)
+}
+
 /// A 1 MiB Fill on each task feeds a Sum on the other: over shared memory
 /// each Fill writes its output straight into the ring it is sent through
 /// (task 1's back over the connection task 0's RunGraph came on, task 0's
@@ -910,19 +932,15 @@ fn shm_frames_in_place(address: &str) -> u64 {
 /// tensor reads it there too. Every value is right in every step.
 #[test]
 fn tensors_sent_between_tasks_are_written_in_place_by_their_kernels() {
-    if !ringflow::net::shm::enabled_by_env() || !ringflow::net::shm::write_in_place_by_env() {
-        return; // RINGFLOW_TRANSPORT=tcp or RINGFLOW_SHM_IN_PLACE=0: nothing is placed.
+    if !placing_in_shared_memory() {
+        return;
     }
-    const N: i32 = 1 << 18;
+    const N: i32 = PLACED_FILL_ELEMENTS;
     let mut b = GraphBuilder::new();
-    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[N]).unwrap());
+    let (on_1, on_0) = fills_on_both_tasks(&mut b);
     b.set_device("/job:worker/task:1");
-    let x = b.placeholder("x", DType::F32);
-    let on_1 = b.binary("on_1", "Fill", &dims, &x, DType::F32);
     let local_1 = sum_all(&mut b, "local_1", &on_1);
     b.set_device("/job:worker/task:0");
-    let x2 = b.binary("x2", "AddV2", &x, &x, DType::F32);
-    let on_0 = b.binary("on_0", "Fill", &dims, &x2, DType::F32);
     let local_0 = sum_all(&mut b, "local_0", &on_0);
     let from_1 = sum_all(&mut b, "from_1", &on_1);
     b.set_device("/job:worker/task:1");
@@ -958,18 +976,12 @@ fn tensors_sent_between_tasks_are_written_in_place_by_their_kernels() {
 /// cluster of its own, so the counts are exactly these steps'.
 #[test]
 fn fetched_tensors_are_written_in_place_by_their_kernels() {
-    if !ringflow::net::shm::enabled_by_env() || !ringflow::net::shm::write_in_place_by_env() {
-        return; // RINGFLOW_TRANSPORT=tcp or RINGFLOW_SHM_IN_PLACE=0: nothing is placed.
+    if !placing_in_shared_memory() {
+        return;
     }
-    const N: i32 = 1 << 18;
+    const N: i32 = PLACED_FILL_ELEMENTS;
     let mut b = GraphBuilder::new();
-    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[N]).unwrap());
-    b.set_device("/job:worker/task:1");
-    let x = b.placeholder("x", DType::F32);
-    let on_1 = b.binary("on_1", "Fill", &dims, &x, DType::F32);
-    b.set_device("/job:worker/task:0");
-    let x2 = b.binary("x2", "AddV2", &x, &x, DType::F32);
-    let on_0 = b.binary("on_0", "Fill", &dims, &x2, DType::F32);
+    let (on_1, on_0) = fills_on_both_tasks(&mut b);
     let graph = b.finish();
 
     let cluster = start(2);

@@ -12,7 +12,7 @@ use ringflow::net::shm::region::mapped_regions;
 use ringflow::server::{Server, ServerOptions};
 use ringflow::session::{SessionExt, SessionOptions, create_session};
 use ringflow::tensor::{DType, Tensor};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_TARGET: &str = "RINGFLOW_SHM_FETCH_TEST_TARGET";
@@ -37,6 +37,22 @@ fn run_child(target: &str) {
         let got = session.run_simple(&[("x", Tensor::scalar(v))], &["big"], &[]).unwrap();
         assert!(got[0].as_slice::<f32>().unwrap().iter().all(|&e| e == v));
     }
+}
+
+/// This test binary again, as the child fetching from `target` (its
+/// stderr piped, to tell why it stopped).
+fn spawn_child(target: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_client_killed_while_its_fetches_are_written_in_place_leaves_the_server_unmapped_and_serving",
+            "--nocapture",
+        ])
+        .env(CHILD_TARGET, target)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 fn start_server() -> Server {
@@ -76,16 +92,7 @@ fn a_client_killed_while_its_fetches_are_written_in_place_leaves_the_server_unma
     let target = format!("ringflow://{}", server.address());
     let placed = || ringflow::counters::snapshot().shm_frames_in_place;
     for round in 0..3 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "a_client_killed_while_its_fetches_are_written_in_place_leaves_the_server_unmapped_and_serving",
-                "--nocapture",
-            ])
-            .env(CHILD_TARGET, &target)
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_child(&target);
         let before = placed();
         let answered = wait_until(Duration::from_secs(20), || placed() >= before + 3 + round);
         assert!(answered, "round {round}: the child's fetches were not answered in place");
@@ -103,17 +110,7 @@ fn a_client_killed_while_its_fetches_are_written_in_place_leaves_the_server_unma
         );
     }
     // And serves on: a fresh child fetches right values, in place again.
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_client_killed_while_its_fetches_are_written_in_place_leaves_the_server_unmapped_and_serving",
-            "--nocapture",
-        ])
-        .env(CHILD_TARGET, &target)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_child(&target);
     let before = placed();
     let answered = wait_until(Duration::from_secs(20), || placed() >= before + 2);
     let still_running = child.try_wait().unwrap().is_none();

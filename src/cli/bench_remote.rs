@@ -365,41 +365,37 @@ impl TracedTransfer {
     }
 }
 
-/// A 64 MiB Fill on task 0 (the master) fetched by this process, step by
-/// step: written straight into the answer's ring where the server allows.
+/// A 64 MiB Fill of the fed `x` on task 0 (the master), fetched by this
+/// process step by step: written straight into the answer's ring where the
+/// server allows.
 struct FetchedFill {
-    session: Box<dyn Session>,
-    handle: u64,
-    elements: usize,
+    step: TimedStep,
     steps: LatencyRecorder,
 }
 
 impl FetchedFill {
     fn new(cluster: &LocalCluster, elements: usize, iters: usize) -> Result<FetchedFill> {
-        let session = session(cluster, fill_and_sum(elements, 0, 0))?;
-        let handle = make_callable(session.as_ref(), &[], &["big"])?;
-        let mut run = FetchedFill { session, handle, elements, steps: LatencyRecorder::default() };
-        for _ in 0..(iters / 10).max(2) {
-            run.step()?;
+        let mut b = GraphBuilder::new();
+        b.set_device("/job:worker/task:0");
+        let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[elements as i32])?);
+        let x = b.placeholder("x", DType::F32);
+        let big = b.binary("big", "Fill", &dims, &x, DType::F32);
+        let step = TimedStep::new(cluster, b.finish(), &big)?;
+        let (outputs, _) = step.session.run_callable(step.handle, step.feeds.clone(), &step.options)?;
+        let fetched = outputs.first().map_or(0, Tensor::num_elements);
+        if fetched != elements {
+            return Err(Status::data_loss(format!("fetched {fetched} elements of {elements}")));
         }
-        run.steps = LatencyRecorder::default();
+        let mut run = FetchedFill { step, steps: LatencyRecorder::default() };
+        for _ in 0..(iters / 10).max(2) {
+            run.step.step()?;
+        }
         Ok(run)
     }
 
     fn step(&mut self) -> Result<()> {
-        let start = Instant::now();
-        let (outputs, _) = self.session.run_callable(self.handle, Vec::new(), &RunOptions::default())?;
-        self.steps.record(start.elapsed());
-        let fetched = outputs.first().map_or(0, Tensor::num_elements);
-        if fetched != self.elements {
-            return Err(Status::data_loss(format!("fetched {fetched} elements of {}", self.elements)));
-        }
+        self.steps.record(self.step.step()?);
         Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        self.session.release_callable(self.handle)?;
-        self.session.close()
     }
 }
 
@@ -437,8 +433,8 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
     }
     in_place.close()?;
     copied.close()?;
-    fetched_in_place.close()?;
-    fetched_copied.close()?;
+    fetched_in_place.step.close()?;
+    fetched_copied.step.close()?;
     in_place_cluster.shutdown();
     copy_cluster.shutdown();
     let mib = bytes as f64 / (1 << 20) as f64;
