@@ -690,7 +690,8 @@ impl MasterSession {
                 deadline,
                 collect_stats: options.trace,
                 return_route: None,
-                reply_placement: options.reply_placement.clone(),
+                // Only a part that returns fetches writes into it.
+                reply_placement: if part.retval_indices.is_empty() { None } else { options.reply_placement.clone() },
             },
             || {
                 let timeout = options.timeout.or(self.config.operation_timeout).unwrap_or_default();
