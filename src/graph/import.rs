@@ -8,7 +8,7 @@
 use super::function;
 use super::spec::{AttrList, AttrValue, DataType, Endpoint, GraphSpec, NodeSpec, ShapeSpec, TensorValue};
 use crate::error::{Result, Status};
-use crate::tensor::{DType, Shape, Tensor};
+use crate::tensor::{DType, Tensor};
 use prost::Message;
 use std::collections::HashMap;
 use std::path::Path;
@@ -239,90 +239,21 @@ fn shape_of(proto: &proto::TensorShapeProto) -> ShapeSpec {
     }
 }
 
-/// Expands TensorFlow's compact forms: `tensor_content`, or typed values
-/// where fewer than the element count means "repeat the last one" and none
-/// means zeros.
+/// A GraphDef constant's value (every compact form TensorFlow writes; see
+/// `tf_tensor`).
 fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
-    let dtype = match data_type_of(proto.dtype) {
-        DataType::Tensor(d) => d,
-        other => {
-            return Err(Status::unimplemented(format!("constant tensors of {other} are not supported")));
-        }
+    let fields = super::tf_tensor::TensorProtoFields {
+        dtype: proto.dtype,
+        shape: proto.tensor_shape.as_ref(),
+        content: &proto.tensor_content,
+        float_val: &proto.float_val,
+        double_val: &proto.double_val,
+        int_val: &proto.int_val,
+        int64_val: &proto.int64_val,
+        bool_val: &proto.bool_val,
+        string_val: &proto.string_val,
     };
-    let shape = proto.tensor_shape.as_ref().map(shape_of).unwrap_or(ShapeSpec { dims: Some(vec![]) });
-    let dims: Vec<u64> = match &shape.dims {
-        Some(d) if d.iter().all(|&x| x >= 0) => d.iter().map(|&x| x as u64).collect(),
-        _ => {
-            return Err(Status::invalid_argument(format!("constant tensor has partial shape {shape}")));
-        }
-    };
-    let count = dims
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or_else(|| Status::invalid_argument(format!("constant tensor shape {shape} overflows")))?;
-    let Some(width) = dtype.size() else {
-        return string_tensor_of(proto, dims, count);
-    };
-    let byte_len = count
-        .checked_mul(width)
-        .ok_or_else(|| Status::invalid_argument(format!("constant tensor shape {shape} overflows")))?;
-    if !proto.tensor_content.is_empty() {
-        if proto.tensor_content.len() != byte_len {
-            return Err(Status::invalid_argument(format!(
-                "tensor_content has {} bytes, shape {shape} of {dtype} needs {byte_len}",
-                proto.tensor_content.len()
-            )));
-        }
-        if dtype == DType::Bool && proto.tensor_content.iter().any(|&b| b > 1) {
-            return Err(Status::invalid_argument("bool tensor_content holds a byte other than 0 or 1"));
-        }
-        return Ok(TensorValue { dtype, dims, bytes: proto.tensor_content.clone() });
-    }
-    fn expand<T: Copy + Default>(values: &[T], count: usize, what: &str) -> Result<Vec<T>> {
-        if values.len() > count {
-            return Err(Status::invalid_argument(format!("{what} has {} values for {count} elements", values.len())));
-        }
-        let fill = values.last().copied().unwrap_or_default();
-        let mut out = Vec::with_capacity(count);
-        out.extend_from_slice(values);
-        out.resize(count, fill);
-        Ok(out)
-    }
-    let bytes: Vec<u8> = match dtype {
-        DType::F32 => expand(&proto.float_val, count, "float_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::F64 => expand(&proto.double_val, count, "double_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::I32 => expand(&proto.int_val, count, "int_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::I64 => expand(&proto.int64_val, count, "int64_val")?.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        DType::Bool => expand(&proto.bool_val, count, "bool_val")?.iter().map(|&b| b as u8).collect(),
-        DType::String => return string_tensor_of(proto, dims, count),
-    };
-    Ok(TensorValue { dtype, dims, bytes })
-}
-
-/// A string constant from `string_val` (fewer values than elements repeat
-/// the last, none means empty strings) or from `tensor_content`, which
-/// TensorFlow encodes as every element's length as a varint32, then the
-/// elements' bytes back to back.
-fn string_tensor_of(proto: &proto::TensorProto, dims: Vec<u64>, count: usize) -> Result<TensorValue> {
-    let shape = Shape::from_vec(dims.iter().map(|&d| d as usize).collect());
-    let tensor = if !proto.tensor_content.is_empty() {
-        let values = decode_string_list(&proto.tensor_content, count)?;
-        Tensor::from_strings(shape, &values)?
-    } else {
-        let values = &proto.string_val;
-        if values.len() > count {
-            return Err(Status::invalid_argument(format!(
-                "string_val has {} values for {count} elements",
-                values.len()
-            )));
-        }
-        let fill: &[u8] = values.last().map_or(&[], |v| v);
-        let all: Vec<&[u8]> =
-            values.iter().map(Vec::as_slice).chain(std::iter::repeat_n(fill, count - values.len())).collect();
-        Tensor::from_strings(shape, &all)?
-    };
-    Ok(TensorValue::from_tensor(&tensor))
+    super::tf_tensor::tensor_of_fields(&fields, "constant tensor").map(|t| TensorValue::from_tensor(&t))
 }
 
 /// TensorFlow's string list encoding: `count` varint32 lengths, then the

@@ -14,6 +14,7 @@ pub mod partition;
 pub mod place;
 pub mod prune;
 pub mod spec;
+pub(crate) mod tf_tensor;
 pub mod validate;
 
 pub use import::{graph_from_pb_bytes, graph_to_pb_bytes, load_graph};

@@ -1,106 +1,32 @@
-//! TensorFlow's TensorProto ↔ [`Tensor`], in every encoding TensorFlow
-//! reads: `tensor_content` (raw little-endian bytes; for strings varint
-//! lengths then bytes), or the typed value fields (`float_val`,
-//! `double_val`, `int_val`, `int64_val`, `bool_val`, `string_val`), where
-//! fewer values than elements repeat the last one and none means zeros.
+//! The gRPC service's TensorProto ↔ [`Tensor`]: decoding goes through
+//! `graph::tf_tensor` (shared with GraphDef constants); encoding writes
+//! what TensorFlow's servers answer.
 //!
-//! Owns: the conversion and its checks (dtype, shape, lengths), each error
-//! naming the tensor. Must not know about requests or sessions.
+//! Owns: this prost struct's side of the conversion. Must not know about
+//! requests or sessions.
 
 use super::proto::TensorProto;
-use crate::error::{Result, Status};
+use crate::error::Result;
 use crate::graph::import::proto::{TensorShapeProto, tensor_shape_proto};
-use crate::graph::import::{decode_string_list, tf_number_of};
-use crate::tensor::{DType, Element, Shape, Tensor};
+use crate::graph::import::tf_number_of;
+use crate::graph::tf_tensor::{TensorProtoFields, tensor_of_fields};
+use crate::tensor::{DType, Tensor};
 use bytes::Bytes;
-
-/// The dtype of TensorFlow's `DataType` number, or an error naming `what`.
-fn dtype_of(number: i32, what: &str) -> Result<DType> {
-    match number {
-        1 => Ok(DType::F32),
-        2 => Ok(DType::F64),
-        3 => Ok(DType::I32),
-        9 => Ok(DType::I64),
-        10 => Ok(DType::Bool),
-        7 => Ok(DType::String),
-        19 => Err(Status::unimplemented(format!("{what}: half (float16) tensors are not supported"))),
-        other => Err(Status::unimplemented(format!("{what}: TensorFlow DataType {other} is not supported"))),
-    }
-}
-
-fn shape_of(proto: Option<&TensorShapeProto>, what: &str) -> Result<Shape> {
-    let Some(proto) = proto else {
-        return Ok(Shape::scalar());
-    };
-    if proto.unknown_rank {
-        return Err(Status::invalid_argument(format!("{what}: a tensor value needs a known shape")));
-    }
-    let mut dims = Vec::with_capacity(proto.dim.len());
-    for dim in &proto.dim {
-        let size = usize::try_from(dim.size)
-            .map_err(|_| Status::invalid_argument(format!("{what}: dimension {} is not a size", dim.size)))?;
-        dims.push(size);
-    }
-    let shape = Shape::from_vec(dims);
-    shape.checked_num_elements().ok_or_else(|| Status::invalid_argument(format!("{what}: shape {shape} overflows")))?;
-    Ok(shape)
-}
-
-/// `values` filling `shape`: one value per element, or fewer, the last one
-/// repeated (TensorFlow's compact form; a scalar broadcast is one value),
-/// or none for zeros.
-fn from_values<T: Element + Default>(shape: Shape, values: &[T], field: &str, what: &str) -> Result<Tensor> {
-    let count = shape.num_elements();
-    if values.len() == count {
-        return Tensor::from_slice(shape, values);
-    }
-    if values.len() > count {
-        return Err(Status::invalid_argument(format!(
-            "{what}: {field} has {} values for the {count} elements of shape {shape}",
-            values.len()
-        )));
-    }
-    let fill = values.last().copied().unwrap_or_default();
-    Tensor::build::<T>(shape, |out| {
-        out[..values.len()].copy_from_slice(values);
-        out[values.len()..].fill(fill);
-    })
-}
 
 /// Decodes a TensorProto; `what` names it in errors (a feed's name).
 pub fn tensor_from_proto(proto: &TensorProto, what: &str) -> Result<Tensor> {
-    let dtype = dtype_of(proto.dtype, what)?;
-    let shape = shape_of(proto.tensor_shape.as_ref(), what)?;
-    let content = &proto.tensor_content;
-    if dtype == DType::String {
-        let count = shape.num_elements();
-        if !content.is_empty() {
-            let values = decode_string_list(content, count).map_err(|e| e.context(what))?;
-            return Tensor::from_strings(shape, &values);
-        }
-        let values = &proto.string_val;
-        if values.len() > count {
-            return Err(Status::invalid_argument(format!(
-                "{what}: string_val has {} values for {count} elements",
-                values.len()
-            )));
-        }
-        let fill: &[u8] = values.last().map_or(&[], Vec::as_slice);
-        let all: Vec<&[u8]> =
-            values.iter().map(Vec::as_slice).chain(std::iter::repeat_n(fill, count - values.len())).collect();
-        return Tensor::from_strings(shape, &all);
-    }
-    if !content.is_empty() {
-        return Tensor::from_bytes(dtype, shape, content).map_err(|e| e.context(what));
-    }
-    match dtype {
-        DType::F32 => from_values(shape, &proto.float_val, "float_val", what),
-        DType::F64 => from_values(shape, &proto.double_val, "double_val", what),
-        DType::I32 => from_values(shape, &proto.int_val, "int_val", what),
-        DType::I64 => from_values(shape, &proto.int64_val, "int64_val", what),
-        DType::Bool => from_values(shape, &proto.bool_val, "bool_val", what),
-        DType::String => unreachable!("string tensors returned above"),
-    }
+    let fields = TensorProtoFields {
+        dtype: proto.dtype,
+        shape: proto.tensor_shape.as_ref(),
+        content: &proto.tensor_content,
+        float_val: &proto.float_val,
+        double_val: &proto.double_val,
+        int_val: &proto.int_val,
+        int64_val: &proto.int64_val,
+        bool_val: &proto.bool_val,
+        string_val: &proto.string_val,
+    };
+    tensor_of_fields(&fields, what)
 }
 
 /// Lends a tensor's bytes to a `Bytes` without copying them: the encoder
