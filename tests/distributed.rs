@@ -1006,3 +1006,30 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     assert_eq!(placed[0], (STEPS, 0), "on_0 fetched: task 0 answers each step from the client's ring");
     assert_eq!(placed[1], (0, STEPS), "on_1 fetched: task 1 answers each RunGraph from task 0's ring");
 }
+
+/// `LocalClusterOptions::task_cpus` holds each task's process, every
+/// thread of it, to its CPU (what `bench step-remote --pin-threads` uses).
+#[test]
+fn a_local_clusters_tasks_can_be_held_to_cpus() {
+    let allowed = std::fs::read_to_string("/proc/self/status").unwrap();
+    let Some(list) = allowed.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) else { return };
+    let first: usize = list.trim().split([',', '-']).next().unwrap().parse().unwrap();
+    let last: usize = list.trim().rsplit([',', '-']).next().unwrap().parse().unwrap();
+    let options = LocalClusterOptions { task_cpus: vec![last, first], ..LocalClusterOptions::default() };
+    let cluster = LocalCluster::start(binary(), 2, &options).unwrap();
+    for (task, cpu) in [(0, last), (1, first)] {
+        let pid = cluster.pid(task).unwrap();
+        let threads: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten().collect();
+        assert!(threads.len() > 1, "task {task} runs more than one thread");
+        for thread in threads {
+            let status = std::fs::read_to_string(thread.path().join("status")).unwrap_or_default();
+            let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim();
+            assert_eq!(cpus, cpu.to_string(), "task {task}, thread {:?}", thread.file_name());
+        }
+    }
+    // Still a working cluster: d = (a + 1) * b across both tasks.
+    let s = session_on(&cluster.target(0), two_stage_graph());
+    let feeds = [("a", Tensor::scalar(2.0f32)), ("b", Tensor::scalar(4.0f32))];
+    let d = s.run_simple(&feeds, &["d"], &[]).unwrap();
+    assert_eq!(d[0].scalar_value::<f32>().unwrap(), 12.0);
+}

@@ -29,6 +29,10 @@ pub struct RemoteBenchOptions {
     /// `--transport shm`: step-remote and transfer-remote over the
     /// shared-memory channel, against the same run's TCP step or memcpy.
     pub shm: bool,
+    /// `--pin-threads`: step-remote over shared memory places the client
+    /// and both tasks' processes on CPUs of their own where there are
+    /// enough (see [`StepPlacement`]).
+    pub pin: bool,
 }
 
 /// A cluster on TCP: the figures without `--transport shm` are TCP's.
@@ -123,7 +127,7 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
         return step_remote_against(other, iters, opts.shm);
     }
     if opts.shm {
-        return step_remote_shm(iters);
+        return step_remote_shm(iters, opts.pin);
     }
     let c = cluster(2)?;
     let mut trivial = TimedStep::new(&c, trivial_remote_graph(), "y")?;
@@ -238,12 +242,48 @@ fn fill_and_sum(elements: usize, fill_task: u32, sum_task: u32) -> GraphSpec {
 /// microseconds, so the two processes' times compare on one host.
 /// The trivial remote step over shared memory against the same step over
 /// TCP: both clusters run at once and take turns.
-fn step_remote_shm(iters: usize) -> Result<Vec<Figure>> {
+/// Where a pinned step-remote runs: the client (this thread), task 0 (the
+/// master) and task 1 each on a CPU of their own given three; given two,
+/// the master alone on one, since it is on the step's path twice: on 2
+/// vCPUs a trivial step took 8.9 µs with the master alone and 12.6–13.2 µs
+/// with it sharing a CPU with the client or task 1 (`step_loop`, 20,000
+/// steps, processes held by `taskset`), and unpinned runs land near one or
+/// the other.
+struct StepPlacement {
+    client: usize,
+    tasks: Vec<usize>,
+}
+
+impl StepPlacement {
+    fn choose() -> Result<Option<StepPlacement>> {
+        let cpus = net_bench::allowed_cpus()?;
+        Ok(match cpus.as_slice() {
+            [client, master, worker, ..] => Some(StepPlacement { client: *client, tasks: vec![*master, *worker] }),
+            [shared, master] => Some(StepPlacement { client: *shared, tasks: vec![*master, *shared] }),
+            _ => None,
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "pinned: client on CPU {}, task 0 on CPU {}, task 1 on CPU {}",
+            self.client, self.tasks[0], self.tasks[1]
+        )
+    }
+}
+
+fn step_remote_shm(iters: usize, pin: bool) -> Result<Vec<Figure>> {
     if !crate::net::shm::enabled_by_env() {
         return Err(Status::invalid_argument("step-remote shm: RINGFLOW_TRANSPORT turns shared memory off"));
     }
-    let shm = shm_cluster(2)?;
-    let tcp = cluster(2)?;
+    let placement = if pin { StepPlacement::choose()? } else { None };
+    let task_cpus = placement.as_ref().map(|p| p.tasks.clone()).unwrap_or_default();
+    let _on_client_cpu = placement.as_ref().map(|p| net_bench::ThreadOnCpu::enter(p.client)).transpose()?;
+    let binary = current_binary()?;
+    let shm =
+        LocalCluster::start(&binary, 2, &LocalClusterOptions { task_cpus: task_cpus.clone(), ..Default::default() })?;
+    let tcp =
+        LocalCluster::start(&binary, 2, &LocalClusterOptions { force_tcp: true, task_cpus, ..Default::default() })?;
     let mut on_shm = TimedStep::new(&shm, trivial_remote_graph(), "y")?;
     let mut on_tcp = TimedStep::new(&tcp, trivial_remote_graph(), "y")?;
     let [shm_rec, tcp_rec] = bench::interleaved([&mut || on_shm.step(), &mut || on_tcp.step()], step_turns(iters))?;
@@ -251,10 +291,11 @@ fn step_remote_shm(iters: usize) -> Result<Vec<Figure>> {
     on_tcp.close()?;
     shm.shutdown();
     tcp.shutdown();
+    let pinning = placement.map_or_else(|| "unpinned".to_string(), |p| p.describe());
     let note = format!(
         "client process -> master (task 0, x fed) -> task 1 (x + 1) -> client, every hop over shared memory; \
          baseline: the same step on a second 2-task cluster forced to TCP (--transport tcp), same run, \
-         turns in blocks of {TURN_BLOCK}"
+         turns in blocks of {TURN_BLOCK}; {pinning}"
     );
     Ok([50.0, 99.0]
         .into_iter()

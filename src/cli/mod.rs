@@ -204,7 +204,9 @@ pub enum Command {
         #[arg(long)]
         max_tasks: Option<usize>,
         /// Pin threads to cores: fanout's pool threads; pingpong's client
-        /// and peer processes to two different cores (raw and ringflow alike).
+        /// and peer processes to two different cores (raw and ringflow alike);
+        /// step-remote over shm: client, task 0 and task 1 each on a core of
+        /// its own (given two cores, task 0 alone), both clusters alike.
         #[arg(long)]
         pin_threads: bool,
         /// step-remote: compare with servers run from this binary (another
@@ -515,6 +517,7 @@ fn dispatch(command: Command) -> Result<bool> {
                 max_tasks: max_tasks.unwrap_or(8),
                 against,
                 shm: transport.iter().any(|t| t.trim().eq_ignore_ascii_case("shm")),
+                pin: pin_threads,
             };
             let mut figures: Vec<Figure> = Vec::new();
             let progress = progress::Progress::new(scenarios.len() as u64, "scenarios");

@@ -195,8 +195,7 @@ impl Pinning {
     /// The first two CPUs this thread may use; `None` (with a log line)
     /// when there is only one.
     fn choose() -> Result<Option<Pinning>> {
-        let allowed = this_thread_cpus()?;
-        let mut cpus = (0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false));
+        let mut cpus = allowed_cpus()?.into_iter();
         match (cpus.next(), cpus.next()) {
             (Some(client), Some(peer)) => Ok(Some(Pinning { client, peer })),
             _ => {
@@ -205,6 +204,12 @@ impl Pinning {
             }
         }
     }
+}
+
+/// The CPUs this thread may run on, in order.
+pub(crate) fn allowed_cpus() -> Result<Vec<usize>> {
+    let allowed = this_thread_cpus()?;
+    Ok((0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect())
 }
 
 fn cpu_set(cpus: &[usize]) -> Result<nix::sched::CpuSet> {
@@ -225,12 +230,12 @@ fn set_thread_cpus(set: &nix::sched::CpuSet) -> nix::Result<()> {
 }
 
 /// This thread held on one CPU until dropped, then given its old CPUs back.
-struct ThreadOnCpu {
+pub(crate) struct ThreadOnCpu {
     before: nix::sched::CpuSet,
 }
 
 impl ThreadOnCpu {
-    fn enter(cpu: usize) -> Result<ThreadOnCpu> {
+    pub(crate) fn enter(cpu: usize) -> Result<ThreadOnCpu> {
         let before = this_thread_cpus()?;
         set_thread_cpus(&cpu_set(&[cpu])?)
             .map_err(|e| Status::internal(format!("moving the client to CPU {cpu}: {e}")))?;

@@ -12,6 +12,7 @@ use crate::error::{Result, Status};
 use crate::net::message as msg;
 use crate::net::{Client, TransportOptions};
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,6 +67,10 @@ pub struct LocalClusterOptions {
     pub extra_args: Vec<String>,
     /// Start the servers with `--transport tcp` (no shared memory).
     pub force_tcp: bool,
+    /// The CPU that task i (its index in its job) and every thread it
+    /// starts are held to: `task_cpus[i]`, for benchmarks that place
+    /// processes. Empty: the kernel places them.
+    pub task_cpus: Vec<usize>,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>> {
@@ -161,6 +166,18 @@ impl LocalCluster {
         }
         if options.force_tcp {
             command.arg("--transport").arg("tcp");
+        }
+        if let Some(&cpu) = options.task_cpus.get(task) {
+            let mut set = nix::sched::CpuSet::new();
+            set.set(cpu).map_err(|e| Status::invalid_argument(format!("task {task} on CPU {cpu}: {e}")))?;
+            // SAFETY: between fork and exec the hook makes one system call
+            // on a set built before the fork; it allocates nothing and
+            // takes no lock.
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(std::io::Error::from)
+                });
+            }
         }
         if let Some(path) = crate::net::SecretSetting::process_default().file() {
             command.arg("--secret-file").arg(path);
