@@ -31,7 +31,7 @@ pub struct RemoteBenchOptions {
     pub shm: bool,
     /// `--pin-threads`: step-remote over shared memory places the client
     /// and both tasks' processes on CPUs of their own where there are
-    /// enough (see [`StepPlacement`]).
+    /// enough (see `StepPlacement`).
     pub pin: bool,
 }
 
