@@ -989,15 +989,20 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     let s = session_on(&cluster.target(0), graph);
     const STEPS: u64 = 8;
     let mut placed = Vec::new();
-    for fetch in [&on_0, &on_1] {
+    // The last fetch list puts a small tensor after the large one: the
+    // answer carries it first, in the slot with the head.
+    for fetches in [vec![on_0.as_str()], vec![on_1.as_str()], vec![on_0.as_str(), "x2"]] {
         let before = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
         for step in 0..STEPS {
             let v = step as f32 + 1.0;
-            let got = s.run_simple(&[("x", Tensor::scalar(v))], &[fetch], &[]).unwrap();
-            let want = if fetch == &on_0 { 2.0 * v } else { v };
+            let got = s.run_simple(&[("x", Tensor::scalar(v))], &fetches, &[]).unwrap();
+            let want = if fetches[0] == on_0 { 2.0 * v } else { v };
             let values = got[0].as_slice::<f32>().unwrap();
             assert_eq!(values.len(), N as usize);
-            assert!(values.iter().all(|&e| e == want), "{fetch}, step {step}: not all {want}");
+            assert!(values.iter().all(|&e| e == want), "{fetches:?}, step {step}: not all {want}");
+            if let Some(x2) = got.get(1) {
+                assert_eq!(x2.scalar_value::<f32>().unwrap(), 2.0 * v);
+            }
         }
         let after = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
         placed.push((after.0 - before.0, after.1 - before.1));
@@ -1005,6 +1010,7 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     s.close().unwrap();
     assert_eq!(placed[0], (STEPS, 0), "on_0 fetched: task 0 answers each step from the client's ring");
     assert_eq!(placed[1], (0, STEPS), "on_1 fetched: task 1 answers each RunGraph from task 0's ring");
+    assert_eq!(placed[2], (STEPS, 0), "on_0 and x2 fetched: the small one rides in the slot");
 }
 
 /// `LocalClusterOptions::task_cpus` holds each task's process, every

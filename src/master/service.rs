@@ -251,7 +251,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
         match result {
             Ok((outputs, metadata)) => {
                 let mut payloads = PayloadList::new();
-                let fetches = outputs.iter().map(|t| payloads.add(t)).collect();
+                let fetches = payloads.add_large_last(&outputs.iter().collect::<Vec<_>>());
                 let response = msg::RunCallableResponse { fetches, step_stats: metadata_to_wire(&metadata) };
                 answer(reply, &response, payloads.tensors());
             }
@@ -292,10 +292,11 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         match outputs {
             Ok((tensors, metadata)) => {
                 let mut payloads = PayloadList::new();
+                let references = payloads.add_large_last(&tensors.iter().collect::<Vec<_>>());
                 let outputs = names
                     .iter()
-                    .zip(&tensors)
-                    .map(|(name, t)| msg::NamedTensorRef { name: name.clone(), tensor: payloads.add(t) })
+                    .zip(references)
+                    .map(|(name, tensor)| msg::NamedTensorRef { name: name.clone(), tensor })
                     .collect();
                 let response = msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) };
                 answer(reply, &response, payloads.tensors());

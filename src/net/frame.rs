@@ -408,16 +408,18 @@ impl ReceivedFrame {
     /// tensors over the payload bytes (no copy).
     pub fn parse(header: FrameHeader, buf: Arc<IoBuf>, body_offset: usize) -> Result<ReceivedFrame, FrameError> {
         let payload_base = body_offset.saturating_add(header.layout().payload_offset as usize);
-        Self::parse_split(header, buf.clone(), body_offset, buf, payload_base)
+        Self::parse_split(header, buf.clone(), body_offset, 0, buf, payload_base)
     }
 
     /// Like [`parse`](Self::parse), with the metadata and table at
-    /// `body_offset` in `head_buf` and the payload bytes at `payload_base`
-    /// in `payload_buf`.
+    /// `body_offset` in `head_buf`, followed there by the first
+    /// `in_head` payload bytes (whole payloads, padding included), and the
+    /// rest of the payload bytes at `payload_base` in `payload_buf`.
     pub fn parse_split(
         header: FrameHeader,
         head_buf: Arc<IoBuf>,
         body_offset: usize,
+        in_head: usize,
         payload_buf: Arc<IoBuf>,
         payload_base: usize,
     ) -> Result<ReceivedFrame, FrameError> {
@@ -425,12 +427,18 @@ impl ReceivedFrame {
         let head_len = (layout.table_offset + header.table_len) as usize;
         let payload_len = usize::try_from(header.payload_bytes)
             .map_err(|_| FrameError::InconsistentLengths("payloads exceed address space".into()))?;
+        if in_head > payload_len || in_head % PAYLOAD_ALIGN != 0 {
+            return Err(FrameError::InconsistentLengths(format!(
+                "{in_head} payload bytes in the head of a frame with {payload_len}"
+            )));
+        }
+        let in_head_end = (layout.payload_offset as usize).saturating_add(in_head);
         let head_available = head_buf.len().saturating_sub(body_offset);
         let payload_available = payload_buf.len().saturating_sub(payload_base);
         if body_offset % PAYLOAD_ALIGN != 0
             || payload_base % PAYLOAD_ALIGN != 0
-            || head_available < head_len
-            || payload_available < payload_len
+            || head_available < head_len.max(if in_head > 0 { in_head_end } else { 0 })
+            || payload_available < payload_len - in_head
         {
             return Err(FrameError::Truncated {
                 need: header.body_len,
@@ -444,10 +452,12 @@ impl ReceivedFrame {
         let table = unsafe { head_buf.slice(body_offset + layout.table_offset as usize, header.table_len as usize) };
         let mut payloads = Vec::with_capacity(header.payload_count as usize);
         let mut at = 0usize;
-        let mut payload_at = payload_base;
-        let payload_end = payload_base + payload_len;
-        let buf = &payload_buf;
+        // Offsets into the frame's payload bytes: the first `in_head` lie
+        // in the head buffer, the rest in the payload buffer.
+        let mut payload_at = 0usize;
+        let in_head_base = body_offset + layout.payload_offset as usize;
         let keepalive: Keepalive = payload_buf.clone();
+        let head_keepalive: Keepalive = head_buf.clone();
         for index in 0..header.payload_count {
             let bad = |reason: String| FrameError::BadPayloadTable(format!("entry {index}: {reason}"));
             if table.len() - at < TABLE_ENTRY_FIXED_BYTES as usize {
@@ -483,26 +493,35 @@ impl ReceivedFrame {
             }
             let len = byte_len as usize;
             let padded = padded_payload_len(byte_len).unwrap_or(u64::MAX);
-            if padded > (payload_end - payload_at) as u64 {
+            if padded > (payload_len - payload_at) as u64 {
                 return Err(bad(format!("payload of {byte_len} bytes runs past the frame's payload bytes")));
             }
-            let ptr = NonNull::new(buf.as_mut_ptr().wrapping_add(payload_at))
+            let padded = padded as usize;
+            let (buf, at_in_buf, keep) = if payload_at < in_head {
+                if payload_at + padded > in_head {
+                    return Err(bad(format!("payload of {byte_len} bytes runs past the head's payload bytes")));
+                }
+                (&head_buf, in_head_base + payload_at, &head_keepalive)
+            } else {
+                (&payload_buf, payload_base + (payload_at - in_head), &keepalive)
+            };
+            let ptr = NonNull::new(buf.as_mut_ptr().wrapping_add(at_in_buf))
                 .expect("a buffer address plus an in-bounds offset is non-null");
-            // SAFETY: [payload_at, payload_at + len) lies inside the complete,
-            // never-again-written body (checked above); `keepalive` owns the
-            // buffer, so the bytes outlive the tensor.
-            let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keepalive.clone()) }
+            // SAFETY: [at_in_buf, at_in_buf + len) lies inside the complete,
+            // never-again-written part of `buf` that holds this payload
+            // (checked above); `keep` owns the buffer, so the bytes outlive
+            // the tensor.
+            let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keep.clone()) }
                 .map_err(|status| FrameError::BadPayload { index, reason: status.into_message() })?;
             payloads.push(tensor);
-            payload_at += padded as usize;
+            payload_at += padded;
         }
         if at != table.len() {
             return Err(FrameError::BadPayloadTable(format!("{} unused table bytes", table.len() - at)));
         }
-        if payload_at != payload_end {
+        if payload_at != payload_len {
             return Err(FrameError::InconsistentLengths(format!(
-                "payloads fill {} of {} payload bytes",
-                payload_at - payload_base,
+                "payloads fill {payload_at} of {} payload bytes",
                 header.payload_bytes
             )));
         }
@@ -575,6 +594,51 @@ mod tests {
             Tensor::scalar(7i64),
             Tensor::build::<f32>([300], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32 * 0.5)).unwrap(),
         ]
+    }
+
+    /// `bytes` in a fresh receive buffer.
+    fn buffer_of(bytes: &[u8]) -> Arc<IoBuf> {
+        let buf = IoBuf::zeroed(bytes.len()).unwrap();
+        // SAFETY: a fresh buffer of exactly `bytes.len()` bytes, ours alone.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr(), bytes.len()) };
+        Arc::new(buf)
+    }
+
+    #[test]
+    fn a_split_body_takes_its_first_payloads_from_the_head_and_the_rest_from_the_span() {
+        let tensors = sample_tensors();
+        let frame = OutgoingFrame::new(FrameKind::Response, 2, 4, b"split", &tensors, &limits()).unwrap();
+        let wire = frame.to_vec();
+        let body = &wire[HEADER_BYTES..];
+        let payload_offset = frame.header.layout().payload_offset as usize;
+        // Payload bytes before each payload: a split may fall at any of
+        // those boundaries.
+        let mut boundaries = vec![0usize];
+        for t in &tensors {
+            let next = boundaries.last().unwrap() + padded_payload_len(t.byte_len() as u64).unwrap() as usize;
+            boundaries.push(next);
+        }
+        for &in_head in &boundaries {
+            let head = buffer_of(&body[..payload_offset + in_head]);
+            let span = buffer_of(&body[payload_offset + in_head..]);
+            let got = ReceivedFrame::parse_split(frame.header, head.clone(), 0, in_head, span.clone(), 0).unwrap();
+            assert_eq!(got.meta_bytes(), b"split");
+            for (i, (a, b)) in got.payloads().iter().zip(&tensors).enumerate() {
+                assert!(a.bit_eq(b), "split at {in_head}: payload {i}");
+                let home = if boundaries[i] < in_head { &head } else { &span };
+                assert!(a.byte_len() == 0 || home.contains(a.data_ptr()), "split at {in_head}: payload {i} misplaced");
+            }
+        }
+        // A head ending inside a payload, or short of its own bytes, is refused.
+        let inside = boundaries[7] + 64; // the last payload is 1,200 bytes
+        let head = buffer_of(&body[..payload_offset + inside]);
+        let span = buffer_of(&body[payload_offset + inside..]);
+        assert!(ReceivedFrame::parse_split(frame.header, head, 0, inside, span, 0).is_err());
+        let head = buffer_of(&body[..payload_offset]);
+        let span = buffer_of(&body[payload_offset..]);
+        assert!(ReceivedFrame::parse_split(frame.header, head, 0, boundaries[1], span, 0).is_err());
+        let head = buffer_of(&body[..payload_offset + 32]);
+        assert!(ReceivedFrame::parse_split(frame.header, head, 0, 32, buffer_of(&body[payload_offset..]), 0).is_err());
     }
 
     #[test]

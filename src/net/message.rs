@@ -403,6 +403,22 @@ impl PayloadList {
         reference
     }
 
+    /// Adds `tensors` with the large ones last, returning their references
+    /// in `tensors`' order: a frame over shared memory can leave its last
+    /// payload where a kernel wrote it when the rest fit a ring slot.
+    pub fn add_large_last(&mut self, tensors: &[&Tensor]) -> Vec<TensorRef> {
+        let large = |t: &Tensor| t.byte_len() >= crate::tensor::placement::PLACE_MIN_BYTES;
+        let mut references: Vec<Option<TensorRef>> = vec![None; tensors.len()];
+        for pass_large in [false, true] {
+            for (slot, tensor) in references.iter_mut().zip(tensors) {
+                if large(tensor) == pass_large {
+                    *slot = Some(self.add(tensor));
+                }
+            }
+        }
+        references.into_iter().map(|r| r.expect("each tensor added in one of the two passes")).collect()
+    }
+
     pub fn tensors(&self) -> &[Tensor] {
         &self.tensors
     }

@@ -100,7 +100,7 @@ impl FrameReader {
                 let large = self.large.take().expect("checked above");
                 return match large.head {
                     Some((head, body_offset)) => {
-                        ReceivedFrame::parse_split(large.header, head, body_offset, large.buf, 0)
+                        ReceivedFrame::parse_split(large.header, head, body_offset, 0, large.buf, 0)
                     }
                     None => ReceivedFrame::parse(large.header, large.buf, 0),
                 }

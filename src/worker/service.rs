@@ -190,10 +190,12 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
     let done = Box::new(move |result: Result<super::RunGraphResponse>| match result {
         Ok(response) => {
             let mut payloads = PayloadList::new();
+            let references = payloads.add_large_last(&response.fetches.iter().map(|(_, t)| t).collect::<Vec<_>>());
             let fetches = response
                 .fetches
                 .iter()
-                .map(|(i, t)| msg::IndexedTensorRef { index: *i, tensor: payloads.add(t) })
+                .zip(references)
+                .map(|((i, _), tensor)| msg::IndexedTensorRef { index: *i, tensor })
                 .collect();
             let wire = msg::RunGraphResponse { fetches, step_stats: stats_to_wire(&response.stats) };
             answer(reply, &wire, payloads.tensors());

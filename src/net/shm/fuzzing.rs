@@ -99,7 +99,8 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
             // Send a frame of `n % 48` KiB to the peer, whose index and
             // holds lines it may have scribbled on; with the top bit, a
             // tensor of 64 to 124 KiB written in the peer's ring first
-            // (kept here for a while when bit 6 is set too).
+            // (kept here for a while when bit 6 is set too, and sent after
+            // a small integer payload when bit 5 is).
             _ => {
                 let Some(&[n]) = take(1) else { break };
                 let tensor = if n & 0x80 == 0 {
@@ -114,9 +115,11 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                     }
                 };
                 let Ok(tensor) = tensor else { break };
-                if let Ok(frame) =
-                    OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", std::slice::from_ref(&tensor), &limits)
-                {
+                let payloads = match n & 0xa0 == 0xa0 {
+                    true => vec![Tensor::scalar(i64::from(n)), tensor.clone()],
+                    false => vec![tensor.clone()],
+                };
+                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &payloads, &limits) {
                     let _ = channel.try_place(&frame);
                 }
                 if n & 0xc0 == 0xc0 && placed_kept.len() < 4 {
@@ -194,11 +197,22 @@ mod tests {
         let head_len = split.head().len() as u64;
         publish(&mut script, 2, u64::from(super::super::ring::DESC_SPLIT), 64 << 10, 8192, head_len);
         script.extend_from_slice(&[2, 1]); // poll, keep
-        script.extend_from_slice(&[3, 0x85, 3, 0xc7, 3, 0x81]); // sends written in place, one kept
+        // A split frame whose head carries a small integer payload before
+        // the one in its span, 96 KiB into the data ring.
+        let lead = Tensor::scalar(5i64);
+        let both = OutgoingFrame::new(FrameKind::Request, 1, 10, b"lead", &[lead, tensor.clone()], &limits).unwrap();
+        let head = both.to_vec()[..both.head().len() + 64].to_vec();
+        scribble(&mut script, slots + 3 * super::super::ring::SLOT_BYTES + 40, &head);
+        scribble(&mut script, data + (96 << 10), tensor.as_bytes());
+        publish(&mut script, 3, u64::from(super::super::ring::DESC_SPLIT), 96 << 10, 8192, head.len() as u64);
+        script.extend_from_slice(&[2, 0]); // poll, drop
+        // Sends written in place (one kept, the last after a small
+        // payload, which travels in its slot).
+        script.extend_from_slice(&[3, 0x85, 3, 0xc7, 3, 0xa1]);
         script.extend_from_slice(&[3, 4, 3, 40, 3, 1]); // sends of 4, 40 and 1 KiB
         scribble(&mut script, 2048 + 64, &u64::MAX.to_le_bytes()); // the peer's desc_head
         script.extend_from_slice(&[3, 2, 3, 47]);
-        publish(&mut script, 3, 9, 3, 5, 0);
+        publish(&mut script, 4, 9, 3, 5, 0);
         script.extend_from_slice(&[2, 3]);
         script
     }
@@ -206,7 +220,7 @@ mod tests {
     #[test]
     fn a_scripted_hostile_peer_gets_good_frames_accepted_and_nothing_else() {
         let script = seed();
-        assert_eq!(hostile_peer(&script), Outcome { accepted: 3, sent_in_place: 3 });
+        assert_eq!(hostile_peer(&script), Outcome { accepted: 4, sent_in_place: 3 });
         if let Ok(dir) = std::env::var("RINGFLOW_WRITE_SEEDS") {
             std::fs::write(std::path::Path::new(&dir).join("scripted"), &script).unwrap();
         }

@@ -333,12 +333,12 @@ impl ShmChannel {
             return Placed::NoSlot;
         }
         let len = frame.header.frame_len();
-        if let Some(held) = self.held_payload(&tx, frame) {
-            let head = frame.head();
+        if let Some((held, head_len)) = self.held_payload(&tx, frame) {
             // SAFETY: a free slot's inline bytes are ours until published,
-            // and the head fits them (`held_payload` checked).
-            unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), tx.inline_bytes(), head.len()) };
-            if tx.publish_split(&held, head.len()) {
+            // and the head with the payloads before the held one fits them
+            // (`held_payload` checked).
+            unsafe { write_split_head(frame, tx.inline_bytes(), head_len) };
+            if tx.publish_split(&held, head_len) {
                 if tx.consumer_may_sleep() {
                     doorbell::ring(&tx.memory().doorbell().seq);
                 }
@@ -377,19 +377,26 @@ impl ShmChannel {
         Placed::Sent
     }
 
-    /// The span a kernel wrote `frame`'s one payload into, held unpublished
-    /// in this channel's ring, when the frame's head fits a slot.
-    fn held_payload(&self, tx: &Producer, frame: &OutgoingFrame) -> Option<Arc<ring::HeldSpan>> {
-        let [payload] = frame.payloads() else { return None };
-        if frame.head().len() > ring::INLINE_BYTES {
+    /// The span a kernel wrote `frame`'s last payload into, held
+    /// unpublished in this channel's ring, and the length of the split
+    /// frame's head: the frame's head and every payload before the last,
+    /// when they fit a slot together.
+    fn held_payload(&self, tx: &Producer, frame: &OutgoingFrame) -> Option<(Arc<ring::HeldSpan>, usize)> {
+        let (last, before) = frame.payloads().split_last()?;
+        let mut head_len = frame.head().len();
+        for payload in before {
+            head_len += usize::try_from(crate::net::frame::padded_payload_len(payload.byte_len() as u64)?).ok()?;
+        }
+        if head_len > ring::INLINE_BYTES {
             return None;
         }
-        let bytes = payload.as_bytes();
+        let bytes = last.as_bytes();
         let offset = (bytes.as_ptr() as u64).checked_sub(tx.memory().data as u64)?;
         if offset >= tx.capacity() {
             return None;
         }
-        tx.held_at(offset, crate::net::frame::padded_payload_len(bytes.len() as u64)?)
+        let held = tx.held_at(offset, crate::net::frame::padded_payload_len(bytes.len() as u64)?)?;
+        Some((held, head_len))
     }
 
     /// Publishes "the next frame is on the socket". The caller checked
@@ -498,7 +505,7 @@ impl ShmChannel {
         unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
         let payload_ptr = base.wrapping_add(HEADER_BYTES + head_len);
         let payload_len = header.payload_bytes as usize;
-        Self::with_payloads(header, Arc::new(body), payload_ptr, payload_len, span)
+        Self::with_payloads(header, Arc::new(body), 0, payload_ptr, payload_len, span)
     }
 
     /// A split frame: its head (copied out of the slot) and its payload,
@@ -516,20 +523,25 @@ impl ShmChannel {
             .and_then(|h| h.try_into().ok())
             .ok_or_else(|| FrameError::InconsistentLengths(format!("a {}-byte split frame head", head.len())))?;
         let header = FrameHeader::decode(header_bytes, &self.limits)?;
-        let head_len = header.layout().payload_offset as usize;
-        if HEADER_BYTES + head_len != head.len() || header.payload_bytes != len as u64 {
+        // The head holds the metadata, the table and the payloads before
+        // the one in the span (the sender's `held_payload`).
+        let body_len = head.len() - HEADER_BYTES;
+        let in_head = body_len.checked_sub(header.layout().payload_offset as usize);
+        let in_span = in_head.and_then(|n| (header.payload_bytes).checked_sub(n as u64));
+        if in_span != Some(len as u64) {
             return Err(FrameError::InconsistentLengths(format!(
                 "a split frame of {} head and {} payload bytes in a {}-byte head and a {len}-byte span",
-                HEADER_BYTES + head_len,
+                HEADER_BYTES as u64 + header.layout().payload_offset,
                 header.payload_bytes,
                 head.len()
             )));
         }
-        let body = IoBuf::for_receive(head_len).map_err(|e| FrameError::Alloc(head_len as u64, e.to_string()))?;
-        // SAFETY: `head_len` bytes after the header in our copy of the head
-        // (checked just above), into our fresh buffer of that size.
-        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr().add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
-        Self::with_payloads(header, Arc::new(body), payload, len, span)
+        let in_head = in_head.unwrap_or(0);
+        let body = IoBuf::for_receive(body_len).map_err(|e| FrameError::Alloc(body_len as u64, e.to_string()))?;
+        // SAFETY: the `body_len` bytes after the header in our copy of the
+        // head, into our fresh buffer of that size.
+        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr().add(HEADER_BYTES), body.as_mut_ptr(), body_len) };
+        Self::with_payloads(header, Arc::new(body), in_head, payload, len, span)
     }
 
     /// The frame whose checked `header` and copied `body` (metadata and
@@ -539,15 +551,20 @@ impl ShmChannel {
     fn with_payloads(
         header: FrameHeader,
         body: Arc<IoBuf>,
+        in_head: usize,
         payload_ptr: *mut u8,
         payload_len: usize,
         span: ring::LentSpan,
     ) -> Result<ReceivedFrame, FrameError> {
         let layout = header.layout();
-        // SAFETY: the table lies inside our private copy (`parse` checks it
-        // again before use); nothing writes the copy.
+        if body.len() < (layout.table_offset + header.table_len) as usize {
+            return Err(FrameError::Truncated { need: header.body_len, have: body.len() as u64 });
+        }
+        // SAFETY: the table lies inside our private copy (checked just
+        // above; `parse_split` checks it again before use); nothing writes
+        // the copy.
         let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
-        let payloads = if payloads_may_stay_in_the_ring(table, header.payload_count) {
+        let payloads = if payloads_may_stay_in_the_ring(table, header.payload_count, in_head) {
             let ptr = NonNull::new(payload_ptr).expect("inside a mapping");
             // SAFETY: the payload bytes lie inside the span (checked above),
             // 64-byte aligned (spans and heads are), and stay mapped and
@@ -565,7 +582,7 @@ impl ShmChannel {
             drop(span);
             Arc::new(copy)
         };
-        ReceivedFrame::parse_split(header, body, 0, payloads, 0)
+        ReceivedFrame::parse_split(header, body, 0, in_head, payloads, 0)
     }
 
     pub fn region(&self) -> &SharedRegion {
@@ -696,23 +713,53 @@ unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
     assert_eq!(written, len, "a frame's slices add up to its length");
 }
 
-/// Whether every payload is floating point, the one kind whose bytes a
+/// Writes the first `head_len` bytes of `frame` (its head and the payloads
+/// before its last, padded) to `dst`: a split frame's head.
+///
+/// # Safety
+/// `dst` is writable for `head_len` bytes, which end where the frame's
+/// last payload begins (`ShmChannel::held_payload`).
+unsafe fn write_split_head(frame: &OutgoingFrame, mut dst: *mut u8, head_len: usize) {
+    let mut written = 0usize;
+    for slice in frame.io_slices().iter() {
+        if written == head_len {
+            break;
+        }
+        written += slice.len();
+        assert!(written <= head_len, "a split frame's head ends between two payloads");
+        // SAFETY: inside the caller's `head_len` bytes (checked just above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
+            dst = dst.add(slice.len());
+        }
+    }
+    assert_eq!(written, head_len, "a split frame's head is the frame's bytes before its last payload");
+}
+
+/// Whether every payload past the first `in_head` payload bytes (copied
+/// with a split frame's head) is floating point, the one kind whose bytes a
 /// peer may still change once they are read in place: any bit pattern is a
 /// valid value, and no kernel turns one into an address. Strings (offsets),
 /// bools (a byte other than 0 or 1 is undefined behaviour once checked) and
 /// integers (indices a kernel bounds-checks, then uses) are copied, and so
 /// is everything behind a table that does not scan (`parse` then reports
 /// what is wrong).
-fn payloads_may_stay_in_the_ring(table: &[u8], count: u32) -> bool {
+fn payloads_may_stay_in_the_ring(table: &[u8], count: u32, in_head: usize) -> bool {
     let mut at = 0usize;
+    // Payload bytes before this entry's: those inside the head were copied
+    // with it, so only the span's must be floats.
+    let mut before = 0u64;
     for _ in 0..count {
         let Some(entry) = table.get(at..at + 16) else {
             return false;
         };
-        match DType::from_code(entry[0]) {
-            Some(DType::F32 | DType::F64) => {}
-            _ => return false,
+        let byte_len = u64::from_le_bytes(entry[8..16].try_into().expect("8 bytes"));
+        let in_span = before >= in_head as u64;
+        if in_span && !matches!(DType::from_code(entry[0]), Some(DType::F32 | DType::F64)) {
+            return false;
         }
+        let Some(padded) = crate::net::frame::padded_payload_len(byte_len) else { return false };
+        before = before.saturating_add(padded);
         at += 16 + 8 * entry[1] as usize;
     }
     true
