@@ -242,17 +242,7 @@ fn shape_of(proto: &proto::TensorShapeProto) -> ShapeSpec {
 /// A GraphDef constant's value (every compact form TensorFlow writes; see
 /// `tf_tensor`).
 fn tensor_of(proto: &proto::TensorProto) -> Result<TensorValue> {
-    let fields = super::tf_tensor::TensorProtoFields {
-        dtype: proto.dtype,
-        shape: proto.tensor_shape.as_ref(),
-        content: &proto.tensor_content,
-        float_val: &proto.float_val,
-        double_val: &proto.double_val,
-        int_val: &proto.int_val,
-        int64_val: &proto.int64_val,
-        bool_val: &proto.bool_val,
-        string_val: &proto.string_val,
-    };
+    let fields = super::tf_tensor::tensor_proto_fields!(proto);
     super::tf_tensor::tensor_of_fields(&fields, "constant tensor").map(|t| TensorValue::from_tensor(&t))
 }
 

@@ -31,6 +31,25 @@ pub(crate) struct TensorProtoFields<'a> {
     pub string_val: &'a [Vec<u8>],
 }
 
+/// The [`TensorProtoFields`] of a prost struct with TensorFlow's field
+/// names (GraphDef's and the gRPC service's TensorProto).
+macro_rules! tensor_proto_fields {
+    ($proto:expr) => {
+        $crate::graph::tf_tensor::TensorProtoFields {
+            dtype: $proto.dtype,
+            shape: $proto.tensor_shape.as_ref(),
+            content: &$proto.tensor_content,
+            float_val: &$proto.float_val,
+            double_val: &$proto.double_val,
+            int_val: &$proto.int_val,
+            int64_val: &$proto.int64_val,
+            bool_val: &$proto.bool_val,
+            string_val: &$proto.string_val,
+        }
+    };
+}
+pub(crate) use tensor_proto_fields;
+
 /// Decodes `fields`; `what` names the tensor in errors (a feed's name, a
 /// constant).
 pub(crate) fn tensor_of_fields(fields: &TensorProtoFields<'_>, what: &str) -> Result<Tensor> {

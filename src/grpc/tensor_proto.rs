@@ -9,24 +9,13 @@ use super::proto::TensorProto;
 use crate::error::Result;
 use crate::graph::import::proto::{TensorShapeProto, tensor_shape_proto};
 use crate::graph::import::tf_number_of;
-use crate::graph::tf_tensor::{TensorProtoFields, tensor_of_fields};
+use crate::graph::tf_tensor::{tensor_of_fields, tensor_proto_fields};
 use crate::tensor::{DType, Tensor};
 use bytes::Bytes;
 
 /// Decodes a TensorProto; `what` names it in errors (a feed's name).
 pub fn tensor_from_proto(proto: &TensorProto, what: &str) -> Result<Tensor> {
-    let fields = TensorProtoFields {
-        dtype: proto.dtype,
-        shape: proto.tensor_shape.as_ref(),
-        content: &proto.tensor_content,
-        float_val: &proto.float_val,
-        double_val: &proto.double_val,
-        int_val: &proto.int_val,
-        int64_val: &proto.int64_val,
-        bool_val: &proto.bool_val,
-        string_val: &proto.string_val,
-    };
-    tensor_of_fields(&fields, what)
+    tensor_of_fields(&tensor_proto_fields!(proto), what)
 }
 
 /// Lends a tensor's bytes to a `Bytes` without copying them: the encoder
