@@ -1028,9 +1028,10 @@ fn a_local_clusters_tasks_can_be_held_to_cpus() {
         let threads: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten().collect();
         assert!(threads.len() > 1, "task {task} runs more than one thread");
         for thread in threads {
-            let status = std::fs::read_to_string(thread.path().join("status")).unwrap_or_default();
-            let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim();
-            assert_eq!(cpus, cpu.to_string(), "task {task}, thread {:?}", thread.file_name());
+            // A thread may end between the listing and this read.
+            let Ok(status) = std::fs::read_to_string(thread.path().join("status")) else { continue };
+            let Some(cpus) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) else { continue };
+            assert_eq!(cpus.trim(), cpu.to_string(), "task {task}, thread {:?}", thread.file_name());
         }
     }
     // Still a working cluster: d = (a + 1) * b across both tasks.
