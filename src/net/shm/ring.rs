@@ -65,6 +65,10 @@ pub const DESC_INLINE: u32 = 3;
 /// wrote its output there while they went out.
 pub const DESC_SPLIT: u32 = 4;
 
+/// The most room a held span leaves other frames when it goes back to the
+/// ring's first pages ([`Producer::reserve_held`]).
+const HELD_ROOM_AFTER_MAX: u64 = 1 << 20;
+
 /// The producer's cache line (no field the consumer reads on the hot path:
 /// publication is per slot).
 #[repr(C, align(64))]
@@ -338,13 +342,19 @@ impl Producer {
     /// A span of `len` bytes (a multiple of 64, at most the capacity) the
     /// consumer has released, or `None` while there is none.
     pub fn reserve(&mut self, len: u64) -> Option<Reservation> {
+        self.reserve_leaving(len, 0)
+    }
+
+    /// [`reserve`](Self::reserve), leaving `room_after` bytes for other
+    /// frames if it goes back to the first pages ([`place_leaving`](Self::place_leaving)).
+    fn reserve_leaving(&mut self, len: u64, room_after: u64) -> Option<Reservation> {
         debug_assert!(len > 0 && len % SPAN_ALIGN == 0 && len <= self.memory.capacity);
-        let at = self.reserve_unchecked(len)?;
+        let at = self.reserve_unchecked(len, room_after)?;
         assert_eq!(at.position % SPAN_ALIGN, 0, "a span placed off the 64-byte grid");
         Some(at)
     }
 
-    fn reserve_unchecked(&mut self, len: u64) -> Option<Reservation> {
+    fn reserve_unchecked(&mut self, len: u64, room_after: u64) -> Option<Reservation> {
         self.prune_held();
         if len >= FRESH_HEAD_MIN_BYTES || self.data_tail % self.memory.capacity >= FRESH_HEAD_MIN_BYTES {
             // Worth a look at the consumer's line: a span placed while the
@@ -354,11 +364,11 @@ impl Producer {
             // pages and a connection's memory stays flat.
             self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
         }
-        if let Some(at) = self.place(len) {
+        if let Some(at) = self.place_leaving(len, room_after) {
             return Some(at);
         }
         self.cached_data_head = self.memory.control().consumer.data_head.load(Ordering::Acquire);
-        self.place(len).or_else(|| self.place_between_holds(len))
+        self.place_leaving(len, room_after).or_else(|| self.place_between_holds(len))
     }
 
     /// Places `len` bytes at the first position from the tail on whose
@@ -464,7 +474,10 @@ impl Producer {
         if self.held.len() >= MAX_HELD {
             return None;
         }
-        let at = self.reserve(len)?;
+        // Frames go out while it is held: back at the first pages it
+        // leaves them room (an eighth of the ring, at most 1 MiB).
+        let room_after = (self.memory.capacity / 8).min(HELD_ROOM_AFTER_MAX);
+        let at = self.reserve_leaving(len, room_after)?;
         self.data_tail = at.position + at.len;
         let held =
             Arc::new(HeldSpan { at, done_here: AtomicBool::new(false), published_in: AtomicU64::new(UNPUBLISHED) });
@@ -547,6 +560,14 @@ impl Producer {
     }
 
     fn place(&self, len: u64) -> Option<Reservation> {
+        self.place_leaving(len, 0)
+    }
+
+    /// [`place`](Self::place), going back to the first pages only when
+    /// `room_after` bytes stay free between the span and the tail's
+    /// offset: other frames may go out while a held span is unpublished,
+    /// and behind a span back at the first pages they get only that room.
+    fn place_leaving(&self, len: u64, room_after: u64) -> Option<Reservation> {
         let capacity = self.memory.capacity;
         let offset = self.data_tail % capacity;
         let next_lap = self.data_tail + (capacity - offset);
@@ -559,7 +580,8 @@ impl Producer {
         // Next lap when the rest of this one is too short, or when the ring
         // is empty and the span fits before the current offset (back to the
         // first pages).
-        let empty_and_fits_first_pages = offset != 0 && head == self.data_tail && len <= offset;
+        let empty_and_fits_first_pages =
+            offset != 0 && head == self.data_tail && len.saturating_add(room_after) <= offset;
         let position = if empty_and_fits_first_pages || offset + len > capacity { next_lap } else { self.data_tail };
         fits(position).then_some(Reservation { position, len })
     }
