@@ -559,14 +559,12 @@ impl Producer {
         head.rotate_left(32) ^ control.holds.version.load(Ordering::Acquire)
     }
 
-    fn place(&self, len: u64) -> Option<Reservation> {
-        self.place_leaving(len, 0)
-    }
-
-    /// [`place`](Self::place), going back to the first pages only when
-    /// `room_after` bytes stay free between the span and the tail's
-    /// offset: other frames may go out while a held span is unpublished,
-    /// and behind a span back at the first pages they get only that room.
+    /// Where `len` bytes go now, if they fit: at the tail, or at the next
+    /// lap when the rest of this one is too short or when the ring is empty
+    /// and they fit before the tail's offset (back to the first pages),
+    /// leaving `room_after` bytes there: other frames may go out while a
+    /// held span is unpublished, and behind a span back at the first pages
+    /// they get only that room.
     fn place_leaving(&self, len: u64, room_after: u64) -> Option<Reservation> {
         let capacity = self.memory.capacity;
         let offset = self.data_tail % capacity;
