@@ -337,7 +337,7 @@ impl ShmChannel {
             // SAFETY: a free slot's inline bytes are ours until published,
             // and the head with the payloads before the held one fits them
             // (`held_payload` checked).
-            unsafe { write_split_head(frame, tx.inline_bytes(), head_len) };
+            unsafe { write_frame(frame, tx.inline_bytes(), head_len as u64) };
             if tx.publish_split(&held, head_len) {
                 if tx.consumer_may_sleep() {
                     doorbell::ring(&tx.memory().doorbell().seq);
@@ -694,46 +694,28 @@ impl OutputPlacement for RingPlacement {
     }
 }
 
-/// Copies `frame`'s bytes to `dst`.
+/// Copies the first `len` bytes of `frame` to `dst`: the whole frame, or a
+/// split frame's head (its head and the payloads before its last, padded).
 ///
 /// # Safety
-/// `len` (the frame's length) writable bytes at `dst` that nobody else
-/// reads or writes meanwhile.
+/// `len` writable bytes at `dst` that nobody else reads or writes
+/// meanwhile; `len` ends between two of the frame's slices
+/// (`ShmChannel::held_payload` for a split head).
 unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
     let mut written = 0u64;
     for slice in frame.io_slices().iter() {
+        if written == len {
+            break;
+        }
         written += slice.len() as u64;
-        assert!(written <= len, "a frame's slices add up to its length");
+        assert!(written <= len, "the bytes written end between two of the frame's slices");
         // SAFETY: inside the caller's `len` bytes (checked just above).
         unsafe {
             std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
             dst = dst.add(slice.len());
         }
     }
-    assert_eq!(written, len, "a frame's slices add up to its length");
-}
-
-/// Writes the first `head_len` bytes of `frame` (its head and the payloads
-/// before its last, padded) to `dst`: a split frame's head.
-///
-/// # Safety
-/// `dst` is writable for `head_len` bytes, which end where the frame's
-/// last payload begins (`ShmChannel::held_payload`).
-unsafe fn write_split_head(frame: &OutgoingFrame, mut dst: *mut u8, head_len: usize) {
-    let mut written = 0usize;
-    for slice in frame.io_slices().iter() {
-        if written == head_len {
-            break;
-        }
-        written += slice.len();
-        assert!(written <= head_len, "a split frame's head ends between two payloads");
-        // SAFETY: inside the caller's `head_len` bytes (checked just above).
-        unsafe {
-            std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
-            dst = dst.add(slice.len());
-        }
-    }
-    assert_eq!(written, head_len, "a split frame's head is the frame's bytes before its last payload");
+    assert_eq!(written, len, "the frame's slices reach the bytes asked for");
 }
 
 /// Whether every payload past the first `in_head` payload bytes (copied
