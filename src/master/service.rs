@@ -251,7 +251,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
         match result {
             Ok((outputs, metadata)) => {
                 let mut payloads = PayloadList::new();
-                let fetches = payloads.add_large_last(&outputs.iter().collect::<Vec<_>>());
+                let fetches = payloads.add_large_last(outputs.iter());
                 let response = msg::RunCallableResponse { fetches, step_stats: metadata_to_wire(&metadata) };
                 answer(reply, &response, payloads.tensors());
             }
@@ -292,7 +292,7 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         match outputs {
             Ok((tensors, metadata)) => {
                 let mut payloads = PayloadList::new();
-                let references = payloads.add_large_last(&tensors.iter().collect::<Vec<_>>());
+                let references = payloads.add_large_last(tensors.iter());
                 let outputs = names
                     .iter()
                     .zip(references)

@@ -406,11 +406,15 @@ impl PayloadList {
     /// Adds `tensors` with the large ones last, returning their references
     /// in `tensors`' order: a frame over shared memory can leave its last
     /// payload where a kernel wrote it when the rest fit a ring slot.
-    pub fn add_large_last(&mut self, tensors: &[&Tensor]) -> Vec<TensorRef> {
+    pub fn add_large_last<'t>(&mut self, tensors: impl Iterator<Item = &'t Tensor> + Clone) -> Vec<TensorRef> {
         let large = |t: &Tensor| t.byte_len() >= crate::tensor::placement::PLACE_MIN_BYTES;
-        let mut references: Vec<Option<TensorRef>> = vec![None; tensors.len()];
+        if !tensors.clone().any(large) {
+            // The usual answer (a trivial step's): nothing to move.
+            return tensors.map(|t| self.add(t)).collect();
+        }
+        let mut references: Vec<Option<TensorRef>> = vec![None; tensors.clone().count()];
         for pass_large in [false, true] {
-            for (slot, tensor) in references.iter_mut().zip(tensors) {
+            for (slot, tensor) in references.iter_mut().zip(tensors.clone()) {
                 if large(tensor) == pass_large {
                     *slot = Some(self.add(tensor));
                 }

@@ -190,7 +190,7 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
     let done = Box::new(move |result: Result<super::RunGraphResponse>| match result {
         Ok(response) => {
             let mut payloads = PayloadList::new();
-            let references = payloads.add_large_last(&response.fetches.iter().map(|(_, t)| t).collect::<Vec<_>>());
+            let references = payloads.add_large_last(response.fetches.iter().map(|(_, t)| t));
             let fetches = response
                 .fetches
                 .iter()
