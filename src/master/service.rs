@@ -251,7 +251,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
         match result {
             Ok((outputs, metadata)) => {
                 let mut payloads = PayloadList::new();
-                let fetches = payloads.add_large_last(outputs.iter());
+                let fetches = payloads.add_large_last(outputs.iter(), |_, tensor| tensor);
                 let response = msg::RunCallableResponse { fetches, step_stats: metadata_to_wire(&metadata) };
                 answer(reply, &response, payloads.tensors());
             }
@@ -292,12 +292,11 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         match outputs {
             Ok((tensors, metadata)) => {
                 let mut payloads = PayloadList::new();
-                let references = payloads.add_large_last(tensors.iter());
-                let outputs = names
-                    .iter()
-                    .zip(references)
-                    .map(|(name, tensor)| msg::NamedTensorRef { name: name.clone(), tensor })
-                    .collect();
+                debug_assert_eq!(tensors.len(), names.len(), "a step answers each fetch once");
+                let outputs = payloads.add_large_last(tensors.iter(), |index, tensor| msg::NamedTensorRef {
+                    name: names.get(index).cloned().unwrap_or_default(),
+                    tensor,
+                });
                 let response = msg::RunStepResponse { outputs, step_stats: metadata_to_wire(&metadata) };
                 answer(reply, &response, payloads.tensors());
             }

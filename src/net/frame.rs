@@ -456,8 +456,6 @@ impl ReceivedFrame {
         // in the head buffer, the rest in the payload buffer.
         let mut payload_at = 0usize;
         let in_head_base = body_offset + layout.payload_offset as usize;
-        let keepalive: Keepalive = payload_buf.clone();
-        let head_keepalive: Keepalive = head_buf.clone();
         for index in 0..header.payload_count {
             let bad = |reason: String| FrameError::BadPayloadTable(format!("entry {index}: {reason}"));
             if table.len() - at < TABLE_ENTRY_FIXED_BYTES as usize {
@@ -497,21 +495,23 @@ impl ReceivedFrame {
                 return Err(bad(format!("payload of {byte_len} bytes runs past the frame's payload bytes")));
             }
             let padded = padded as usize;
-            let (buf, at_in_buf, keep) = if payload_at < in_head {
+            let (buf, at_in_buf) = if payload_at < in_head {
                 if payload_at + padded > in_head {
                     return Err(bad(format!("payload of {byte_len} bytes runs past the head's payload bytes")));
                 }
-                (&head_buf, in_head_base + payload_at, &head_keepalive)
+                (&head_buf, in_head_base + payload_at)
             } else {
-                (&payload_buf, payload_base + (payload_at - in_head), &keepalive)
+                (&payload_buf, payload_base + (payload_at - in_head))
             };
             let ptr = NonNull::new(buf.as_mut_ptr().wrapping_add(at_in_buf))
                 .expect("a buffer address plus an in-bounds offset is non-null");
             // SAFETY: [at_in_buf, at_in_buf + len) lies inside the complete,
             // never-again-written part of `buf` that holds this payload
             // (checked above); `keep` owns the buffer, so the bytes outlive
-            // the tensor.
-            let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keep.clone()) }
+            // the tensor. The keepalive is cloned per tensor, not per frame:
+            // most frames carry zero or one payload.
+            let keep: Keepalive = buf.clone();
+            let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keep) }
                 .map_err(|status| FrameError::BadPayload { index, reason: status.into_message() })?;
             payloads.push(tensor);
             payload_at += padded;

@@ -403,24 +403,29 @@ impl PayloadList {
         reference
     }
 
-    /// Adds `tensors` with the large ones last, returning their references
-    /// in `tensors`' order: a frame over shared memory can leave its last
-    /// payload where a kernel wrote it when the rest fit a ring slot.
-    pub fn add_large_last<'t>(&mut self, tensors: impl Iterator<Item = &'t Tensor> + Clone) -> Vec<TensorRef> {
+    /// Adds `tensors` with the large ones last and returns, in `tensors`'
+    /// order, `record(index, reference)` for each: a frame over shared
+    /// memory can leave its last payload where a kernel wrote it when the
+    /// rest fit a ring slot. The records are the answer's own list, so the
+    /// usual answer (nothing large) costs one pass and no other vector.
+    pub fn add_large_last<'t, R>(
+        &mut self,
+        tensors: impl Iterator<Item = &'t Tensor> + Clone,
+        mut record: impl FnMut(usize, TensorRef) -> R,
+    ) -> Vec<R> {
         let large = |t: &Tensor| t.byte_len() >= crate::tensor::placement::PLACE_MIN_BYTES;
         if !tensors.clone().any(large) {
-            // The usual answer (a trivial step's): nothing to move.
-            return tensors.map(|t| self.add(t)).collect();
+            return tensors.enumerate().map(|(index, t)| record(index, self.add(t))).collect();
         }
-        let mut references: Vec<Option<TensorRef>> = vec![None; tensors.clone().count()];
+        let mut records: Vec<Option<R>> = tensors.clone().map(|_| None).collect();
         for pass_large in [false, true] {
-            for (slot, tensor) in references.iter_mut().zip(tensors.clone()) {
+            for (index, tensor) in tensors.clone().enumerate() {
                 if large(tensor) == pass_large {
-                    *slot = Some(self.add(tensor));
+                    records[index] = Some(record(index, self.add(tensor)));
                 }
             }
         }
-        references.into_iter().map(|r| r.expect("each tensor added in one of the two passes")).collect()
+        records.into_iter().map(|r| r.expect("each tensor added in one of the two passes")).collect()
     }
 
     pub fn tensors(&self) -> &[Tensor] {

@@ -190,13 +190,9 @@ fn run_graph(worker: &Arc<Worker>, request: Request, reply: Reply) {
     let done = Box::new(move |result: Result<super::RunGraphResponse>| match result {
         Ok(response) => {
             let mut payloads = PayloadList::new();
-            let references = payloads.add_large_last(response.fetches.iter().map(|(_, t)| t));
-            let fetches = response
-                .fetches
-                .iter()
-                .zip(references)
-                .map(|((i, _), tensor)| msg::IndexedTensorRef { index: *i, tensor })
-                .collect();
+            let fetches = payloads.add_large_last(response.fetches.iter().map(|(_, t)| t), |at, tensor| {
+                msg::IndexedTensorRef { index: response.fetches[at].0, tensor }
+            });
             let wire = msg::RunGraphResponse { fetches, step_stats: stats_to_wire(&response.stats) };
             answer(reply, &wire, payloads.tensors());
         }
