@@ -982,6 +982,11 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     const N: i32 = PLACED_FILL_ELEMENTS;
     let mut b = GraphBuilder::new();
     let (on_1, on_0) = fills_on_both_tasks(&mut b);
+    // A second large output on each task, for answers carrying two.
+    b.set_device("/job:worker/task:0");
+    let also_0 = b.binary("also_0", "Fill", "dims", "x", DType::F32);
+    b.set_device("/job:worker/task:1");
+    let also_1 = b.binary("also_1", "Fill", "dims", "x", DType::F32);
     let graph = b.finish();
 
     let cluster = start(2);
@@ -989,19 +994,29 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     let s = session_on(&cluster.target(0), graph);
     const STEPS: u64 = 8;
     let mut placed = Vec::new();
-    // The last fetch list puts a small tensor after the large one: the
-    // answer carries it first, in the slot with the head.
-    for fetches in [vec![on_0.as_str()], vec![on_1.as_str()], vec![on_0.as_str(), "x2"]] {
+    // The third fetch list puts a small tensor after the large one: the
+    // answer carries it first, in the slot with the head. The last two
+    // fetch two large tensors computed on one task.
+    for fetches in [
+        vec![on_0.as_str()],
+        vec![on_1.as_str()],
+        vec![on_0.as_str(), "x2"],
+        vec![also_0.as_str(), "x2", on_0.as_str()],
+        vec![also_1.as_str(), on_1.as_str()],
+    ] {
         let before = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
         for step in 0..STEPS {
             let v = step as f32 + 1.0;
             let got = s.run_simple(&[("x", Tensor::scalar(v))], &fetches, &[]).unwrap();
-            let want = if fetches[0] == on_0 { 2.0 * v } else { v };
-            let values = got[0].as_slice::<f32>().unwrap();
-            assert_eq!(values.len(), N as usize);
-            assert!(values.iter().all(|&e| e == want), "{fetches:?}, step {step}: not all {want}");
-            if let Some(x2) = got.get(1) {
-                assert_eq!(x2.scalar_value::<f32>().unwrap(), 2.0 * v);
+            for (name, got) in fetches.iter().zip(&got) {
+                if *name == "x2" {
+                    assert_eq!(got.scalar_value::<f32>().unwrap(), 2.0 * v);
+                    continue;
+                }
+                let want = if *name == on_0 { 2.0 * v } else { v };
+                let values = got.as_slice::<f32>().unwrap();
+                assert_eq!(values.len(), N as usize);
+                assert!(values.iter().all(|&e| e == want), "{fetches:?}, step {step}: {name} not all {want}");
             }
         }
         let after = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
@@ -1011,6 +1026,8 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     assert_eq!(placed[0], (STEPS, 0), "on_0 fetched: task 0 answers each step from the client's ring");
     assert_eq!(placed[1], (0, STEPS), "on_1 fetched: task 1 answers each RunGraph from task 0's ring");
     assert_eq!(placed[2], (STEPS, 0), "on_0 and x2 fetched: the small one rides in the slot");
+    assert_eq!(placed[3], (STEPS, 0), "two large fetches on task 0: one answer over two spans");
+    assert_eq!(placed[4], (0, STEPS), "two large fetches on task 1: one RunGraph answer over two spans");
 }
 
 /// `LocalClusterOptions::task_cpus` holds each task's process, every

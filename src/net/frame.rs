@@ -381,6 +381,18 @@ impl OutgoingFrame {
     }
 }
 
+/// Payload bytes of a received frame that lie outside its head: `len`
+/// bytes at `base` in `buf`.
+pub struct PayloadPart {
+    pub buf: Arc<IoBuf>,
+    pub base: usize,
+    pub len: usize,
+}
+
+/// A frame's payload parts (one, unless a split frame's payloads were
+/// written into several spans).
+pub type PayloadParts = SmallVec<[PayloadPart; 1]>;
+
 /// A received frame whose body lies in a shared receive buffer. The
 /// metadata is read in place; payload tensors borrow the buffer, which
 /// lives as long as the frame or any of its tensors.
@@ -423,6 +435,22 @@ impl ReceivedFrame {
         payload_buf: Arc<IoBuf>,
         payload_base: usize,
     ) -> Result<ReceivedFrame, FrameError> {
+        let len = usize::try_from(header.payload_bytes).unwrap_or(usize::MAX).saturating_sub(in_head);
+        let parts = smallvec::smallvec![PayloadPart { buf: payload_buf, base: payload_base, len }];
+        Self::parse_parts(header, head_buf, body_offset, in_head, parts)
+    }
+
+    /// Like [`parse_split`](Self::parse_split), with the payload bytes past
+    /// the head in `parts`, in order: each part holds whole payloads
+    /// (padding included), and together they hold every byte the head
+    /// does not.
+    pub fn parse_parts(
+        header: FrameHeader,
+        head_buf: Arc<IoBuf>,
+        body_offset: usize,
+        in_head: usize,
+        parts: PayloadParts,
+    ) -> Result<ReceivedFrame, FrameError> {
         let layout = header.layout();
         let head_len = (layout.table_offset + header.table_len) as usize;
         let payload_len = usize::try_from(header.payload_bytes)
@@ -432,17 +460,26 @@ impl ReceivedFrame {
                 "{in_head} payload bytes in the head of a frame with {payload_len}"
             )));
         }
+        let in_parts = parts.iter().try_fold(0usize, |sum, part| sum.checked_add(part.len));
+        if in_parts != Some(payload_len - in_head) {
+            return Err(FrameError::InconsistentLengths(format!(
+                "{} payload bytes past the head's {in_head}, in parts of {:?} bytes",
+                payload_len - in_head,
+                parts.iter().map(|p| p.len).collect::<Vec<_>>()
+            )));
+        }
         let in_head_end = (layout.payload_offset as usize).saturating_add(in_head);
         let head_available = head_buf.len().saturating_sub(body_offset);
-        let payload_available = payload_buf.len().saturating_sub(payload_base);
+        let parts_short =
+            parts.iter().any(|p| p.base % PAYLOAD_ALIGN != 0 || p.buf.len().saturating_sub(p.base) < p.len);
         if body_offset % PAYLOAD_ALIGN != 0
-            || payload_base % PAYLOAD_ALIGN != 0
             || head_available < head_len.max(if in_head > 0 { in_head_end } else { 0 })
-            || payload_available < payload_len - in_head
+            || parts_short
         {
+            let in_parts: usize = parts.iter().map(|p| p.buf.len().saturating_sub(p.base).min(p.len)).sum();
             return Err(FrameError::Truncated {
                 need: header.body_len,
-                have: (head_available.min(head_len) + payload_available.min(payload_len)) as u64,
+                have: (head_available.min(head_len) + in_head.min(head_available) + in_parts) as u64,
             });
         }
         // SAFETY: the table lies in the complete head (checked above; the
@@ -453,9 +490,11 @@ impl ReceivedFrame {
         let mut payloads = Vec::with_capacity(header.payload_count as usize);
         let mut at = 0usize;
         // Offsets into the frame's payload bytes: the first `in_head` lie
-        // in the head buffer, the rest in the payload buffer.
+        // in the head buffer, the rest in the parts, in order.
         let mut payload_at = 0usize;
         let in_head_base = body_offset + layout.payload_offset as usize;
+        let mut part = 0usize;
+        let mut part_at = 0usize;
         for index in 0..header.payload_count {
             let bad = |reason: String| FrameError::BadPayloadTable(format!("entry {index}: {reason}"));
             if table.len() - at < TABLE_ENTRY_FIXED_BYTES as usize {
@@ -495,13 +534,22 @@ impl ReceivedFrame {
                 return Err(bad(format!("payload of {byte_len} bytes runs past the frame's payload bytes")));
             }
             let padded = padded as usize;
-            let (buf, at_in_buf) = if payload_at < in_head {
+            let (buf, at_in_buf) = if payload_at < in_head || parts.is_empty() {
                 if payload_at + padded > in_head {
                     return Err(bad(format!("payload of {byte_len} bytes runs past the head's payload bytes")));
                 }
                 (&head_buf, in_head_base + payload_at)
             } else {
-                (&payload_buf, payload_base + (payload_at - in_head))
+                while padded > 0 && part_at == parts[part].len && part + 1 < parts.len() {
+                    part += 1;
+                    part_at = 0;
+                }
+                let here = &parts[part];
+                if padded > here.len - part_at {
+                    return Err(bad(format!("payload of {byte_len} bytes runs past the end of payload part {part}")));
+                }
+                part_at += padded;
+                (&here.buf, here.base + part_at - padded)
             };
             let ptr = NonNull::new(buf.as_mut_ptr().wrapping_add(at_in_buf))
                 .expect("a buffer address plus an in-bounds offset is non-null");
@@ -525,6 +573,10 @@ impl ReceivedFrame {
                 header.payload_bytes
             )));
         }
+        let payload_buf = match parts.into_iter().next() {
+            Some(first) => first.buf,
+            None => head_buf.clone(),
+        };
         Ok(ReceivedFrame { header, head_buf, body_offset, payload_buf, payloads })
     }
 
@@ -639,6 +691,61 @@ mod tests {
         assert!(ReceivedFrame::parse_split(frame.header, head, 0, boundaries[1], span, 0).is_err());
         let head = buffer_of(&body[..payload_offset + 32]);
         assert!(ReceivedFrame::parse_split(frame.header, head, 0, 32, buffer_of(&body[payload_offset..]), 0).is_err());
+    }
+
+    /// Payload bytes past the head may come in several parts (a split
+    /// frame over several ring spans): each payload is read from the part
+    /// that holds it; a part ending inside a payload, or parts that do not
+    /// add up to the payload bytes, are refused.
+    #[test]
+    fn a_body_in_parts_takes_each_payload_from_its_part() {
+        let tensors = sample_tensors();
+        let frame = OutgoingFrame::new(FrameKind::Response, 2, 4, b"parts", &tensors, &limits()).unwrap();
+        let wire = frame.to_vec();
+        let body = &wire[HEADER_BYTES..];
+        let payload_offset = frame.header.layout().payload_offset as usize;
+        let mut boundaries = vec![0usize];
+        for t in &tensors {
+            boundaries.push(boundaries.last().unwrap() + padded_payload_len(t.byte_len() as u64).unwrap() as usize);
+        }
+        let end = *boundaries.last().unwrap();
+        let parts_at = |cuts: &[usize]| -> (Vec<Arc<IoBuf>>, PayloadParts) {
+            let mut bufs = Vec::new();
+            let mut parts = PayloadParts::new();
+            for pair in cuts.windows(2) {
+                let buf = buffer_of(&body[payload_offset + pair[0]..payload_offset + pair[1]]);
+                bufs.push(buf.clone());
+                parts.push(PayloadPart { buf, base: 0, len: pair[1] - pair[0] });
+            }
+            (bufs, parts)
+        };
+        let head = buffer_of(&body[..payload_offset + boundaries[2]]);
+        // Every payload past the second in a part of its own, and then the
+        // same bytes in two parts.
+        for cuts in [boundaries[2..].to_vec(), vec![boundaries[2], boundaries[5], end]] {
+            let (bufs, parts) = parts_at(&cuts);
+            let got = ReceivedFrame::parse_parts(frame.header, head.clone(), 0, boundaries[2], parts).unwrap();
+            assert_eq!(got.meta_bytes(), b"parts");
+            for (i, (a, b)) in got.payloads().iter().zip(&tensors).enumerate() {
+                assert!(a.bit_eq(b), "cuts {cuts:?}: payload {i}");
+                if a.byte_len() == 0 {
+                    continue;
+                }
+                let home = match i {
+                    0 | 1 => &head,
+                    _ => &bufs[cuts.iter().rposition(|&c| c <= boundaries[i]).unwrap()],
+                };
+                assert!(home.contains(a.data_ptr()), "cuts {cuts:?}: payload {i} misplaced");
+            }
+        }
+        // A part ending inside a payload (the last is 1,200 bytes).
+        let (_, parts) = parts_at(&[boundaries[2], boundaries[7] + 64, end]);
+        assert!(ReceivedFrame::parse_parts(frame.header, head.clone(), 0, boundaries[2], parts).is_err());
+        // Parts one payload short, or the head's bytes counted twice.
+        let (_, parts) = parts_at(&[boundaries[2], boundaries[7]]);
+        assert!(ReceivedFrame::parse_parts(frame.header, head.clone(), 0, boundaries[2], parts).is_err());
+        let (_, parts) = parts_at(&[boundaries[1], end]);
+        assert!(ReceivedFrame::parse_parts(frame.header, head, 0, boundaries[2], parts).is_err());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::tensor::placement::place_outputs;
 use std::time::Duration;
 
 const SLOTS: u32 = 8;
-const RING_BYTES: u64 = 256 << 10;
+const RING_BYTES: u64 = 512 << 10;
 
 /// What a script made the channel do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +69,7 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                 let index = u64::from(words[32]);
                 let word = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
                 let descriptor = Descriptor {
-                    kind: (word(0) % 5) as u32,
+                    kind: (word(0) % 6) as u32,
                     reserved: 0,
                     position: word(1) % (4 * RING_BYTES),
                     len: word(2) % (2 * RING_BYTES),
@@ -99,8 +99,9 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
             // Send a frame of `n % 48` KiB to the peer, whose index and
             // holds lines it may have scribbled on; with the top bit, a
             // tensor of 64 to 124 KiB written in the peer's ring first
-            // (kept here for a while when bit 6 is set too, and sent after
-            // a small integer payload when bit 5 is).
+            // (kept here for a while when bit 6 is set too, sent after a
+            // small integer payload when bit 5 is, and with a second one
+            // written in place when bit 4 is).
             _ => {
                 let Some(&[n]) = take(1) else { break };
                 let tensor = if n & 0x80 == 0 {
@@ -115,10 +116,18 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                     }
                 };
                 let Ok(tensor) = tensor else { break };
-                let payloads = match n & 0xa0 == 0xa0 {
+                let mut payloads = match n & 0xa0 == 0xa0 {
                     true => vec![Tensor::scalar(i64::from(n)), tensor.clone()],
                     false => vec![tensor.clone()],
                 };
+                if n & 0x90 == 0x90 {
+                    let Some(placement) = channel.output_placement() else { break };
+                    let Ok(second) = place_outputs(&*placement, || Tensor::build::<f32>([16 * 1024], |s| s.fill(0.5)))
+                    else {
+                        break;
+                    };
+                    payloads.push(second);
+                }
                 if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &payloads, &limits) {
                     let _ = channel.try_place(&frame);
                 }
@@ -206,13 +215,22 @@ mod tests {
         scribble(&mut script, data + (96 << 10), tensor.as_bytes());
         publish(&mut script, 3, u64::from(super::super::ring::DESC_SPLIT), 96 << 10, 8192, head.len() as u64);
         script.extend_from_slice(&[2, 0]); // poll, drop
+        // A split frame over two spans (slots 4 and 5), at 128 and 160 KiB.
+        let two =
+            OutgoingFrame::new(FrameKind::Request, 1, 11, b"two", &[tensor.clone(), tensor.clone()], &limits).unwrap();
+        scribble(&mut script, slots + 5 * super::super::ring::SLOT_BYTES + 40, two.head());
+        scribble(&mut script, data + (128 << 10), tensor.as_bytes());
+        scribble(&mut script, data + (160 << 10), tensor.as_bytes());
+        publish(&mut script, 4, u64::from(super::super::ring::DESC_SPAN), 128 << 10, 8192, 0);
+        publish(&mut script, 5, u64::from(super::super::ring::DESC_SPLIT), 160 << 10, 8192, two.head().len() as u64);
+        script.extend_from_slice(&[2, 1]); // poll, keep
         // Sends written in place (one kept, the last after a small
         // payload, which travels in its slot).
-        script.extend_from_slice(&[3, 0x85, 3, 0xc7, 3, 0xa1]);
+        script.extend_from_slice(&[3, 0x85, 3, 0xc7, 3, 0xa1, 3, 0x92]);
         script.extend_from_slice(&[3, 4, 3, 40, 3, 1]); // sends of 4, 40 and 1 KiB
         scribble(&mut script, 2048 + 64, &u64::MAX.to_le_bytes()); // the peer's desc_head
         script.extend_from_slice(&[3, 2, 3, 47]);
-        publish(&mut script, 4, 9, 3, 5, 0);
+        publish(&mut script, 6, 9, 3, 5, 0);
         script.extend_from_slice(&[2, 3]);
         script
     }
@@ -220,7 +238,7 @@ mod tests {
     #[test]
     fn a_scripted_hostile_peer_gets_good_frames_accepted_and_nothing_else() {
         let script = seed();
-        assert_eq!(hostile_peer(&script), Outcome { accepted: 4, sent_in_place: 3 });
+        assert_eq!(hostile_peer(&script), Outcome { accepted: 5, sent_in_place: 4 });
         if let Ok(dir) = std::env::var("RINGFLOW_WRITE_SEEDS") {
             std::fs::write(std::path::Path::new(&dir).join("scripted"), &script).unwrap();
         }

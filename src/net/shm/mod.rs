@@ -29,9 +29,12 @@ mod tests;
 pub mod watch;
 
 use crate::alloc::IoBuf;
-use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, ReceivedFrame};
-use crate::tensor::DType;
+use crate::net::frame::{
+    FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, PayloadPart, PayloadParts,
+    ReceivedFrame,
+};
 use crate::tensor::placement::{OutputPlacement, PlacedBytes, SharedPlacement};
+use crate::tensor::{DType, Tensor};
 use parking_lot::Mutex;
 use region::{Direction, Layout, SharedRegion};
 use ring::{Consumer, Producer, Received, RingError};
@@ -333,12 +336,15 @@ impl ShmChannel {
             return Placed::NoSlot;
         }
         let len = frame.header.frame_len();
-        if let Some((held, head_len)) = self.held_payload(&tx, frame) {
-            // SAFETY: a free slot's inline bytes are ours until published,
-            // and the head with the payloads before the held one fits them
-            // (`held_payload` checked).
-            unsafe { write_frame(frame, tx.inline_bytes(), head_len as u64) };
-            if tx.publish_split(&held, head_len) {
+        if let Some((helds, head_len)) = self.held_payloads(&tx, frame) {
+            if !tx.has_slots(helds.len() as u64) {
+                return Placed::NoSlot;
+            }
+            // SAFETY: free slots' inline bytes are ours until published,
+            // and the head with the payloads before the held ones fits them
+            // (`held_payloads` checked).
+            unsafe { write_frame(frame, tx.split_head_bytes(helds.len()), head_len as u64) };
+            if tx.publish_split(&helds, head_len) {
                 if tx.consumer_may_sleep() {
                     doorbell::ring(&tx.memory().doorbell().seq);
                 }
@@ -377,26 +383,38 @@ impl ShmChannel {
         Placed::Sent
     }
 
-    /// The span a kernel wrote `frame`'s last payload into, held
-    /// unpublished in this channel's ring, and the length of the split
-    /// frame's head: the frame's head and every payload before the last,
-    /// when they fit a slot together.
-    fn held_payload(&self, tx: &Producer, frame: &OutgoingFrame) -> Option<(Arc<ring::HeldSpan>, usize)> {
-        let (last, before) = frame.payloads().split_last()?;
-        let mut head_len = frame.head().len();
-        for payload in before {
-            head_len += usize::try_from(crate::net::frame::padded_payload_len(payload.byte_len() as u64)?).ok()?;
+    /// The spans kernels wrote `frame`'s last payloads into, held
+    /// unpublished in this channel's ring (one per payload, in order), and
+    /// the length of the split frame's head: the frame's head and every
+    /// payload before those, when they fit a slot together.
+    fn held_payloads(&self, tx: &Producer, frame: &OutgoingFrame) -> Option<(HeldSpans, usize)> {
+        let payloads = frame.payloads();
+        let mut helds = HeldSpans::new();
+        let mut in_head = payloads.len();
+        while in_head > 0 && helds.len() < ring::MAX_FRAME_SPANS {
+            let Some(held) = Self::held_for(tx, &payloads[in_head - 1]) else { break };
+            helds.push(held);
+            in_head -= 1;
         }
-        if head_len > ring::INLINE_BYTES {
+        if helds.is_empty() {
             return None;
         }
-        let bytes = last.as_bytes();
+        helds.reverse();
+        let mut head_len = frame.head().len();
+        for payload in &payloads[..in_head] {
+            head_len += usize::try_from(crate::net::frame::padded_payload_len(payload.byte_len() as u64)?).ok()?;
+        }
+        (head_len <= ring::INLINE_BYTES).then_some((helds, head_len))
+    }
+
+    /// The held, unpublished span `payload` lies over exactly, if any.
+    fn held_for(tx: &Producer, payload: &Tensor) -> Option<Arc<ring::HeldSpan>> {
+        let bytes = payload.as_bytes();
         let offset = (bytes.as_ptr() as u64).checked_sub(tx.memory().data as u64)?;
         if offset >= tx.capacity() {
             return None;
         }
-        let held = tx.held_at(offset, crate::net::frame::padded_payload_len(bytes.len() as u64)?)?;
-        Some((held, head_len))
+        tx.held_at(offset, crate::net::frame::padded_payload_len(bytes.len() as u64)?)
     }
 
     /// Publishes "the next frame is on the socket". The caller checked
@@ -431,10 +449,15 @@ impl ShmChannel {
                 let keep: Arc<dyn Send + Sync> = self.region.clone();
                 Ok(Polled::Frame(self.decode(base, len, span.keeping(keep))?))
             }
-            Some(Received::Split { head, offset, len, span }) => {
-                let payload = rx.consumer.bytes(offset);
-                let keep: Arc<dyn Send + Sync> = self.region.clone();
-                Ok(Polled::Frame(self.decode_split(head.bytes(), payload, len, span.keeping(keep))?))
+            Some(Received::Split { head, spans }) => {
+                let parts = spans
+                    .into_iter()
+                    .map(|s| {
+                        let keep: Arc<dyn Send + Sync> = self.region.clone();
+                        SpanPart { ptr: rx.consumer.bytes(s.offset), len: s.len, span: s.span.keeping(keep) }
+                    })
+                    .collect();
+                Ok(Polled::Frame(self.decode_split(head.bytes(), parts)?))
             }
         }
     }
@@ -503,37 +526,31 @@ impl ShmChannel {
         // SAFETY: the head lies inside the span (frame_len == len); the
         // destination is our fresh buffer of `head_len` bytes.
         unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
-        let payload_ptr = base.wrapping_add(HEADER_BYTES + head_len);
-        let payload_len = header.payload_bytes as usize;
-        Self::with_payloads(header, Arc::new(body), 0, payload_ptr, payload_len, span)
+        let ptr = base.wrapping_add(HEADER_BYTES + head_len);
+        let len = header.payload_bytes as usize;
+        Self::with_payloads(header, Arc::new(body), 0, smallvec::smallvec![SpanPart { ptr, len, span }])
     }
 
-    /// A split frame: its head (copied out of the slot) and its payload,
-    /// the `len`-byte span at `payload` that a kernel on the other side
-    /// wrote in place.
-    fn decode_split(
-        &self,
-        head: &[u8],
-        payload: *mut u8,
-        len: usize,
-        span: ring::LentSpan,
-    ) -> Result<ReceivedFrame, FrameError> {
+    /// A split frame: its head (copied out of the slot) and the spans
+    /// kernels on the other side wrote its other payloads into, in order.
+    fn decode_split(&self, head: &[u8], parts: SpanParts) -> Result<ReceivedFrame, FrameError> {
         let header_bytes: &[u8; HEADER_BYTES] = head
             .get(..HEADER_BYTES)
             .and_then(|h| h.try_into().ok())
             .ok_or_else(|| FrameError::InconsistentLengths(format!("a {}-byte split frame head", head.len())))?;
         let header = FrameHeader::decode(header_bytes, &self.limits)?;
         // The head holds the metadata, the table and the payloads before
-        // the one in the span (the sender's `held_payload`).
+        // the ones in the spans (the sender's `held_payloads`).
         let body_len = head.len() - HEADER_BYTES;
         let in_head = body_len.checked_sub(header.layout().payload_offset as usize);
-        let in_span = in_head.and_then(|n| (header.payload_bytes).checked_sub(n as u64));
-        if in_span != Some(len as u64) {
+        let in_spans: u64 = parts.iter().map(|p| p.len as u64).sum();
+        if in_head.and_then(|n| header.payload_bytes.checked_sub(n as u64)) != Some(in_spans) {
             return Err(FrameError::InconsistentLengths(format!(
-                "a split frame of {} head and {} payload bytes in a {}-byte head and a {len}-byte span",
+                "a split frame of {} head and {} payload bytes in a {}-byte head and spans of {:?} bytes",
                 HEADER_BYTES as u64 + header.layout().payload_offset,
                 header.payload_bytes,
-                head.len()
+                head.len(),
+                parts.iter().map(|p| p.len).collect::<Vec<_>>()
             )));
         }
         let in_head = in_head.unwrap_or(0);
@@ -541,54 +558,77 @@ impl ShmChannel {
         // SAFETY: the `body_len` bytes after the header in our copy of the
         // head, into our fresh buffer of that size.
         unsafe { std::ptr::copy_nonoverlapping(head.as_ptr().add(HEADER_BYTES), body.as_mut_ptr(), body_len) };
-        Self::with_payloads(header, Arc::new(body), in_head, payload, len, span)
+        Self::with_payloads(header, Arc::new(body), in_head, parts)
     }
 
     /// The frame whose checked `header` and copied `body` (metadata and
-    /// table) were read, over the `payload_len` payload bytes at
-    /// `payload_ptr` inside `span`: float payloads stay there, lent to
-    /// their tensors; the rest are copied.
+    /// table, then `in_head` payload bytes) were read, over the rest of
+    /// its payload bytes in `parts` (ring spans, in order): float payloads
+    /// stay there, lent to their tensors; anything else is copied.
     fn with_payloads(
         header: FrameHeader,
         body: Arc<IoBuf>,
         in_head: usize,
-        payload_ptr: *mut u8,
-        payload_len: usize,
-        span: ring::LentSpan,
+        parts: SpanParts,
     ) -> Result<ReceivedFrame, FrameError> {
         let layout = header.layout();
         if body.len() < (layout.table_offset + header.table_len) as usize {
             return Err(FrameError::Truncated { need: header.body_len, have: body.len() as u64 });
         }
         // SAFETY: the table lies inside our private copy (checked just
-        // above; `parse_split` checks it again before use); nothing writes
+        // above; `parse_parts` checks it again before use); nothing writes
         // the copy.
         let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
-        let payloads = if payloads_may_stay_in_the_ring(table, header.payload_count, in_head) {
-            let ptr = NonNull::new(payload_ptr).expect("inside a mapping");
-            // SAFETY: the payload bytes lie inside the span (checked above),
-            // 64-byte aligned (spans and heads are), and stay mapped and
-            // unwritten by us until `span` drops with this buffer; the
-            // producer does not reuse them before the span is released.
-            Arc::new(unsafe { IoBuf::lent(ptr, payload_len, Box::new(span)) })
+        let payloads: PayloadParts = if payloads_may_stay_in_the_ring(table, header.payload_count, in_head) {
+            parts
+                .into_iter()
+                .map(|part| {
+                    let ptr = NonNull::new(part.ptr).expect("inside a mapping");
+                    // SAFETY: the part's bytes lie inside its span (the
+                    // consumer checked it), 64-byte aligned (spans are),
+                    // and stay mapped and unwritten by us until `span`
+                    // drops with this buffer; the producer does not reuse
+                    // them before the span is released.
+                    let buf = unsafe { IoBuf::lent(ptr, part.len, Box::new(part.span)) };
+                    PayloadPart { buf: Arc::new(buf), base: 0, len: part.len }
+                })
+                .collect()
         } else {
             // Bytes whose validity was checked (string offsets, bools of 0
             // or 1) or that kernels check then use (integer indices): read
-            // in place, a peer could change them in between. Copied.
-            let copy =
-                IoBuf::for_receive(payload_len).map_err(|e| FrameError::Alloc(payload_len as u64, e.to_string()))?;
-            // SAFETY: source inside the span, destination our fresh buffer.
-            unsafe { std::ptr::copy_nonoverlapping(payload_ptr, copy.as_mut_ptr(), payload_len) };
-            drop(span);
-            Arc::new(copy)
+            // in place, a peer could change them in between. Copied, every
+            // part into one buffer.
+            let len: usize = parts.iter().map(|p| p.len).sum();
+            let copy = IoBuf::for_receive(len).map_err(|e| FrameError::Alloc(len as u64, e.to_string()))?;
+            let mut at = 0;
+            for part in parts {
+                // SAFETY: source inside the span, destination inside our
+                // fresh buffer (the parts' lengths sum to its size).
+                unsafe { std::ptr::copy_nonoverlapping(part.ptr, copy.as_mut_ptr().add(at), part.len) };
+                at += part.len;
+            }
+            smallvec::smallvec![PayloadPart { buf: Arc::new(copy), base: 0, len }]
         };
-        ReceivedFrame::parse_split(header, body, 0, in_head, payloads, 0)
+        ReceivedFrame::parse_parts(header, body, 0, in_head, payloads)
     }
 
     pub fn region(&self) -> &SharedRegion {
         &self.region
     }
 }
+
+/// Held spans one split frame sends.
+type HeldSpans = smallvec::SmallVec<[Arc<ring::HeldSpan>; 2]>;
+
+/// A received frame's payload bytes in the ring: `len` bytes at `ptr`,
+/// lent until `span` drops.
+struct SpanPart {
+    ptr: *mut u8,
+    len: usize,
+    span: ring::LentSpan,
+}
+
+type SpanParts = smallvec::SmallVec<[SpanPart; 1]>;
 
 /// This side's sending end: the producer, and what the channel watch needs
 /// to trim the ring once the channel idles (`watch::Trim`).

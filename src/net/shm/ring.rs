@@ -64,6 +64,15 @@ pub const DESC_INLINE: u32 = 3;
 /// before earlier-published frames, so it may lie behind them: a kernel
 /// wrote its output there while they went out.
 pub const DESC_SPLIT: u32 = 4;
+/// One span of the next split frame's payloads, ahead of the span its
+/// [`DESC_SPLIT`] slot names: a frame with several payloads written in
+/// place takes one slot per span, each span checked as any other. At most
+/// [`MAX_FRAME_SPANS`] - 1 in a row, and nothing but more of them or the
+/// split frame may follow one.
+pub const DESC_SPAN: u32 = 5;
+
+/// Spans one split frame's payloads may lie in.
+pub const MAX_FRAME_SPANS: usize = 8;
 
 /// The most room a held span leaves other frames when it goes back to the
 /// ring's first pages ([`Producer::reserve_held`]).
@@ -209,6 +218,10 @@ pub enum RingError {
     OutOfSequence { index: u64, position: u64, expected: u64 },
     #[error("slot {index}: span {position}+{len} overlaps the span lent at {lent}")]
     Overlap { index: u64, position: u64, len: u64, lent: u64 },
+    #[error("slot {index}: more than {MAX_FRAME_SPANS} spans for one split frame")]
+    TooManySpans { index: u64 },
+    #[error("slot {index}: a frame of kind {kind} after spans announced for a split frame")]
+    SpanWithoutSplit { index: u64, kind: u32 },
 }
 
 /// What the consumer took from the ring.
@@ -222,9 +235,18 @@ pub enum Received<T> {
     /// The next frame is on the socket.
     ViaSocket,
     /// A frame whose head was in the slot (copied out here) and whose
-    /// payload is the span at `offset`, lent until `span` drops.
+    /// other payloads are in `spans`, in order, each lent until it drops.
     /// (Boxed: a slot's worth of bytes, for frames of 64 KiB and more.)
-    Split { head: Box<SplitHead>, offset: usize, len: usize, span: LentSpan },
+    Split { head: Box<SplitHead>, spans: Vec<SplitSpan> },
+}
+
+/// One span of a split frame's payloads: `len` bytes at `offset` in the
+/// data ring, lent until `span` drops.
+#[derive(Debug)]
+pub struct SplitSpan {
+    pub offset: usize,
+    pub len: usize,
+    pub span: LentSpan,
 }
 
 /// A split frame's head, copied out of its slot.
@@ -331,12 +353,18 @@ impl Producer {
 
     /// Whether a slot is free.
     pub fn has_slot(&mut self) -> bool {
+        self.has_slots(1)
+    }
+
+    /// Whether `count` slots are free.
+    pub fn has_slots(&mut self, count: u64) -> bool {
         // Wrapping: a hostile consumer may store a head past our tail.
-        if self.desc_tail.wrapping_sub(self.cached_desc_head) < self.memory.slots {
+        let free = |cached: u64| self.desc_tail.wrapping_sub(cached).saturating_add(count) <= self.memory.slots;
+        if free(self.cached_desc_head) {
             return true;
         }
         self.cached_desc_head = self.memory.control().consumer.desc_head.load(Ordering::Acquire);
-        self.desc_tail.wrapping_sub(self.cached_desc_head) < self.memory.slots
+        free(self.cached_desc_head)
     }
 
     /// A span of `len` bytes (a multiple of 64, at most the capacity) the
@@ -494,36 +522,46 @@ impl Producer {
             .cloned()
     }
 
-    /// Publishes `held` as a split frame whose `head_len` head bytes the
-    /// caller wrote at [`inline_bytes`](Self::inline_bytes); the caller
-    /// checked [`has_slot`](Self::has_slot). `false` (nothing published)
-    /// when the span is not one held here unpublished.
+    /// Publishes `helds` as one split frame whose `head_len` head bytes
+    /// the caller wrote at [`split_head_bytes`](Self::split_head_bytes): a
+    /// [`DESC_SPAN`] slot for each span but the last, then the
+    /// [`DESC_SPLIT`] slot. `false` (nothing published) when there are not
+    /// that many free slots, more than [`MAX_FRAME_SPANS`] spans, or a span
+    /// not held here unpublished (or named twice).
     ///
-    /// The span goes out at its latest position, less than a lap behind
+    /// Each span goes out at its latest position, less than a lap behind
     /// the tail, where the consumer accepts it; when the tail sits exactly
     /// at its start (a lap on), at the tail itself, as if placed now.
-    pub fn publish_split(&mut self, held: &Arc<HeldSpan>, head_len: usize) -> bool {
+    pub fn publish_split(&mut self, helds: &[Arc<HeldSpan>], head_len: usize) -> bool {
         assert!((64..=INLINE_BYTES).contains(&head_len), "a split frame's head of {head_len} bytes");
-        let ours = self.held.iter().any(|h| Arc::ptr_eq(h, held));
-        if !ours || held.is_published() {
+        if helds.is_empty() || helds.len() > MAX_FRAME_SPANS || !self.has_slots(helds.len() as u64) {
             return false;
         }
-        let mut position = self.latest_position(held.at);
-        if self.data_tail - position >= self.memory.capacity {
-            // Frames avoid the span's bytes, so a tail a lap or more past
-            // its latest position can only sit at its start.
-            debug_assert_eq!(self.data_tail % self.memory.capacity, held.at.position % self.memory.capacity);
-            position = self.data_tail;
-            self.data_tail += held.at.len;
+        for (i, held) in helds.iter().enumerate() {
+            let ours = self.held.iter().any(|h| Arc::ptr_eq(h, held));
+            if !ours || held.is_published() || helds[..i].iter().any(|h| Arc::ptr_eq(h, held)) {
+                return false;
+            }
         }
-        held.published_in.store(self.desc_tail, Ordering::Release);
-        self.publish_slot(Descriptor {
-            kind: DESC_SPLIT,
-            reserved: 0,
-            position,
-            len: held.at.len,
-            reserved2: head_len as u64,
-        });
+        for (i, held) in helds.iter().enumerate() {
+            let mut position = self.latest_position(held.at);
+            if self.data_tail - position >= self.memory.capacity {
+                // Frames avoid the span's bytes, so a tail a lap or more past
+                // its latest position can only sit at its start.
+                debug_assert_eq!(self.data_tail % self.memory.capacity, held.at.position % self.memory.capacity);
+                position = self.data_tail;
+                self.data_tail += held.at.len;
+            }
+            let last = i + 1 == helds.len();
+            held.published_in.store(self.desc_tail, Ordering::Release);
+            self.publish_slot(Descriptor {
+                kind: if last { DESC_SPLIT } else { DESC_SPAN },
+                reserved: 0,
+                position,
+                len: held.at.len,
+                reserved2: if last { head_len as u64 } else { 0 },
+            });
+        }
         true
     }
 
@@ -597,6 +635,15 @@ impl Producer {
         // SAFETY (of the projection): the slot lies in the mapping; no
         // reference is made, only an address.
         unsafe { std::ptr::addr_of_mut!((*self.memory.slot(self.desc_tail)).inline) }.cast::<u8>()
+    }
+
+    /// Where a split frame of `spans` spans takes its head: the inline
+    /// bytes of its last slot, the [`DESC_SPLIT`] one.
+    pub fn split_head_bytes(&self, spans: usize) -> *mut u8 {
+        let index = self.desc_tail + spans.max(1) as u64 - 1;
+        // SAFETY (of the projection): the slot lies in the mapping (the
+        // index is masked); no reference is made, only an address.
+        unsafe { std::ptr::addr_of_mut!((*self.memory.slot(index)).inline) }.cast::<u8>()
     }
 
     /// Publishes a filled reservation (or, with `None`, a via-socket
@@ -788,6 +835,8 @@ pub struct Consumer {
     memory: RingMemory,
     desc_head: u64,
     lent: Arc<Mutex<Lent>>,
+    /// Spans of a split frame whose [`DESC_SPLIT`] slot is still to come.
+    pending: Vec<SplitSpan>,
 }
 
 impl Consumer {
@@ -799,7 +848,7 @@ impl Consumer {
         let data_head = control.consumer.data_head.load(Ordering::Acquire);
         let lent =
             Lent { memory, live: BTreeMap::new(), by_offset: BTreeMap::new(), expected: data_head, head: data_head };
-        Consumer { memory, desc_head, lent: Arc::new(Mutex::new(lent)) }
+        Consumer { memory, desc_head, lent: Arc::new(Mutex::new(lent)), pending: Vec::new() }
     }
 
     /// Whether the next slot is published (an `Acquire` load of its word).
@@ -811,56 +860,79 @@ impl Consumer {
     /// inline frame's bytes are handed to `copy_inline` (address and
     /// length, inside the slot) before the slot is released; the peer can
     /// still write them, so the callee copies them out before checking.
+    /// A split frame's leading spans are taken as their slots come, and
+    /// returned with its last slot.
     pub fn poll<T>(
         &mut self,
         copy_inline: impl FnOnce(*const u8, usize) -> T,
     ) -> Result<Option<Received<T>>, RingError> {
-        if !self.has_pending() {
-            return Ok(None);
+        loop {
+            if !self.has_pending() {
+                return Ok(None);
+            }
+            let index = self.desc_head;
+            let slot = self.memory.slot(index);
+            // SAFETY: the slot lies in the mapping; the `Acquire` load of its
+            // publish word in `has_pending` made the producer's writes visible.
+            // It is copied out before anything is checked, so a producer
+            // writing it again cannot change what was checked.
+            let descriptor = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor)) };
+            if !self.pending.is_empty() && !matches!(descriptor.kind, DESC_SPAN | DESC_SPLIT) {
+                return Err(RingError::SpanWithoutSplit { index, kind: descriptor.kind });
+            }
+            let received = match descriptor.kind {
+                DESC_INLINE => {
+                    let len = descriptor.len;
+                    if len == 0 || len > INLINE_BYTES as u64 {
+                        return Err(RingError::InlineLength { index, len });
+                    }
+                    // SAFETY (of the projection): an address inside the slot;
+                    // the callee reads `len` <= INLINE_BYTES bytes from it.
+                    let bytes = unsafe { std::ptr::addr_of!((*slot).inline) }.cast::<u8>();
+                    Received::Inline(copy_inline(bytes, len as usize))
+                }
+                DESC_VIA_SOCKET => Received::ViaSocket,
+                DESC_FRAME => {
+                    let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+                    Received::Frame { offset, len, span }
+                }
+                DESC_SPAN => {
+                    if self.pending.len() + 1 >= MAX_FRAME_SPANS {
+                        return Err(RingError::TooManySpans { index });
+                    }
+                    let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+                    self.pending.push(SplitSpan { offset, len, span });
+                    self.release_slot();
+                    continue;
+                }
+                DESC_SPLIT => {
+                    let head_len = descriptor.reserved2;
+                    if !(64..=INLINE_BYTES as u64).contains(&head_len) {
+                        return Err(RingError::SplitHeadLength { index, len: head_len });
+                    }
+                    let mut head = Box::new(SplitHead { bytes: [0; INLINE_BYTES], len: head_len as usize });
+                    // SAFETY: `head_len` <= INLINE_BYTES bytes inside the slot,
+                    // published (as above); copied before anything reads them.
+                    unsafe {
+                        let from = std::ptr::addr_of!((*slot).inline).cast::<u8>();
+                        std::ptr::copy_nonoverlapping(from, head.bytes.as_mut_ptr(), head.len);
+                    }
+                    let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+                    let mut spans = std::mem::take(&mut self.pending);
+                    spans.push(SplitSpan { offset, len, span });
+                    Received::Split { head, spans }
+                }
+                kind => return Err(RingError::UnknownKind { index, kind }),
+            };
+            self.release_slot();
+            return Ok(Some(received));
         }
-        let index = self.desc_head;
-        let slot = self.memory.slot(index);
-        // SAFETY: the slot lies in the mapping; the `Acquire` load of its
-        // publish word in `has_pending` made the producer's writes visible.
-        // It is copied out before anything is checked, so a producer
-        // writing it again cannot change what was checked.
-        let descriptor = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor)) };
-        let received = match descriptor.kind {
-            DESC_INLINE => {
-                let len = descriptor.len;
-                if len == 0 || len > INLINE_BYTES as u64 {
-                    return Err(RingError::InlineLength { index, len });
-                }
-                // SAFETY (of the projection): an address inside the slot;
-                // the callee reads `len` <= INLINE_BYTES bytes from it.
-                let bytes = unsafe { std::ptr::addr_of!((*slot).inline) }.cast::<u8>();
-                Received::Inline(copy_inline(bytes, len as usize))
-            }
-            DESC_VIA_SOCKET => Received::ViaSocket,
-            DESC_FRAME => {
-                let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
-                Received::Frame { offset, len, span }
-            }
-            DESC_SPLIT => {
-                let head_len = descriptor.reserved2;
-                if !(64..=INLINE_BYTES as u64).contains(&head_len) {
-                    return Err(RingError::SplitHeadLength { index, len: head_len });
-                }
-                let mut head = Box::new(SplitHead { bytes: [0; INLINE_BYTES], len: head_len as usize });
-                // SAFETY: `head_len` <= INLINE_BYTES bytes inside the slot,
-                // published (as above); copied before anything reads them.
-                unsafe {
-                    let from = std::ptr::addr_of!((*slot).inline).cast::<u8>();
-                    std::ptr::copy_nonoverlapping(from, head.bytes.as_mut_ptr(), head.len);
-                }
-                let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
-                Received::Split { head, offset, len, span }
-            }
-            kind => return Err(RingError::UnknownKind { index, kind }),
-        };
+    }
+
+    /// The slot at `desc_head` was copied out: it is the producer's again.
+    fn release_slot(&mut self) {
         self.desc_head += 1;
         self.memory.control().consumer.desc_head.store(self.desc_head, Ordering::Release);
-        Ok(Some(received))
     }
 
     fn take_span(&mut self, index: u64, position: u64, len: u64) -> Result<(usize, usize, LentSpan), RingError> {
@@ -1147,6 +1219,110 @@ mod tests {
         let mut consumer = unsafe { Consumer::new(heap.memory()) };
         let _lent = poll_copy(&mut consumer).unwrap();
         assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::Overlap { .. }));
+        // Spans announced for a split frame, then anything but more spans
+        // or the split frame; or more spans than one frame may have; or a
+        // bad span among them.
+        let span = |position| Descriptor { kind: DESC_SPAN, position, len: 64, ..Default::default() };
+        for (follower, expected) in [
+            (Descriptor { kind: DESC_INLINE, len: 64, ..Default::default() }, "SpanWithoutSplit"),
+            (Descriptor { kind: DESC_FRAME, position: 64, len: 64, ..Default::default() }, "SpanWithoutSplit"),
+            (Descriptor { kind: DESC_VIA_SOCKET, ..Default::default() }, "SpanWithoutSplit"),
+            (Descriptor { kind: DESC_SPAN, position: 0, len: 64, ..Default::default() }, "Overlap"),
+            (Descriptor { kind: DESC_SPAN, position: 64, len: 100, ..Default::default() }, "Misaligned"),
+        ] {
+            let mut heap = HeapRing::new(4, 512);
+            heap.set_slot(0, span(0));
+            heap.set_slot(1, follower);
+            // SAFETY: fresh ring memory, one consumer.
+            let mut consumer = unsafe { Consumer::new(heap.memory()) };
+            let err = poll_copy(&mut consumer).unwrap_err();
+            assert!(format!("{err:?}").starts_with(expected), "{follower:?}: {err:?}");
+        }
+        let mut heap = HeapRing::new(16, 4096);
+        for i in 0..MAX_FRAME_SPANS as u64 {
+            heap.set_slot(i, span(64 * i));
+        }
+        // SAFETY: fresh ring memory, one consumer.
+        let mut consumer = unsafe { Consumer::new(heap.memory()) };
+        assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::TooManySpans { index: 7 }));
+    }
+
+    /// A split frame over several held spans takes one slot per span and
+    /// crosses whole: the consumer returns nothing until its last slot,
+    /// then every span in order, each lent until it drops. Spans named
+    /// twice, more spans than free slots, or than a frame may have, publish
+    /// nothing.
+    #[test]
+    fn a_split_frame_crosses_in_several_held_spans() {
+        let (_heap, mut producer, mut consumer) = fresh(8, 4096);
+        let helds: Vec<Arc<HeldSpan>> = (0..3).map(|_| producer.reserve_held(512).unwrap()).collect();
+        for (i, held) in helds.iter().enumerate() {
+            write_span(&producer, held.reservation(), 0x10 + i as u8);
+        }
+        // A frame goes out before them, behind which they cross.
+        let at = producer.reserve(256).unwrap();
+        write_span(&producer, at, 0x77);
+        assert!(producer.has_slot());
+        producer.publish(Some(at));
+        assert!(!producer.publish_split(&[helds[0].clone(), helds[0].clone()], 64), "a span twice");
+        let many: Vec<Arc<HeldSpan>> = (0..MAX_FRAME_SPANS + 1).map(|_| helds[0].clone()).collect();
+        assert!(!producer.publish_split(&many, 64), "more spans than a frame may have");
+        assert!(publish_spans_with_head(&mut producer, &helds, 0x5a));
+        assert!(helds.iter().all(|h| h.is_published()));
+        let Some(Received::Frame { span: first, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        let Some(Received::Split { head, spans }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!(head.bytes(), &[0x5a; 64][..]);
+        assert_eq!(spans.len(), 3);
+        for (i, (got, held)) in spans.iter().zip(&helds).enumerate() {
+            assert_eq!((got.offset as u64, got.len as u64), (held.reservation().position % 4096, 512));
+            assert_eq!(read_span(&consumer, got.offset, got.len), vec![0x10 + i as u8; 512]);
+        }
+        assert!(poll_copy(&mut consumer).unwrap().is_none());
+        // Five slots of eight are taken by nothing; four spans need four.
+        for held in &helds {
+            held.done_here();
+        }
+        drop(first);
+        let more: Vec<Arc<HeldSpan>> = (0..4).map(|_| producer.reserve_held(256).unwrap()).collect();
+        for _ in 0..5 {
+            let at = producer.reserve(64).unwrap();
+            assert!(producer.has_slot());
+            producer.publish(Some(at));
+        }
+        assert!(!producer.has_slots(4) && producer.has_slots(3));
+        assert!(!producer.publish_split(&more, 64), "four spans in three free slots");
+        assert!(more.iter().all(|h| !h.is_published()));
+        // Released: the spans of the first split frame stay lent until
+        // they drop, whatever else is released.
+        let mut frames = Vec::new();
+        while let Some(received) = poll_copy(&mut consumer).unwrap() {
+            frames.push(received);
+        }
+        assert_eq!(frames.len(), 5);
+        drop(frames);
+        assert!(publish_spans_with_head(&mut producer, &more, 0x33));
+        let Some(Received::Split { spans: later, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        for got in &later {
+            assert!(spans.iter().all(|s| !overlaps_offsets(got.offset, got.len, s.offset, s.len)));
+        }
+        for (i, got) in spans.iter().enumerate() {
+            assert_eq!(read_span(&consumer, got.offset, got.len), vec![0x10 + i as u8; 512], "span {i} intact");
+        }
+        drop(spans);
+        drop(later);
+        for held in &more {
+            held.done_here();
+        }
+        // The next reservation forgets the held spans both sides are done with.
+        let at = producer.reserve(64).unwrap();
+        assert!(producer.has_slot());
+        producer.publish(Some(at));
+        drop(poll_copy(&mut consumer).unwrap());
+        assert!(producer.is_drained());
+    }
+
+    fn overlaps_offsets(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
+        a < b + b_len && b < a + a_len
     }
 
     /// Inline frames cross in the slot, in order with spans, and free their
@@ -1286,10 +1462,21 @@ mod tests {
     }
 
     fn publish_split_with_head(producer: &mut Producer, held: &Arc<HeldSpan>, head: u8) -> bool {
-        assert!(producer.has_slot());
-        // SAFETY: a free slot's inline bytes are the producer's.
-        unsafe { std::ptr::write_bytes(producer.inline_bytes(), head, 64) };
-        producer.publish_split(held, 64)
+        publish_spans_with_head(producer, std::slice::from_ref(held), head)
+    }
+
+    fn publish_spans_with_head(producer: &mut Producer, helds: &[Arc<HeldSpan>], head: u8) -> bool {
+        assert!(producer.has_slots(helds.len() as u64));
+        // SAFETY: free slots' inline bytes are the producer's.
+        unsafe { std::ptr::write_bytes(producer.split_head_bytes(helds.len()), head, 64) };
+        producer.publish_split(helds, 64)
+    }
+
+    /// The one span of a split frame.
+    fn only(mut spans: Vec<SplitSpan>) -> (usize, usize, LentSpan) {
+        assert_eq!(spans.len(), 1);
+        let SplitSpan { offset, len, span } = spans.pop().unwrap();
+        (offset, len, span)
     }
 
     fn overlaps(a: Reservation, b: Reservation, capacity: u64) -> bool {
@@ -1319,8 +1506,9 @@ mod tests {
         assert_eq!(read_span(&consumer, (h.position % 1024) as usize, 256), vec![7; 256]);
         assert!(!producer.is_drained(), "a held span is not free");
         assert!(publish_split_with_head(&mut producer, &held, 0x5a));
-        assert!(!producer.publish_split(&held, 64), "published once only");
-        let Some(Received::Split { head, offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert!(!producer.publish_split(std::slice::from_ref(&held), 64), "published once only");
+        let Some(Received::Split { head, spans }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        let (offset, len, span) = only(spans);
         assert_eq!(head.bytes(), &[0x5a; 64][..]);
         assert_eq!((offset as u64, len), (h.position % 1024, 256));
         assert_eq!(read_span(&consumer, offset, len), vec![7; 256]);
@@ -1349,8 +1537,8 @@ mod tests {
         let (_heap, mut producer, mut consumer) = fresh(8, 512);
         let held = producer.reserve_held(256).unwrap();
         assert!(publish_split_with_head(&mut producer, &held, 1));
-        let Some(Received::Split { span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
-        drop(span);
+        let Some(Received::Split { spans, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        drop(spans);
         // Offsets a stream of 256-byte frames lands on.
         let mut stream = |producer: &mut Producer, rounds: usize| -> Vec<u64> {
             (0..rounds)
@@ -1450,10 +1638,10 @@ mod tests {
             while seen + 3 <= rounds {
                 let (offset, len, span) = match poll_copy(&mut consumer).unwrap() {
                     Some(Received::Frame { offset, len, span }) => (offset, len, span),
-                    Some(Received::Split { head, offset, len, span }) => {
+                    Some(Received::Split { head, spans }) => {
                         assert_eq!(seen % 3, 2, "frame {seen} was not held");
                         assert_eq!(head.bytes(), &[0xee; 64][..]);
-                        (offset, len, span)
+                        only(spans)
                     }
                     Some(other) => panic!("unexpected {other:?}"),
                     None => {

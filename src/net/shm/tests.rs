@@ -232,3 +232,78 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
         }
     }
 }
+
+/// A frame whose last payloads kernels wrote in the peer's ring, each in a
+/// span of its own, crosses as one split frame over all of them: float
+/// payloads are read where they were written; a frame with a placed
+/// payload that is not floating point is copied out of its spans on
+/// arrival, values intact either way. A placed payload followed by one
+/// that was not placed goes out copied.
+#[test]
+fn several_payloads_written_in_place_cross_in_one_split_frame() {
+    let layout = Layout::new(16, 4 << 20).unwrap();
+    let (region, fd) = SharedRegion::create(layout, [5, 9]).unwrap();
+    let server_view = SharedRegion::open(&fd, layout, [5, 9]).unwrap();
+    let client = ShmChannel::new(region, Side::Client, FrameLimits::default(), Duration::ZERO).writing_in_place(true);
+    let server = ShmChannel::new(server_view, Side::Server, FrameLimits::default(), Duration::ZERO);
+    let placement = client.output_placement().unwrap();
+    let place = |fill: f32| {
+        crate::tensor::placement::place_outputs(&*placement, || Tensor::build::<f32>([1 << 15], |s| s.fill(fill)))
+            .unwrap()
+    };
+    let ring_data = server.region().ring(Direction::ClientToServer).data as usize;
+    let in_ring = |t: &Tensor| (ring_data..ring_data + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
+    let step = Tensor::scalar(7i64);
+    // The most spans first: a quiet ring's held spans go back to its first
+    // pages, in front of the bytes the last round used.
+    for (round, count) in [(0usize, ring::MAX_FRAME_SPANS), (1, 2), (2, 3)] {
+        let placed: Vec<Tensor> = (0..count).map(|i| place(round as f32 * 10.0 + i as f32)).collect();
+        let mut payloads = vec![step.clone()];
+        payloads.extend(placed.iter().cloned());
+        let frame =
+            OutgoingFrame::new(FrameKind::Response, 1, 3, b"several", &payloads, &FrameLimits::default()).unwrap();
+        let before = client.stats().frames_in_place;
+        assert_eq!(client.try_place(&frame), Placed::Sent, "round {round}");
+        assert_eq!(client.stats().frames_in_place - before, 1, "round {round}: one frame in place");
+        drop(frame);
+        drop(placed);
+        let mut rx = server.rx.lock();
+        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
+        assert_eq!(got.payloads().len(), count + 1);
+        for (sent, received) in payloads.iter().zip(got.payloads()) {
+            assert!(received.bit_eq(sent), "round {round}: a payload changed on the way");
+        }
+        assert!(!in_ring(&got.payloads()[0]), "the small payload came in the slot");
+        for (i, received) in got.payloads()[1..].iter().enumerate() {
+            assert!(in_ring(received), "round {round}: placed payload {i} was copied");
+        }
+    }
+    // An integer payload written in place: all spans copied on arrival.
+    let ints = crate::tensor::placement::place_outputs(&*placement, || {
+        Tensor::build::<i64>([1 << 14], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as i64))
+    })
+    .unwrap();
+    let floats = place(3.5);
+    let payloads = vec![floats.clone(), ints.clone()];
+    let frame = OutgoingFrame::new(FrameKind::Response, 1, 4, b"mixed", &payloads, &FrameLimits::default()).unwrap();
+    assert_eq!(client.try_place(&frame), Placed::Sent);
+    drop((frame, ints, floats));
+    let mut rx = server.rx.lock();
+    let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("the mixed frame did not arrive") };
+    for (sent, received) in payloads.iter().zip(got.payloads()) {
+        assert!(received.bit_eq(sent), "a payload changed on the way");
+        assert!(!in_ring(received), "a frame holding integers is copied out of the ring");
+    }
+    drop(rx);
+    // A placed payload, then one that was not: copied whole.
+    let before = client.stats().frames_in_place;
+    let payloads = vec![place(1.25), Tensor::build::<f32>([1 << 15], |s| s.fill(2.5)).unwrap()];
+    let frame = OutgoingFrame::new(FrameKind::Response, 1, 5, b"tail", &payloads, &FrameLimits::default()).unwrap();
+    assert_eq!(client.try_place(&frame), Placed::Sent);
+    assert_eq!(client.stats().frames_in_place, before, "the last payload was not placed: copied");
+    let mut rx = server.rx.lock();
+    let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("the tail frame did not arrive") };
+    for (sent, received) in payloads.iter().zip(got.payloads()) {
+        assert!(received.bit_eq(sent));
+    }
+}
