@@ -64,8 +64,12 @@ struct TimedStep {
 
 impl TimedStep {
     fn new(cluster: &LocalCluster, graph: GraphSpec, fetch: &str) -> Result<TimedStep> {
+        Self::fetching(cluster, graph, &[fetch])
+    }
+
+    fn fetching(cluster: &LocalCluster, graph: GraphSpec, fetches: &[&str]) -> Result<TimedStep> {
         let session = session(cluster, graph)?;
-        let handle = make_callable(session.as_ref(), &["x"], &[fetch])?;
+        let handle = make_callable(session.as_ref(), &["x"], fetches)?;
         Ok(TimedStep { session, handle, feeds: vec![Tensor::scalar(1.0f32)], options: RunOptions::default() })
     }
 
@@ -406,26 +410,29 @@ impl TracedTransfer {
     }
 }
 
-/// A 64 MiB Fill of the fed `x` on task 0 (the master), fetched by this
-/// process step by step: written straight into the answer's ring where the
-/// server allows.
+/// `elements` of Fills of the fed `x` on task 0 (the master), in `parts`
+/// tensors of equal size, fetched by this process step by step: written
+/// straight into the answer's ring where the server allows.
 struct FetchedFill {
     step: TimedStep,
     steps: LatencyRecorder,
 }
 
 impl FetchedFill {
-    fn new(cluster: &LocalCluster, elements: usize, iters: usize) -> Result<FetchedFill> {
+    fn new(cluster: &LocalCluster, elements: usize, parts: usize, iters: usize) -> Result<FetchedFill> {
         let mut b = GraphBuilder::new();
         b.set_device("/job:worker/task:0");
-        let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[elements as i32])?);
+        let each = elements / parts;
+        let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[each as i32])?);
         let x = b.placeholder("x", DType::F32);
-        let big = b.binary("big", "Fill", &dims, &x, DType::F32);
-        let step = TimedStep::new(cluster, b.finish(), &big)?;
+        let fills: Vec<String> =
+            (0..parts).map(|i| b.binary(&format!("big_{i}"), "Fill", &dims, &x, DType::F32)).collect();
+        let fetches: Vec<&str> = fills.iter().map(String::as_str).collect();
+        let step = TimedStep::fetching(cluster, b.finish(), &fetches)?;
         let (outputs, _) = step.session.run_callable(step.handle, step.feeds.clone(), &step.options)?;
-        let fetched = outputs.first().map_or(0, Tensor::num_elements);
-        if fetched != elements {
-            return Err(Status::data_loss(format!("fetched {fetched} elements of {elements}")));
+        let fetched: usize = outputs.iter().map(Tensor::num_elements).sum();
+        if fetched != each * parts || outputs.len() != parts {
+            return Err(Status::data_loss(format!("fetched {fetched} elements of {elements} in {parts} tensors")));
         }
         let mut run = FetchedFill { step, steps: LatencyRecorder::default() };
         for _ in 0..(iters / 10).max(2) {
@@ -457,8 +464,10 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
     )?;
     let mut in_place = TracedTransfer::new(&in_place_cluster, elements, iters)?;
     let mut copied = TracedTransfer::new(&copy_cluster, elements, iters)?;
-    let mut fetched_in_place = FetchedFill::new(&in_place_cluster, elements, iters)?;
-    let mut fetched_copied = FetchedFill::new(&copy_cluster, elements, iters)?;
+    let mut fetched_in_place = FetchedFill::new(&in_place_cluster, elements, 1, iters)?;
+    let mut fetched_copied = FetchedFill::new(&copy_cluster, elements, 1, iters)?;
+    let mut halves_in_place = FetchedFill::new(&in_place_cluster, elements, 2, iters)?;
+    let mut halves_copied = FetchedFill::new(&copy_cluster, elements, 2, iters)?;
     let source = vec![1u8; bytes as usize];
     let mut copy_to = source.clone();
     let mut copies = LatencyRecorder::default();
@@ -467,6 +476,8 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
         copied.step()?;
         fetched_in_place.step()?;
         fetched_copied.step()?;
+        halves_in_place.step()?;
+        halves_copied.step()?;
         let start = Instant::now();
         copy_to.copy_from_slice(std::hint::black_box(&source));
         std::hint::black_box(&mut copy_to);
@@ -474,12 +485,14 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
     }
     in_place.close()?;
     copied.close()?;
-    fetched_in_place.step.close()?;
-    fetched_copied.step.close()?;
+    for fetched in [fetched_in_place.step, fetched_copied.step, halves_in_place.step, halves_copied.step] {
+        fetched.close()?;
+    }
     in_place_cluster.shutdown();
     copy_cluster.shutdown();
     let mib = bytes as f64 / (1 << 20) as f64;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p50_ms = |steps: &LatencyRecorder| steps.percentile_us(50.0) / 1e3;
     let policy = crate::net::shm::region::shmem_huge_policy().unwrap_or_else(|| "unknown".into());
     let memcpy = bytes as f64 / (copies.percentile_ns(50.0) / 1e9) / 1e9;
     let copied_gbps = bytes as f64 / copied.crossing().as_secs_f64() / 1e9;
@@ -499,11 +512,17 @@ fn transfer_remote_shm(bytes: u64, elements: usize, iters: usize) -> Result<Vec<
         Figure::new("transfer-remote", "p50_step_shm", in_place.steps.percentile_us(50.0) / 1e3, "ms", 1)
             .with_baseline(copied.steps.percentile_us(50.0) / 1e3)
             .with_note("the whole traced step (fill, crossing, sum, fetch) written in place; baseline: the same step copied into the ring, same run, in turns"),
-        Figure::new("transfer-remote", "p50_fetch_shm", fetched_in_place.steps.percentile_us(50.0) / 1e3, "ms", 1)
-            .with_baseline(fetched_copied.steps.percentile_us(50.0) / 1e3)
+        Figure::new("transfer-remote", "p50_fetch_shm", p50_ms(&fetched_in_place.steps), "ms", 1)
+            .with_baseline(p50_ms(&fetched_copied.steps))
             .with_note(format!(
                 "{mib:.0} MiB filled on task 0 and fetched by this process, Fill writing it into the ring the RunStep answer leaves through (the default); \
                  baseline: the same step on the shm-copy cluster, which copies it into the ring when answering, same run, in turns"
+            )),
+        Figure::new("transfer-remote", "p50_fetch_halves_shm", p50_ms(&halves_in_place.steps), "ms", 1)
+            .with_baseline(p50_ms(&halves_copied.steps))
+            .with_note(format!(
+                "the same {mib:.0} MiB as two Fills of half the size, both fetched: one answer whose two payloads each lie in a span of their own; \
+                 baseline: the same step on the shm-copy cluster, same run, in turns"
             )),
     ])
 }
