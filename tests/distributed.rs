@@ -985,6 +985,9 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     // A second large output on each task, for answers carrying two.
     b.set_device("/job:worker/task:0");
     let also_0 = b.binary("also_0", "Fill", "dims", "x", DType::F32);
+    // A large tensor no kernel builds in place: the answer copies it
+    // into a span of its own beside the one written in place.
+    let kept = b.constant("kept", &Tensor::build::<f32>([N as usize], |s| s.fill(3.0)).unwrap());
     b.set_device("/job:worker/task:1");
     let also_1 = b.binary("also_1", "Fill", "dims", "x", DType::F32);
     let graph = b.finish();
@@ -1003,6 +1006,7 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
         vec![on_0.as_str(), "x2"],
         vec![also_0.as_str(), "x2", on_0.as_str()],
         vec![also_1.as_str(), on_1.as_str()],
+        vec![on_0.as_str(), kept.as_str()],
     ] {
         let before = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
         for step in 0..STEPS {
@@ -1013,7 +1017,11 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
                     assert_eq!(got.scalar_value::<f32>().unwrap(), 2.0 * v);
                     continue;
                 }
-                let want = if *name == on_0 { 2.0 * v } else { v };
+                let want = match *name {
+                    n if n == on_0 => 2.0 * v,
+                    n if n == kept => 3.0,
+                    _ => v,
+                };
                 let values = got.as_slice::<f32>().unwrap();
                 assert_eq!(values.len(), N as usize);
                 assert!(values.iter().all(|&e| e == want), "{fetches:?}, step {step}: {name} not all {want}");
@@ -1028,6 +1036,7 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     assert_eq!(placed[2], (STEPS, 0), "on_0 and x2 fetched: the small one rides in the slot");
     assert_eq!(placed[3], (STEPS, 0), "two large fetches on task 0: one answer over two spans");
     assert_eq!(placed[4], (0, STEPS), "two large fetches on task 1: one RunGraph answer over two spans");
+    assert_eq!(placed[5], (STEPS, 0), "a fetch written in place beside one copied: one split answer");
 }
 
 /// `LocalClusterOptions::task_cpus` holds each task's process, every

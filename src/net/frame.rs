@@ -656,20 +656,25 @@ mod tests {
         Arc::new(buf)
     }
 
-    #[test]
-    fn a_split_body_takes_its_first_payloads_from_the_head_and_the_rest_from_the_span() {
+    /// The sample tensors in a frame with `meta`, its wire bytes, and the
+    /// payload bytes before each payload (and after the last): where a
+    /// split of its payloads may fall.
+    fn sample_split(meta: &[u8]) -> (Vec<Tensor>, OutgoingFrame, Vec<u8>, Vec<usize>) {
         let tensors = sample_tensors();
-        let frame = OutgoingFrame::new(FrameKind::Response, 2, 4, b"split", &tensors, &limits()).unwrap();
+        let frame = OutgoingFrame::new(FrameKind::Response, 2, 4, meta, &tensors, &limits()).unwrap();
         let wire = frame.to_vec();
-        let body = &wire[HEADER_BYTES..];
-        let payload_offset = frame.header.layout().payload_offset as usize;
-        // Payload bytes before each payload: a split may fall at any of
-        // those boundaries.
         let mut boundaries = vec![0usize];
         for t in &tensors {
-            let next = boundaries.last().unwrap() + padded_payload_len(t.byte_len() as u64).unwrap() as usize;
-            boundaries.push(next);
+            boundaries.push(boundaries.last().unwrap() + padded_payload_len(t.byte_len() as u64).unwrap() as usize);
         }
+        (tensors, frame, wire, boundaries)
+    }
+
+    #[test]
+    fn a_split_body_takes_its_first_payloads_from_the_head_and_the_rest_from_the_span() {
+        let (tensors, frame, wire, boundaries) = sample_split(b"split");
+        let body = &wire[HEADER_BYTES..];
+        let payload_offset = frame.header.layout().payload_offset as usize;
         for &in_head in &boundaries {
             let head = buffer_of(&body[..payload_offset + in_head]);
             let span = buffer_of(&body[payload_offset + in_head..]);
@@ -699,15 +704,9 @@ mod tests {
     /// add up to the payload bytes, are refused.
     #[test]
     fn a_body_in_parts_takes_each_payload_from_its_part() {
-        let tensors = sample_tensors();
-        let frame = OutgoingFrame::new(FrameKind::Response, 2, 4, b"parts", &tensors, &limits()).unwrap();
-        let wire = frame.to_vec();
+        let (tensors, frame, wire, boundaries) = sample_split(b"parts");
         let body = &wire[HEADER_BYTES..];
         let payload_offset = frame.header.layout().payload_offset as usize;
-        let mut boundaries = vec![0usize];
-        for t in &tensors {
-            boundaries.push(boundaries.last().unwrap() + padded_payload_len(t.byte_len() as u64).unwrap() as usize);
-        }
         let end = *boundaries.last().unwrap();
         let parts_at = |cuts: &[usize]| -> (Vec<Arc<IoBuf>>, PayloadParts) {
             let mut bufs = Vec::new();

@@ -101,7 +101,8 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
             // tensor of 64 to 124 KiB written in the peer's ring first
             // (kept here for a while when bit 6 is set too, sent after a
             // small integer payload when bit 5 is, and with a second one
-            // written in place when bit 4 is).
+            // when bit 4 is: written in place too, or with bit 3 as well,
+            // not, so the sender copies it into a span of its own).
             _ => {
                 let Some(&[n]) = take(1) else { break };
                 let tensor = if n & 0x80 == 0 {
@@ -121,11 +122,13 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                     false => vec![tensor.clone()],
                 };
                 if n & 0x90 == 0x90 {
-                    let Some(placement) = channel.output_placement() else { break };
-                    let Ok(second) = place_outputs(&*placement, || Tensor::build::<f32>([16 * 1024], |s| s.fill(0.5)))
-                    else {
-                        break;
+                    let build = || Tensor::build::<f32>([16 * 1024], |s| s.fill(0.5));
+                    let second = match (n & 0x08 == 0, channel.output_placement()) {
+                        (true, Some(placement)) => place_outputs(&*placement, build),
+                        (true, None) => break,
+                        (false, _) => build(),
                     };
+                    let Ok(second) = second else { break };
                     payloads.push(second);
                 }
                 if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &payloads, &limits) {
@@ -224,9 +227,11 @@ mod tests {
         publish(&mut script, 4, u64::from(super::super::ring::DESC_SPAN), 128 << 10, 8192, 0);
         publish(&mut script, 5, u64::from(super::super::ring::DESC_SPLIT), 160 << 10, 8192, two.head().len() as u64);
         script.extend_from_slice(&[2, 1]); // poll, keep
-        // Sends written in place (one kept, the last after a small
-        // payload, which travels in its slot).
-        script.extend_from_slice(&[3, 0x85, 3, 0xc7, 3, 0xa1, 3, 0x92]);
+        // Sends written in place: one kept, one after a small payload
+        // (which travels in its slot), one beside a second tensor written
+        // in place, one beside a second that was not (copied into a span
+        // of its own).
+        script.extend_from_slice(&[3, 0xc7, 3, 0xa1, 3, 0x92, 3, 0x99]);
         script.extend_from_slice(&[3, 4, 3, 40, 3, 1]); // sends of 4, 40 and 1 KiB
         scribble(&mut script, 2048 + 64, &u64::MAX.to_le_bytes()); // the peer's desc_head
         script.extend_from_slice(&[3, 2, 3, 47]);

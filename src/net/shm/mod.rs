@@ -38,6 +38,7 @@ use crate::tensor::{DType, Tensor};
 use parking_lot::Mutex;
 use region::{Direction, Layout, SharedRegion};
 use ring::{Consumer, Producer, Received, RingError};
+use smallvec::SmallVec;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -336,15 +337,44 @@ impl ShmChannel {
             return Placed::NoSlot;
         }
         let len = frame.header.frame_len();
-        if let Some((helds, head_len)) = self.held_payloads(&tx, frame) {
-            if !tx.has_slots(helds.len() as u64) {
+        if let Some(plan) = Self::split_plan(&tx, frame) {
+            if !tx.has_slots(plan.parts.len() as u64) {
                 return Placed::NoSlot;
             }
+            let fresh = match plan.copied_bytes {
+                0 => None,
+                len if len > tx.capacity() => return Placed::NoSpace { too_large: true },
+                len => match tx.reserve(len) {
+                    Some(at) => Some(at),
+                    None => return Placed::NoSpace { too_large: false },
+                },
+            };
+            if let Some(at) = fresh {
+                self.tx.note_placed(at, tx.capacity());
+            }
             // SAFETY: free slots' inline bytes are ours until published,
-            // and the head with the payloads before the held ones fits them
-            // (`held_payloads` checked).
-            unsafe { write_frame(frame, tx.split_head_bytes(helds.len()), head_len as u64) };
-            if tx.publish_split(&helds, head_len) {
+            // and the head with the payloads before the first part fits
+            // them (`split_plan` checked).
+            unsafe { write_frame(frame, tx.split_head_bytes(plan.parts.len()), plan.head_len as u64) };
+            let mut fresh_at = fresh.map_or(0, |at| at.position);
+            let parts: SmallVec<[ring::SplitPart; 2]> = plan
+                .parts
+                .into_iter()
+                .map(|part| match part {
+                    PlannedPart::Held(held) => ring::SplitPart::Held(held),
+                    PlannedPart::Copied { payloads, len } => {
+                        let at = ring::Reservation { position: fresh_at, len };
+                        fresh_at += len;
+                        // SAFETY: `at` lies inside the fresh reservation
+                        // (the copied parts' lengths sum to its length),
+                        // which is ours until published; `len` is those
+                        // payloads' padded bytes.
+                        unsafe { write_payloads(&frame.payloads()[payloads], tx.bytes(at), len) };
+                        ring::SplitPart::Fresh(at)
+                    }
+                })
+                .collect();
+            if tx.publish_split_parts(&parts, plan.head_len) {
                 if tx.consumer_may_sleep() {
                     doorbell::ring(&tx.memory().doorbell().seq);
                 }
@@ -383,28 +413,56 @@ impl ShmChannel {
         Placed::Sent
     }
 
-    /// The spans kernels wrote `frame`'s last payloads into, held
-    /// unpublished in this channel's ring (one per payload, in order), and
-    /// the length of the split frame's head: the frame's head and every
-    /// payload before those, when they fit a slot together.
-    fn held_payloads(&self, tx: &Producer, frame: &OutgoingFrame) -> Option<(HeldSpans, usize)> {
+    /// How `frame` crosses as a split frame when kernels wrote some of its
+    /// payloads in this channel's ring (held spans, unpublished), or
+    /// `None` when none did: the leading payloads that fit a slot with the
+    /// head go there, each held payload after them is a span of its own,
+    /// and each run of other payloads is copied into a span reserved for
+    /// it. At most [`ring::MAX_FRAME_SPANS`] spans; more go out copied
+    /// whole.
+    fn split_plan(tx: &Producer, frame: &OutgoingFrame) -> Option<SplitPlan> {
         let payloads = frame.payloads();
-        let mut helds = HeldSpans::new();
-        let mut in_head = payloads.len();
-        while in_head > 0 && helds.len() < ring::MAX_FRAME_SPANS {
-            let Some(held) = Self::held_for(tx, &payloads[in_head - 1]) else { break };
-            helds.push(held);
-            in_head -= 1;
-        }
-        if helds.is_empty() {
+        let helds: SmallVec<[Option<Arc<ring::HeldSpan>>; 2]> =
+            payloads.iter().map(|payload| Self::held_for(tx, payload)).collect();
+        if helds.iter().all(Option::is_none) {
             return None;
         }
-        helds.reverse();
+        let padded = |payload: &Tensor| crate::net::frame::padded_payload_len(payload.byte_len() as u64);
         let mut head_len = frame.head().len();
-        for payload in &payloads[..in_head] {
-            head_len += usize::try_from(crate::net::frame::padded_payload_len(payload.byte_len() as u64)?).ok()?;
+        let mut in_head = 0;
+        while in_head < payloads.len() && helds[in_head].is_none() {
+            let with_next = head_len + usize::try_from(padded(&payloads[in_head])?).ok()?;
+            if with_next > ring::INLINE_BYTES {
+                break;
+            }
+            head_len = with_next;
+            in_head += 1;
         }
-        (head_len <= ring::INLINE_BYTES).then_some((helds, head_len))
+        if head_len > ring::INLINE_BYTES {
+            return None;
+        }
+        let mut parts = SmallVec::new();
+        let mut copied_bytes = 0u64;
+        let mut at = in_head;
+        while at < payloads.len() {
+            if let Some(held) = &helds[at] {
+                parts.push(PlannedPart::Held(held.clone()));
+                at += 1;
+                continue;
+            }
+            let run = at..(at..payloads.len()).find(|&i| helds[i].is_some()).unwrap_or(payloads.len());
+            let mut len = 0u64;
+            for payload in &payloads[run.clone()] {
+                len = len.checked_add(padded(payload)?)?;
+            }
+            at = run.end;
+            // Empty payloads need no bytes: they lie at any part's end.
+            if len > 0 {
+                copied_bytes += len;
+                parts.push(PlannedPart::Copied { payloads: run, len });
+            }
+        }
+        (parts.len() <= ring::MAX_FRAME_SPANS).then_some(SplitPlan { head_len, parts, copied_bytes })
     }
 
     /// The held, unpublished span `payload` lies over exactly, if any.
@@ -617,8 +675,21 @@ impl ShmChannel {
     }
 }
 
-/// Held spans one split frame sends.
-type HeldSpans = smallvec::SmallVec<[Arc<ring::HeldSpan>; 2]>;
+/// A split frame as [`ShmChannel::split_plan`] lays it out.
+struct SplitPlan {
+    /// The frame's head and the payloads before the first part, padded.
+    head_len: usize,
+    parts: SmallVec<[PlannedPart; 2]>,
+    /// The copied parts' bytes, reserved together.
+    copied_bytes: u64,
+}
+
+enum PlannedPart {
+    /// A payload a kernel wrote in this span.
+    Held(Arc<ring::HeldSpan>),
+    /// These payloads, `len` bytes padded, copied into a fresh span.
+    Copied { payloads: std::ops::Range<usize>, len: u64 },
+}
 
 /// A received frame's payload bytes in the ring: `len` bytes at `ptr`,
 /// lent until `span` drops.
@@ -756,6 +827,29 @@ unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
         }
     }
     assert_eq!(written, len, "the frame's slices reach the bytes asked for");
+}
+
+/// Copies `payloads`, each padded to the payload alignment with zeros,
+/// to `dst`.
+///
+/// # Safety
+/// `len` writable bytes at `dst`, which the payloads' padded lengths sum
+/// to, that nobody else reads or writes meanwhile.
+unsafe fn write_payloads(payloads: &[Tensor], mut dst: *mut u8, len: u64) {
+    let mut written = 0u64;
+    for payload in payloads {
+        let bytes = payload.as_bytes();
+        let padded = crate::net::frame::padded_payload_len(bytes.len() as u64).expect("checked when planned");
+        written += padded;
+        assert!(written <= len, "the payloads fill the bytes given");
+        // SAFETY: inside the caller's `len` bytes (checked just above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
+            std::ptr::write_bytes(dst.add(bytes.len()), 0, padded as usize - bytes.len());
+            dst = dst.add(padded as usize);
+        }
+    }
+    assert_eq!(written, len, "the payloads fill the bytes given");
 }
 
 /// Whether every payload past the first `in_head` payload bytes (copied

@@ -267,6 +267,15 @@ impl std::fmt::Debug for SplitHead {
     }
 }
 
+/// Where one span of a split frame lies: a span held for a kernel's
+/// output, or (part of) a reservation made for this frame, its bytes
+/// copied in by the sender.
+#[derive(Debug, Clone)]
+pub enum SplitPart {
+    Held(Arc<HeldSpan>),
+    Fresh(Reservation),
+}
+
 /// Spans reserved ahead of their frame that one producer keeps at most.
 pub const MAX_HELD: usize = 16;
 
@@ -523,42 +532,79 @@ impl Producer {
     }
 
     /// Publishes `helds` as one split frame whose `head_len` head bytes
-    /// the caller wrote at [`split_head_bytes`](Self::split_head_bytes): a
-    /// [`DESC_SPAN`] slot for each span but the last, then the
-    /// [`DESC_SPLIT`] slot. `false` (nothing published) when there are not
-    /// that many free slots, more than [`MAX_FRAME_SPANS`] spans, or a span
-    /// not held here unpublished (or named twice).
-    ///
-    /// Each span goes out at its latest position, less than a lap behind
-    /// the tail, where the consumer accepts it; when the tail sits exactly
-    /// at its start (a lap on), at the tail itself, as if placed now.
+    /// the caller wrote at [`split_head_bytes`](Self::split_head_bytes)
+    /// ([`publish_split_parts`](Self::publish_split_parts) with held spans
+    /// only).
     pub fn publish_split(&mut self, helds: &[Arc<HeldSpan>], head_len: usize) -> bool {
+        let parts: Vec<SplitPart> = helds.iter().cloned().map(SplitPart::Held).collect();
+        self.publish_split_parts(&parts, head_len)
+    }
+
+    /// Publishes one split frame over `parts`, in order, whose `head_len`
+    /// head bytes the caller wrote at
+    /// [`split_head_bytes`](Self::split_head_bytes): a [`DESC_SPAN`] slot
+    /// for each part but the last, then the [`DESC_SPLIT`] slot. `false`
+    /// (nothing published) when there are not that many free slots, more
+    /// than [`MAX_FRAME_SPANS`] parts, no held span among them, or a held
+    /// span not held here unpublished (or named twice).
+    ///
+    /// Each held span goes out at its latest position, less than a lap
+    /// behind the tail, where the consumer accepts it; when the tail sits
+    /// exactly at its start (a lap on), at the tail itself, as if placed
+    /// now. Fresh parts go out where they were reserved.
+    pub fn publish_split_parts(&mut self, parts: &[SplitPart], head_len: usize) -> bool {
         assert!((64..=INLINE_BYTES).contains(&head_len), "a split frame's head of {head_len} bytes");
-        if helds.is_empty() || helds.len() > MAX_FRAME_SPANS || !self.has_slots(helds.len() as u64) {
+        if parts.is_empty() || parts.len() > MAX_FRAME_SPANS || !self.has_slots(parts.len() as u64) {
             return false;
         }
-        for (i, held) in helds.iter().enumerate() {
+        let mut any_held = false;
+        for (i, part) in parts.iter().enumerate() {
+            let SplitPart::Held(held) = part else { continue };
             let ours = self.held.iter().any(|h| Arc::ptr_eq(h, held));
-            if !ours || held.is_published() || helds[..i].iter().any(|h| Arc::ptr_eq(h, held)) {
+            let twice = parts[..i].iter().any(|p| matches!(p, SplitPart::Held(h) if Arc::ptr_eq(h, held)));
+            if !ours || held.is_published() || twice {
                 return false;
             }
+            any_held = true;
         }
-        for (i, held) in helds.iter().enumerate() {
-            let mut position = self.latest_position(held.at);
-            if self.data_tail - position >= self.memory.capacity {
-                // Frames avoid the span's bytes, so a tail a lap or more past
-                // its latest position can only sit at its start.
-                debug_assert_eq!(self.data_tail % self.memory.capacity, held.at.position % self.memory.capacity);
-                position = self.data_tail;
-                self.data_tail += held.at.len;
+        if !any_held {
+            return false;
+        }
+        // Fresh parts are this producer's reservations, not yet published:
+        // the tail moves past them first, so a held span that goes out at
+        // the tail lands after them.
+        for part in parts {
+            if let SplitPart::Fresh(at) = part {
+                debug_assert!(at.position % SPAN_ALIGN == 0 && at.len % SPAN_ALIGN == 0 && at.len > 0);
+                self.data_tail = self.data_tail.max(at.position + at.len);
             }
-            let last = i + 1 == helds.len();
-            held.published_in.store(self.desc_tail, Ordering::Release);
+        }
+        for (i, part) in parts.iter().enumerate() {
+            let (position, len) = match part {
+                SplitPart::Held(held) => {
+                    let mut position = self.latest_position(held.at);
+                    if self.data_tail - position >= self.memory.capacity {
+                        // Frames avoid the span's bytes, so a tail a lap or
+                        // more past its latest position can only sit at its
+                        // start.
+                        debug_assert_eq!(
+                            self.data_tail % self.memory.capacity,
+                            held.at.position % self.memory.capacity
+                        );
+                        position = self.data_tail;
+                        self.data_tail += held.at.len;
+                    }
+                    held.published_in.store(self.desc_tail, Ordering::Release);
+                    (position, held.at.len)
+                }
+                SplitPart::Fresh(at) => (at.position, at.len),
+            };
+            let last = i + 1 == parts.len();
             self.publish_slot(Descriptor {
                 kind: if last { DESC_SPLIT } else { DESC_SPAN },
                 reserved: 0,
                 position,
-                len: held.at.len,
+                len,
                 reserved2: if last { head_len as u64 } else { 0 },
             });
         }
@@ -1319,6 +1365,40 @@ mod tests {
         producer.publish(Some(at));
         drop(poll_copy(&mut consumer).unwrap());
         assert!(producer.is_drained());
+    }
+
+    /// A split frame's parts may be fresh reservations beside held spans
+    /// (payloads the sender copies): they go out where they were reserved,
+    /// a held span published at the tail lands after them, and a frame
+    /// with no held span is not a split frame.
+    #[test]
+    fn fresh_parts_cross_beside_held_spans() {
+        let (_heap, mut producer, mut consumer) = fresh(8, 1024);
+        let held = producer.reserve_held(256).unwrap();
+        write_span(&producer, held.reservation(), 0x21);
+        let fresh_at = producer.reserve(256).unwrap();
+        assert!(!overlaps(fresh_at, held.reservation(), 1024));
+        let halves = [
+            Reservation { position: fresh_at.position, len: 128 },
+            Reservation { position: fresh_at.position + 128, len: 128 },
+        ];
+        write_span(&producer, halves[0], 0x31);
+        write_span(&producer, halves[1], 0x32);
+        let only_fresh = [SplitPart::Fresh(halves[0]), SplitPart::Fresh(halves[1])];
+        assert!(!producer.publish_split_parts(&only_fresh, 64), "no held span: not a split frame");
+        let parts = [SplitPart::Fresh(halves[0]), SplitPart::Held(held.clone()), SplitPart::Fresh(halves[1])];
+        // SAFETY: free slots' inline bytes are the producer's.
+        unsafe { std::ptr::write_bytes(producer.split_head_bytes(parts.len()), 0x44, 64) };
+        assert!(producer.publish_split_parts(&parts, 64));
+        let Some(Received::Split { head, spans }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!(head.bytes(), &[0x44; 64][..]);
+        let fills: Vec<Vec<u8>> = spans.iter().map(|s| read_span(&consumer, s.offset, s.len)).collect();
+        assert_eq!(fills, vec![vec![0x31; 128], vec![0x21; 256], vec![0x32; 128]]);
+        // The next frame goes after the fresh bytes.
+        let next = producer.reserve(64).unwrap();
+        assert!(next.position >= fresh_at.position + fresh_at.len);
+        held.done_here();
+        drop(spans);
     }
 
     fn overlaps_offsets(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {

@@ -185,21 +185,29 @@ fn integer_and_bool_payloads_are_copied_out_and_floats_read_in_place() {
     }
 }
 
-/// A frame whose last payload a kernel wrote in the peer's ring crosses as
-/// a split frame even with small payloads before it: they travel in the
-/// slot with the head. A held payload anywhere else is copied.
-#[test]
-fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
+/// A client channel whose kernels write in the server's 4 MiB ring, and
+/// that server.
+fn placing_pair() -> (ShmChannel, ShmChannel) {
     let layout = Layout::new(16, 4 << 20).unwrap();
     let (region, fd) = SharedRegion::create(layout, [5, 9]).unwrap();
     let server_view = SharedRegion::open(&fd, layout, [5, 9]).unwrap();
     let client = ShmChannel::new(region, Side::Client, FrameLimits::default(), Duration::ZERO).writing_in_place(true);
     let server = ShmChannel::new(server_view, Side::Server, FrameLimits::default(), Duration::ZERO);
+    (client, server)
+}
+
+/// A frame whose last payload a kernel wrote in the peer's ring crosses as
+/// a split frame even with small payloads before it: they travel in the
+/// slot with the head. A frame copied whole while a span is held (the
+/// kernel's output not sent yet) finds room in the ring.
+#[test]
+fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
+    let (client, server) = placing_pair();
     let placement = client.output_placement().unwrap();
     let step = Tensor::scalar(41i64);
     let small = Tensor::from_slice::<f32>([4], &[1.0, 2.0, 3.0, 4.0]).unwrap();
-    // The second round's span is held while a copy of it goes out: it
-    // must leave that copy room in the ring.
+    // The second round's span is held while a copy of its tensor goes
+    // out: it must leave that copy room in the ring.
     for (round, big_last) in [(0, true), (1, false)] {
         let big = crate::tensor::placement::place_outputs(&*placement, || {
             Tensor::build::<f32>([1 << 15], |s| s.fill(round as f32 + 0.5))
@@ -207,7 +215,7 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
         .unwrap();
         let payloads = match big_last {
             true => vec![step.clone(), small.clone(), big.clone()],
-            false => vec![big.clone(), step.clone(), small.clone()],
+            false => vec![big.deep_copy(), step.clone(), small.clone()],
         };
         let frame =
             OutgoingFrame::new(FrameKind::Response, 1, 3, b"mixed", &payloads, &FrameLimits::default()).unwrap();
@@ -237,15 +245,11 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
 /// span of its own, crosses as one split frame over all of them: float
 /// payloads are read where they were written; a frame with a placed
 /// payload that is not floating point is copied out of its spans on
-/// arrival, values intact either way. A placed payload followed by one
-/// that was not placed goes out copied.
+/// arrival, values intact either way. Payloads not placed beside placed
+/// ones are copied into spans of their own, in the same frame.
 #[test]
 fn several_payloads_written_in_place_cross_in_one_split_frame() {
-    let layout = Layout::new(16, 4 << 20).unwrap();
-    let (region, fd) = SharedRegion::create(layout, [5, 9]).unwrap();
-    let server_view = SharedRegion::open(&fd, layout, [5, 9]).unwrap();
-    let client = ShmChannel::new(region, Side::Client, FrameLimits::default(), Duration::ZERO).writing_in_place(true);
-    let server = ShmChannel::new(server_view, Side::Server, FrameLimits::default(), Duration::ZERO);
+    let (client, server) = placing_pair();
     let placement = client.output_placement().unwrap();
     let place = |fill: f32| {
         crate::tensor::placement::place_outputs(&*placement, || Tensor::build::<f32>([1 << 15], |s| s.fill(fill)))
@@ -294,16 +298,32 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
         assert!(received.bit_eq(sent), "a payload changed on the way");
         assert!(!in_ring(received), "a frame holding integers is copied out of the ring");
     }
+    drop(got);
     drop(rx);
-    // A placed payload, then one that was not: copied whole.
-    let before = client.stats().frames_in_place;
-    let payloads = vec![place(1.25), Tensor::build::<f32>([1 << 15], |s| s.fill(2.5)).unwrap()];
-    let frame = OutgoingFrame::new(FrameKind::Response, 1, 5, b"tail", &payloads, &FrameLimits::default()).unwrap();
-    assert_eq!(client.try_place(&frame), Placed::Sent);
-    assert_eq!(client.stats().frames_in_place, before, "the last payload was not placed: copied");
-    let mut rx = server.rx.lock();
-    let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("the tail frame did not arrive") };
-    for (sent, received) in payloads.iter().zip(got.payloads()) {
-        assert!(received.bit_eq(sent));
+    // Payloads not placed beside placed ones: each run of them is copied
+    // into a span of its own, the placed ones cross where they lie, and
+    // everything past the head is read in place on arrival (all floats).
+    let heap = |fill: f32| Tensor::build::<f32>([1 << 14], |s| s.fill(fill)).unwrap();
+    for (round, payloads) in [
+        vec![place(1.25), heap(2.5)],
+        vec![heap(3.5), place(4.25)],
+        vec![Tensor::scalar(9.0f32), place(5.5), heap(6.5), heap(7.5), place(8.25)],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let frame =
+            OutgoingFrame::new(FrameKind::Response, 1, 5, b"mixed runs", &payloads, &FrameLimits::default()).unwrap();
+        let before = client.stats().frames_in_place;
+        assert_eq!(client.try_place(&frame), Placed::Sent);
+        assert_eq!(client.stats().frames_in_place - before, 1, "round {round}: split, not copied whole");
+        drop(frame);
+        let mut rx = server.rx.lock();
+        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
+        assert_eq!(got.payloads().len(), payloads.len());
+        for (i, (sent, received)) in payloads.iter().zip(got.payloads()).enumerate() {
+            assert!(received.bit_eq(sent), "round {round}: payload {i} changed on the way");
+            assert_eq!(in_ring(received), sent.byte_len() >= 1 << 16, "round {round}: payload {i}");
+        }
     }
 }
