@@ -393,6 +393,88 @@ pub struct PayloadPart {
 /// written into several spans).
 pub type PayloadParts = SmallVec<[PayloadPart; 1]>;
 
+/// Where a frame's payload bytes past its head lie, for
+/// [`ReceivedFrame::parse_from`].
+trait PayloadSource {
+    /// How many of the `len` bytes past the head it holds, or why its
+    /// layout cannot hold them.
+    fn holding(&self, len: usize) -> Result<usize, FrameError>;
+    /// The buffer and offset of the `padded` bytes `at` bytes past the
+    /// head (called in order), or `None` when they do not lie within one
+    /// of its buffers.
+    fn locate(&mut self, at: usize, padded: usize) -> Option<(&Arc<IoBuf>, usize)>;
+    /// Its first buffer, if it has one.
+    fn into_first(self) -> Option<Arc<IoBuf>>;
+}
+
+/// All of them at `base` in `buf`.
+struct OneBuffer {
+    buf: Arc<IoBuf>,
+    base: usize,
+}
+
+impl PayloadSource for OneBuffer {
+    fn holding(&self, len: usize) -> Result<usize, FrameError> {
+        match self.base % PAYLOAD_ALIGN {
+            0 => Ok(self.buf.len().saturating_sub(self.base).min(len)),
+            _ => Ok(0),
+        }
+    }
+
+    fn locate(&mut self, at: usize, _padded: usize) -> Option<(&Arc<IoBuf>, usize)> {
+        // `holding` covered every byte, and the caller checks that these
+        // lie within the frame's.
+        Some((&self.buf, self.base + at))
+    }
+
+    fn into_first(self) -> Option<Arc<IoBuf>> {
+        Some(self.buf)
+    }
+}
+
+/// In `parts`, in order; `part_at` bytes of `parts[part]` located so far.
+struct InParts {
+    parts: PayloadParts,
+    part: usize,
+    part_at: usize,
+}
+
+impl PayloadSource for InParts {
+    fn holding(&self, len: usize) -> Result<usize, FrameError> {
+        let in_parts = self.parts.iter().try_fold(0usize, |sum, part| sum.checked_add(part.len));
+        if in_parts != Some(len) {
+            return Err(FrameError::InconsistentLengths(format!(
+                "{len} payload bytes past the head, in parts of {:?} bytes",
+                self.parts.iter().map(|p| p.len).collect::<Vec<_>>()
+            )));
+        }
+        let short = |p: &PayloadPart| p.base % PAYLOAD_ALIGN != 0 || p.buf.len().saturating_sub(p.base) < p.len;
+        match self.parts.iter().any(short) {
+            true => Ok(self.parts.iter().map(|p| p.buf.len().saturating_sub(p.base).min(p.len)).sum()),
+            false => Ok(len),
+        }
+    }
+
+    fn locate(&mut self, _at: usize, padded: usize) -> Option<(&Arc<IoBuf>, usize)> {
+        // Empty payloads stay where the last one ended; others move on
+        // past parts that are used up.
+        while padded > 0 && self.part + 1 < self.parts.len() && self.part_at == self.parts[self.part].len {
+            self.part += 1;
+            self.part_at = 0;
+        }
+        let here = self.parts.get(self.part)?;
+        if padded > here.len - self.part_at {
+            return None;
+        }
+        self.part_at += padded;
+        Some((&here.buf, here.base + self.part_at - padded))
+    }
+
+    fn into_first(self) -> Option<Arc<IoBuf>> {
+        self.parts.into_iter().next().map(|part| part.buf)
+    }
+}
+
 /// A received frame whose body lies in a shared receive buffer. The
 /// metadata is read in place; payload tensors borrow the buffer, which
 /// lives as long as the frame or any of its tensors.
@@ -419,8 +501,8 @@ impl ReceivedFrame {
     /// table, checks each entry against the header and the buffer, and makes
     /// tensors over the payload bytes (no copy).
     pub fn parse(header: FrameHeader, buf: Arc<IoBuf>, body_offset: usize) -> Result<ReceivedFrame, FrameError> {
-        let payload_base = body_offset.saturating_add(header.layout().payload_offset as usize);
-        Self::parse_split(header, buf.clone(), body_offset, 0, buf, payload_base)
+        let base = body_offset.saturating_add(header.layout().payload_offset as usize);
+        Self::parse_from(header, buf.clone(), body_offset, 0, OneBuffer { buf, base })
     }
 
     /// Like [`parse`](Self::parse), with the metadata and table at
@@ -435,9 +517,7 @@ impl ReceivedFrame {
         payload_buf: Arc<IoBuf>,
         payload_base: usize,
     ) -> Result<ReceivedFrame, FrameError> {
-        let len = usize::try_from(header.payload_bytes).unwrap_or(usize::MAX).saturating_sub(in_head);
-        let parts = smallvec::smallvec![PayloadPart { buf: payload_buf, base: payload_base, len }];
-        Self::parse_parts(header, head_buf, body_offset, in_head, parts)
+        Self::parse_from(header, head_buf, body_offset, in_head, OneBuffer { buf: payload_buf, base: payload_base })
     }
 
     /// Like [`parse_split`](Self::parse_split), with the payload bytes past
@@ -451,6 +531,19 @@ impl ReceivedFrame {
         in_head: usize,
         parts: PayloadParts,
     ) -> Result<ReceivedFrame, FrameError> {
+        Self::parse_from(header, head_buf, body_offset, in_head, InParts { parts, part: 0, part_at: 0 })
+    }
+
+    /// The one parser behind the three above, compiled once per kind of
+    /// payload source so that a whole frame in one buffer (every frame on
+    /// the hot path) pays nothing for parts.
+    fn parse_from(
+        header: FrameHeader,
+        head_buf: Arc<IoBuf>,
+        body_offset: usize,
+        in_head: usize,
+        mut source: impl PayloadSource,
+    ) -> Result<ReceivedFrame, FrameError> {
         let layout = header.layout();
         let head_len = (layout.table_offset + header.table_len) as usize;
         let payload_len = usize::try_from(header.payload_bytes)
@@ -460,26 +553,16 @@ impl ReceivedFrame {
                 "{in_head} payload bytes in the head of a frame with {payload_len}"
             )));
         }
-        let in_parts = parts.iter().try_fold(0usize, |sum, part| sum.checked_add(part.len));
-        if in_parts != Some(payload_len - in_head) {
-            return Err(FrameError::InconsistentLengths(format!(
-                "{} payload bytes past the head's {in_head}, in parts of {:?} bytes",
-                payload_len - in_head,
-                parts.iter().map(|p| p.len).collect::<Vec<_>>()
-            )));
-        }
         let in_head_end = (layout.payload_offset as usize).saturating_add(in_head);
         let head_available = head_buf.len().saturating_sub(body_offset);
-        let parts_short =
-            parts.iter().any(|p| p.base % PAYLOAD_ALIGN != 0 || p.buf.len().saturating_sub(p.base) < p.len);
+        let past_head = source.holding(payload_len - in_head)?;
         if body_offset % PAYLOAD_ALIGN != 0
             || head_available < head_len.max(if in_head > 0 { in_head_end } else { 0 })
-            || parts_short
+            || past_head < payload_len - in_head
         {
-            let in_parts: usize = parts.iter().map(|p| p.buf.len().saturating_sub(p.base).min(p.len)).sum();
             return Err(FrameError::Truncated {
                 need: header.body_len,
-                have: (head_available.min(head_len) + in_head.min(head_available) + in_parts) as u64,
+                have: (head_available.min(head_len) + in_head.min(head_available) + past_head) as u64,
             });
         }
         // SAFETY: the table lies in the complete head (checked above; the
@@ -490,11 +573,9 @@ impl ReceivedFrame {
         let mut payloads = Vec::with_capacity(header.payload_count as usize);
         let mut at = 0usize;
         // Offsets into the frame's payload bytes: the first `in_head` lie
-        // in the head buffer, the rest in the parts, in order.
+        // in the head buffer, the rest in `source`.
         let mut payload_at = 0usize;
         let in_head_base = body_offset + layout.payload_offset as usize;
-        let mut part = 0usize;
-        let mut part_at = 0usize;
         for index in 0..header.payload_count {
             let bad = |reason: String| FrameError::BadPayloadTable(format!("entry {index}: {reason}"));
             if table.len() - at < TABLE_ENTRY_FIXED_BYTES as usize {
@@ -534,30 +615,26 @@ impl ReceivedFrame {
                 return Err(bad(format!("payload of {byte_len} bytes runs past the frame's payload bytes")));
             }
             let padded = padded as usize;
-            let (buf, at_in_buf) = if payload_at < in_head || parts.is_empty() {
-                if payload_at + padded > in_head {
+            let located = match payload_at >= in_head {
+                true => source.locate(payload_at - in_head, padded),
+                false => None,
+            };
+            let (buf, at_in_buf) = match located {
+                Some(found) => found,
+                // In the head; or, with no bytes, anywhere.
+                None if payload_at + padded <= in_head => (&head_buf, in_head_base + payload_at),
+                None if payload_at < in_head => {
                     return Err(bad(format!("payload of {byte_len} bytes runs past the head's payload bytes")));
                 }
-                (&head_buf, in_head_base + payload_at)
-            } else {
-                while padded > 0 && part_at == parts[part].len && part + 1 < parts.len() {
-                    part += 1;
-                    part_at = 0;
-                }
-                let here = &parts[part];
-                if padded > here.len - part_at {
-                    return Err(bad(format!("payload of {byte_len} bytes runs past the end of payload part {part}")));
-                }
-                part_at += padded;
-                (&here.buf, here.base + part_at - padded)
+                None => return Err(bad(format!("payload of {byte_len} bytes runs past the end of its payload part"))),
             };
             let ptr = NonNull::new(buf.as_mut_ptr().wrapping_add(at_in_buf))
                 .expect("a buffer address plus an in-bounds offset is non-null");
             // SAFETY: [at_in_buf, at_in_buf + len) lies inside the complete,
             // never-again-written part of `buf` that holds this payload
-            // (checked above); `keep` owns the buffer, so the bytes outlive
-            // the tensor. The keepalive is cloned per tensor, not per frame:
-            // most frames carry zero or one payload.
+            // (checked above and by the source); `keep` owns the buffer, so
+            // the bytes outlive the tensor. The keepalive is cloned per
+            // tensor, not per frame: most frames carry zero or one payload.
             let keep: Keepalive = buf.clone();
             let tensor = unsafe { Tensor::from_borrowed(dtype, dims.as_slice(), ptr, len, keep) }
                 .map_err(|status| FrameError::BadPayload { index, reason: status.into_message() })?;
@@ -573,10 +650,7 @@ impl ReceivedFrame {
                 header.payload_bytes
             )));
         }
-        let payload_buf = match parts.into_iter().next() {
-            Some(first) => first.buf,
-            None => head_buf.clone(),
-        };
+        let payload_buf = source.into_first().unwrap_or_else(|| head_buf.clone());
         Ok(ReceivedFrame { header, head_buf, body_offset, payload_buf, payloads })
     }
 

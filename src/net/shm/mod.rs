@@ -418,10 +418,15 @@ impl ShmChannel {
     /// `None` when none did: the leading payloads that fit a slot with the
     /// head go there, each held payload after them is a span of its own,
     /// and each run of other payloads is copied into a span reserved for
-    /// it. At most [`ring::MAX_FRAME_SPANS`] spans; more go out copied
-    /// whole.
+    /// it. At most [`ring::MAX_FRAME_SPANS`] spans, and no more than the
+    /// ring has slots; more go out copied whole.
     fn split_plan(tx: &Producer, frame: &OutgoingFrame) -> Option<SplitPlan> {
         let payloads = frame.payloads();
+        // Most frames: nothing in this ring, seen by address alone.
+        let ring = tx.memory().data as usize..tx.memory().data as usize + tx.capacity() as usize;
+        if !payloads.iter().any(|payload| ring.contains(&(payload.as_bytes().as_ptr() as usize))) {
+            return None;
+        }
         let helds: SmallVec<[Option<Arc<ring::HeldSpan>>; 2]> =
             payloads.iter().map(|payload| Self::held_for(tx, payload)).collect();
         if helds.iter().all(Option::is_none) {
@@ -462,7 +467,9 @@ impl ShmChannel {
                 parts.push(PlannedPart::Copied { payloads: run, len });
             }
         }
-        (parts.len() <= ring::MAX_FRAME_SPANS).then_some(SplitPlan { head_len, parts, copied_bytes })
+        // A frame needs all its slots free at once: never more than the ring has.
+        let max_parts = ring::MAX_FRAME_SPANS.min(usize::try_from(tx.memory().slots).unwrap_or(usize::MAX));
+        (parts.len() <= max_parts).then_some(SplitPlan { head_len, parts, copied_bytes })
     }
 
     /// The held, unpublished span `payload` lies over exactly, if any.

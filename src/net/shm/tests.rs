@@ -327,3 +327,37 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
         }
     }
 }
+
+/// A split frame takes a slot per span: on a ring with fewer slots than
+/// the frame would need, it goes out copied whole instead of waiting for
+/// slots that can never all be free.
+#[test]
+fn a_frame_needing_more_slots_than_the_ring_has_is_copied_whole() {
+    let layout = Layout::new(2, 4 << 20).unwrap();
+    let (region, fd) = SharedRegion::create(layout, [5, 9]).unwrap();
+    let server_view = SharedRegion::open(&fd, layout, [5, 9]).unwrap();
+    let client = ShmChannel::new(region, Side::Client, FrameLimits::default(), Duration::ZERO).writing_in_place(true);
+    let server = ShmChannel::new(server_view, Side::Server, FrameLimits::default(), Duration::ZERO);
+    let placement = client.output_placement().unwrap();
+    for (count, in_place) in [(2, 1), (3, 0)] {
+        let payloads: Vec<Tensor> = (0..count)
+            .map(|i| {
+                crate::tensor::placement::place_outputs(&*placement, || {
+                    Tensor::build::<f32>([1 << 14], |s| s.fill(i as f32))
+                })
+                .unwrap()
+            })
+            .collect();
+        let frame =
+            OutgoingFrame::new(FrameKind::Response, 1, 6, b"slots", &payloads, &FrameLimits::default()).unwrap();
+        let before = client.stats().frames_in_place;
+        assert_eq!(client.try_place(&frame), Placed::Sent, "{count} placed payloads");
+        assert_eq!(client.stats().frames_in_place - before, in_place, "{count} placed payloads");
+        drop(frame);
+        let mut rx = server.rx.lock();
+        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("{count}: the frame did not arrive") };
+        for (sent, received) in payloads.iter().zip(got.payloads()) {
+            assert!(received.bit_eq(sent), "{count}: a payload changed on the way");
+        }
+    }
+}
