@@ -18,24 +18,32 @@ use std::time::{Duration, Instant};
 const CHILD_TARGET: &str = "RINGFLOW_SHM_FETCH_TEST_TARGET";
 const ELEMENTS: i32 = 4 << 20; // 16 MiB of f32
 
-/// `big = Fill([ELEMENTS], x)` on the one task.
+/// `big = Fill([ELEMENTS], x)` and `half = Fill([ELEMENTS / 2], x)` on
+/// the one task.
 fn graph() -> GraphSpec {
     let mut b = GraphBuilder::new();
     b.set_device("/job:worker/task:0");
     let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[ELEMENTS]).unwrap());
+    let half_dims = b.constant("half_dims", &Tensor::from_slice::<i32>([1], &[ELEMENTS / 2]).unwrap());
     let x = b.placeholder("x", DType::F32);
     b.binary("big", "Fill", &dims, &x, DType::F32);
+    b.binary("half", "Fill", &half_dims, &x, DType::F32);
     b.finish()
 }
 
-/// The child: fetches `big` until it is killed.
+/// The child: fetches `big`, and every other step `half` with it (one
+/// answer over two spans), until it is killed.
 fn run_child(target: &str) {
     let session =
         create_session(graph(), &SessionOptions { target: target.to_string(), ..SessionOptions::default() }).unwrap();
     for step in 0u32.. {
         let v = (step % 1000) as f32;
-        let got = session.run_simple(&[("x", Tensor::scalar(v))], &["big"], &[]).unwrap();
-        assert!(got[0].as_slice::<f32>().unwrap().iter().all(|&e| e == v));
+        let fetches: &[&str] = if step % 2 == 0 { &["big"] } else { &["big", "half"] };
+        let got = session.run_simple(&[("x", Tensor::scalar(v))], fetches, &[]).unwrap();
+        assert_eq!(got.len(), fetches.len());
+        for tensor in &got {
+            assert!(tensor.as_slice::<f32>().unwrap().iter().all(|&e| e == v));
+        }
     }
 }
 
@@ -95,7 +103,14 @@ fn a_client_killed_while_its_fetches_are_written_in_place_leaves_the_server_unma
         let mut child = spawn_child(&target);
         let before = placed();
         let answered = wait_until(Duration::from_secs(20), || placed() >= before + 3 + round);
-        assert!(answered, "round {round}: the child's fetches were not answered in place");
+        if !answered {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "round {round}: the child's fetches were not answered in place: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
         assert!(mapped_regions() >= 1, "the server maps the child's region");
         // Killed while Fill writes into its ring, or while the answer
         // crosses, or while it checks the values.

@@ -42,6 +42,7 @@
 //! error; it can never make the consumer read outside the ring.
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
@@ -287,6 +288,9 @@ pub const MAX_HELD: usize = 16;
 #[derive(Debug)]
 pub struct HeldSpan {
     at: Reservation,
+    /// The producer's tail before it was reserved: where the tail goes
+    /// back to if it is dropped unpublished with nothing reserved after it.
+    tail_before: u64,
     /// This side neither writes nor reads the bytes any more (the tensor
     /// over them dropped).
     done_here: AtomicBool,
@@ -488,13 +492,29 @@ impl Producer {
             return;
         }
         let desc_head = self.memory.control().consumer.desc_head.load(Ordering::Acquire);
+        let mut unsent: SmallVec<[(u64, u64); 4]> = SmallVec::new();
         self.held.retain(|held| {
             if !held.done_here.load(Ordering::Acquire) {
                 return true;
             }
             let slot = held.published_in.load(Ordering::Acquire);
-            slot != UNPUBLISHED && desc_head <= slot
+            if slot == UNPUBLISHED {
+                unsent.push((held.at.position + held.at.len, held.tail_before));
+                return false;
+            }
+            desc_head <= slot
         });
+        // Spans the consumer never saw, reserved last: the tail goes back
+        // to where it was before them. Left forward, a tail that jumped to
+        // a new lap's first pages for one would bound every later span by
+        // the consumer's head in the old lap, with nothing published to
+        // move it: the ring would stay too small for large frames.
+        unsent.sort_unstable_by_key(|&(end, _)| std::cmp::Reverse(end));
+        for (end, tail_before) in unsent {
+            if end == self.data_tail {
+                self.data_tail = tail_before;
+            }
+        }
         // A span the consumer took may have moved its head back since it
         // was last read: read again (the consumer stores its head before
         // it releases the slot, so this load sees the take).
@@ -515,9 +535,14 @@ impl Producer {
         // leaves them room (an eighth of the ring, at most 1 MiB).
         let room_after = (self.memory.capacity / 8).min(HELD_ROOM_AFTER_MAX);
         let at = self.reserve_leaving(len, room_after)?;
+        let tail_before = self.data_tail;
         self.data_tail = at.position + at.len;
-        let held =
-            Arc::new(HeldSpan { at, done_here: AtomicBool::new(false), published_in: AtomicU64::new(UNPUBLISHED) });
+        let held = Arc::new(HeldSpan {
+            at,
+            tail_before,
+            done_here: AtomicBool::new(false),
+            published_in: AtomicU64::new(UNPUBLISHED),
+        });
         self.held.push(held.clone());
         Some(held)
     }
@@ -1399,6 +1424,33 @@ mod tests {
         assert!(next.position >= fresh_at.position + fresh_at.len);
         held.done_here();
         drop(spans);
+    }
+
+    /// A held span that went back to the ring's first pages and was
+    /// dropped unpublished takes the tail with it: the ring is whole again
+    /// for the next frame, not bounded by the consumer's head a lap back.
+    #[test]
+    fn a_held_span_dropped_unsent_gives_the_tail_back() {
+        const KIB: u64 = 1024;
+        let (_heap, mut producer, mut consumer) = fresh(8, 1024 * KIB);
+        let at = producer.reserve(256 * KIB).unwrap();
+        assert!(producer.has_slot());
+        producer.publish(Some(at));
+        drop(poll_copy(&mut consumer).unwrap());
+        // The ring is empty with its tail at 256 KiB: a held span of 64 KiB
+        // goes back to the first pages (the 128 KiB room is left).
+        let held = producer.reserve_held(64 * KIB).unwrap();
+        assert_eq!(held.reservation().position, 1024 * KIB, "back at the first pages");
+        assert!(producer.reserve(512 * KIB).is_none(), "bounded by the head a lap back while it is held");
+        held.done_here();
+        drop(held);
+        let at = producer.reserve(512 * KIB).expect("the whole ring once the unsent span is gone");
+        assert!(producer.has_slot());
+        producer.publish(Some(at));
+        let Some(Received::Frame { len, span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!(len as u64, 512 * KIB);
+        drop(span);
+        assert!(producer.is_drained());
     }
 
     fn overlaps_offsets(a: usize, a_len: usize, b: usize, b_len: usize) -> bool {
