@@ -423,8 +423,7 @@ impl ShmChannel {
     fn split_plan(tx: &Producer, frame: &OutgoingFrame) -> Option<SplitPlan> {
         let payloads = frame.payloads();
         // Most frames: nothing in this ring, seen by address alone.
-        let ring = tx.memory().data as usize..tx.memory().data as usize + tx.capacity() as usize;
-        if !payloads.iter().any(|payload| ring.contains(&(payload.as_bytes().as_ptr() as usize))) {
+        if !payloads.iter().any(|payload| Self::ring_offset(tx, payload).is_some()) {
             return None;
         }
         let helds: SmallVec<[Option<Arc<ring::HeldSpan>>; 2]> =
@@ -472,14 +471,16 @@ impl ShmChannel {
         (parts.len() <= max_parts).then_some(SplitPlan { head_len, parts, copied_bytes })
     }
 
+    /// Where `payload`'s bytes start in this channel's data ring, if they do.
+    fn ring_offset(tx: &Producer, payload: &Tensor) -> Option<u64> {
+        let offset = (payload.as_bytes().as_ptr() as u64).checked_sub(tx.memory().data as u64)?;
+        (offset < tx.capacity()).then_some(offset)
+    }
+
     /// The held, unpublished span `payload` lies over exactly, if any.
     fn held_for(tx: &Producer, payload: &Tensor) -> Option<Arc<ring::HeldSpan>> {
-        let bytes = payload.as_bytes();
-        let offset = (bytes.as_ptr() as u64).checked_sub(tx.memory().data as u64)?;
-        if offset >= tx.capacity() {
-            return None;
-        }
-        tx.held_at(offset, crate::net::frame::padded_payload_len(bytes.len() as u64)?)
+        let offset = Self::ring_offset(tx, payload)?;
+        tx.held_at(offset, crate::net::frame::padded_payload_len(payload.byte_len() as u64)?)
     }
 
     /// Publishes "the next frame is on the socket". The caller checked
@@ -605,7 +606,7 @@ impl ShmChannel {
             .ok_or_else(|| FrameError::InconsistentLengths(format!("a {}-byte split frame head", head.len())))?;
         let header = FrameHeader::decode(header_bytes, &self.limits)?;
         // The head holds the metadata, the table and the payloads before
-        // the ones in the spans (the sender's `held_payloads`).
+        // the ones in the spans (the sender's `split_plan`).
         let body_len = head.len() - HEADER_BYTES;
         let in_head = body_len.checked_sub(header.layout().payload_offset as usize);
         let in_spans: u64 = parts.iter().map(|p| p.len as u64).sum();
@@ -813,12 +814,13 @@ impl OutputPlacement for RingPlacement {
 }
 
 /// Copies the first `len` bytes of `frame` to `dst`: the whole frame, or a
-/// split frame's head (its head and the payloads before its last, padded).
+/// split frame's head (its head and the payloads before its first span,
+/// padded).
 ///
 /// # Safety
 /// `len` writable bytes at `dst` that nobody else reads or writes
 /// meanwhile; `len` ends between two of the frame's slices
-/// (`ShmChannel::held_payload` for a split head).
+/// (`ShmChannel::split_plan` for a split head).
 unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
     let mut written = 0u64;
     for slice in frame.io_slices().iter() {

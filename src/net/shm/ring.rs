@@ -282,7 +282,7 @@ pub const MAX_HELD: usize = 16;
 
 /// A span the producer reserved before the frame that sends it exists: a
 /// kernel writes its output there, and a split frame
-/// ([`Producer::publish_split`]) later hands it to the consumer without a
+/// ([`Producer::publish_split_parts`]) later hands it to the consumer without a
 /// copy. Until then, and for as long as this side still reads it, the
 /// producer places nothing over it.
 #[derive(Debug)]
@@ -522,7 +522,7 @@ impl Producer {
     }
 
     /// A span of `len` bytes reserved now for a frame that comes later
-    /// ([`publish_split`](Self::publish_split)), or `None` while there is
+    /// ([`publish_split_parts`](Self::publish_split_parts)), or `None` while there is
     /// no room (or [`MAX_HELD`] are held). Nothing is placed over it
     /// until it is published and taken, or dropped unpublished, and this
     /// side is done with it ([`HeldSpan::done_here`]).
@@ -554,15 +554,6 @@ impl Producer {
             .iter()
             .find(|held| held.at.position % capacity == offset && held.at.len == len && !held.is_published())
             .cloned()
-    }
-
-    /// Publishes `helds` as one split frame whose `head_len` head bytes
-    /// the caller wrote at [`split_head_bytes`](Self::split_head_bytes)
-    /// ([`publish_split_parts`](Self::publish_split_parts) with held spans
-    /// only).
-    pub fn publish_split(&mut self, helds: &[Arc<HeldSpan>], head_len: usize) -> bool {
-        let parts: Vec<SplitPart> = helds.iter().cloned().map(SplitPart::Held).collect();
-        self.publish_split_parts(&parts, head_len)
     }
 
     /// Publishes one split frame over `parts`, in order, whose `head_len`
@@ -1335,9 +1326,9 @@ mod tests {
         write_span(&producer, at, 0x77);
         assert!(producer.has_slot());
         producer.publish(Some(at));
-        assert!(!producer.publish_split(&[helds[0].clone(), helds[0].clone()], 64), "a span twice");
+        assert!(!publish_held(&mut producer, &[helds[0].clone(), helds[0].clone()], 64), "a span twice");
         let many: Vec<Arc<HeldSpan>> = (0..MAX_FRAME_SPANS + 1).map(|_| helds[0].clone()).collect();
-        assert!(!producer.publish_split(&many, 64), "more spans than a frame may have");
+        assert!(!publish_held(&mut producer, &many, 64), "more spans than a frame may have");
         assert!(publish_spans_with_head(&mut producer, &helds, 0x5a));
         assert!(helds.iter().all(|h| h.is_published()));
         let Some(Received::Frame { span: first, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
@@ -1361,7 +1352,7 @@ mod tests {
             producer.publish(Some(at));
         }
         assert!(!producer.has_slots(4) && producer.has_slots(3));
-        assert!(!producer.publish_split(&more, 64), "four spans in three free slots");
+        assert!(!publish_held(&mut producer, &more, 64), "four spans in three free slots");
         assert!(more.iter().all(|h| !h.is_published()));
         // Released: the spans of the first split frame stay lent until
         // they drop, whatever else is released.
@@ -1601,7 +1592,13 @@ mod tests {
         assert!(producer.has_slots(helds.len() as u64));
         // SAFETY: free slots' inline bytes are the producer's.
         unsafe { std::ptr::write_bytes(producer.split_head_bytes(helds.len()), head, 64) };
-        producer.publish_split(helds, 64)
+        publish_held(producer, helds, 64)
+    }
+
+    /// A split frame over held spans only.
+    fn publish_held(producer: &mut Producer, helds: &[Arc<HeldSpan>], head_len: usize) -> bool {
+        let parts: Vec<SplitPart> = helds.iter().cloned().map(SplitPart::Held).collect();
+        producer.publish_split_parts(&parts, head_len)
     }
 
     /// The one span of a split frame.
@@ -1638,7 +1635,7 @@ mod tests {
         assert_eq!(read_span(&consumer, (h.position % 1024) as usize, 256), vec![7; 256]);
         assert!(!producer.is_drained(), "a held span is not free");
         assert!(publish_split_with_head(&mut producer, &held, 0x5a));
-        assert!(!producer.publish_split(std::slice::from_ref(&held), 64), "published once only");
+        assert!(!publish_held(&mut producer, std::slice::from_ref(&held), 64), "published once only");
         let Some(Received::Split { head, spans }) = poll_copy(&mut consumer).unwrap() else { panic!() };
         let (offset, len, span) = only(spans);
         assert_eq!(head.bytes(), &[0x5a; 64][..]);
