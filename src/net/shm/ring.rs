@@ -35,8 +35,8 @@
 //!
 //! Trust: a slot's descriptor (and inline bytes) are copied out of shared
 //! memory before they are checked, and a span is handed out only when it
-//! lies wholly inside the data ring, starts where the previous one ended
-//! (or at the start of a later lap less than a lap away), and does not
+//! lies wholly inside the data ring, starts less than a lap behind the
+//! furthest end taken and less than two laps past it, and does not
 //! overlap a span still lent. A publish word other than the expected one
 //! reads as "nothing yet". A producer that breaks a rule is a protocol
 //! error; it can never make the consumer read outside the ring.
@@ -49,6 +49,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering, fence};
 
 /// Bytes every span's start and length are multiples of (frames are).
 pub const SPAN_ALIGN: u64 = 64;
+
+/// How far past the furthest end taken a span may start, in laps: a lap
+/// to skip bytes lent, one more for spans held on the producer's side when
+/// the consumer had released everything.
+const AHEAD_LAPS: u64 = 2;
 
 /// Spans at least this large read the consumer's head before placing.
 const FRESH_HEAD_MIN_BYTES: u64 = 64 << 10;
@@ -215,7 +220,7 @@ pub enum RingError {
     Misaligned { index: u64, position: u64, len: u64 },
     #[error("slot {index}: span {position}+{len} does not lie inside the {capacity}-byte data ring")]
     OutsideRing { index: u64, position: u64, len: u64, capacity: u64 },
-    #[error("slot {index}: span at {position} is not within a lap of the previous one's end ({expected})")]
+    #[error("slot {index}: span at {position} is a lap or more behind, or two or more ahead of, the furthest end taken ({expected})")]
     OutOfSequence { index: u64, position: u64, expected: u64 },
     #[error("slot {index}: span {position}+{len} overlaps the span lent at {lent}")]
     Overlap { index: u64, position: u64, len: u64, lent: u64 },
@@ -323,6 +328,9 @@ pub struct Producer {
     data_tail: u64,
     cached_desc_head: u64,
     cached_data_head: u64,
+    /// The furthest end of any span published: a consumer whose head
+    /// stands there has released everything it was sent.
+    published_end: u64,
     /// Spans reserved ahead of their frame, by position.
     held: Vec<Arc<HeldSpan>>,
 }
@@ -356,6 +364,7 @@ impl Producer {
             data_tail: data_head,
             cached_desc_head: desc_head,
             cached_data_head: data_head,
+            published_end: data_head,
             held: Vec::new(),
         }
     }
@@ -615,6 +624,7 @@ impl Producer {
                 }
                 SplitPart::Fresh(at) => (at.position, at.len),
             };
+            self.published_end = self.published_end.max(position + len);
             let last = i + 1 == parts.len();
             self.publish_slot(Descriptor {
                 kind: if last { DESC_SPLIT } else { DESC_SPAN },
@@ -665,15 +675,34 @@ impl Producer {
     /// leaving `room_after` bytes there: other frames may go out while a
     /// held span is unpublished, and behind a span back at the first pages
     /// they get only that room.
+    ///
+    /// The bytes a span may take end within a lap of the oldest span held
+    /// here, and within a lap of the consumer's head, which every span it
+    /// has lent lies past. When that head stands at the end of everything
+    /// published, the consumer has lent nothing: then only its rule for
+    /// the next span bounds it (a start less than [`AHEAD_LAPS`] laps
+    /// past that end), so a span held at the first pages leaves the rest
+    /// of the ring to frames after it, not just the bytes up to where the
+    /// last lap ended.
     fn place_leaving(&self, len: u64, room_after: u64) -> Option<Reservation> {
         let capacity = self.memory.capacity;
         let offset = self.data_tail % capacity;
         let next_lap = self.data_tail + (capacity - offset);
-        let head = self.head_for_placing(self.cached_data_head);
+        let consumer_head = self.cached_data_head;
+        let held_head = self.held.iter().map(|held| self.latest_position(held.at)).min();
+        let head = held_head.map_or(consumer_head, |h| h.min(consumer_head));
+        let drained = consumer_head == self.published_end;
         // Checked: a consumer that stored a head past our tail gets no room,
         // not an overflow.
+        let within_a_lap = |end: u64, of: u64| end.checked_sub(of).is_some_and(|n| n <= capacity);
         let fits = |position: u64| {
-            position.checked_add(len).and_then(|end| end.checked_sub(head)).is_some_and(|n| n <= capacity)
+            let Some(end) = position.checked_add(len) else { return false };
+            if drained {
+                held_head.is_none_or(|h| within_a_lap(end, h))
+                    && position.checked_sub(consumer_head).is_some_and(|n| n < AHEAD_LAPS * capacity)
+            } else {
+                within_a_lap(end, head)
+            }
         };
         // Next lap when the rest of this one is too short, or when the ring
         // is empty and the span fits before the current offset (back to the
@@ -717,6 +746,7 @@ impl Producer {
         };
         if let Some(at) = at {
             self.data_tail = at.position + at.len;
+            self.published_end = self.published_end.max(self.data_tail);
         }
         self.publish_slot(Descriptor { kind, reserved: 0, position, len, reserved2: 0 });
     }
@@ -1007,11 +1037,14 @@ impl Consumer {
             return Err(RingError::OutsideRing { index, position, len, capacity });
         }
         let mut lent = self.lent.lock();
-        // Spans come less than a lap from the furthest end so far: after
-        // it, where the producer may skip bytes (the rest of a lap, a span
-        // still lent), or behind it (a span held for a kernel's output
+        // Spans come near the furthest end so far: after it, where the
+        // producer may skip bytes (the rest of a lap, a span still lent, or
+        // spans of its own held while this side had released everything),
+        // or less than a lap behind it (a span held for a kernel's output
         // while later frames went out).
-        if position.abs_diff(lent.expected) >= capacity {
+        let behind = lent.expected.checked_sub(position).is_some_and(|d| d >= capacity);
+        let ahead = position.checked_sub(lent.expected).is_some_and(|d| d >= AHEAD_LAPS * capacity);
+        if behind || ahead {
             return Err(RingError::OutOfSequence { index, position, expected: lent.expected });
         }
         if let Some(held) = lent.overlapping(offset, len) {
@@ -1241,7 +1274,7 @@ mod tests {
             (Descriptor { kind: DESC_FRAME, position: 0, len: 1 << 40, ..Default::default() }, |e| {
                 matches!(e, RingError::OutsideRing { .. })
             }),
-            (Descriptor { kind: DESC_FRAME, position: 512, len: 64, ..Default::default() }, |e| {
+            (Descriptor { kind: DESC_FRAME, position: 1024, len: 64, ..Default::default() }, |e| {
                 matches!(e, RingError::OutOfSequence { .. })
             }),
             (Descriptor { kind: DESC_INLINE, len: INLINE_BYTES as u64 + 1, ..Default::default() }, |e| {
@@ -1432,14 +1465,14 @@ mod tests {
         // goes back to the first pages (the 128 KiB room is left).
         let held = producer.reserve_held(64 * KIB).unwrap();
         assert_eq!(held.reservation().position, 1024 * KIB, "back at the first pages");
-        assert!(producer.reserve(512 * KIB).is_none(), "bounded by the head a lap back while it is held");
+        assert!(producer.reserve(1024 * KIB).is_none(), "the whole ring is not free while it is held");
         held.done_here();
         drop(held);
-        let at = producer.reserve(512 * KIB).expect("the whole ring once the unsent span is gone");
+        let at = producer.reserve(1024 * KIB).expect("the whole ring once the unsent span is gone");
         assert!(producer.has_slot());
         producer.publish(Some(at));
         let Some(Received::Frame { len, span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
-        assert_eq!(len as u64, 512 * KIB);
+        assert_eq!(len as u64, 1024 * KIB);
         drop(span);
         assert!(producer.is_drained());
     }
@@ -1656,6 +1689,63 @@ mod tests {
         assert_eq!(read_span(&consumer, offset, len), vec![7; 256], "lent, intact");
         drop(span);
         assert!(producer.is_drained());
+    }
+
+    /// A span held at the first pages while the consumer has released
+    /// everything: the spans after it may use the rest of the ring, past
+    /// where the last lap ended, while it is held; a consumer that still
+    /// holds a span bounds them by its head as before.
+    #[test]
+    fn a_span_held_at_the_first_pages_leaves_the_rest_of_the_ring() {
+        const K: u64 = 1024;
+        let (_heap, mut producer, mut consumer) = fresh(8, 1024 * K);
+        let at = producer.reserve(640 * K).unwrap();
+        producer.publish(Some(at));
+        let Some(Received::Frame { span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        drop(span);
+        let first = producer.reserve_held(256 * K).unwrap();
+        assert_eq!(first.reservation().position, 1024 * K, "back at the first pages");
+        write_span(&producer, first.reservation(), 1);
+        // Ends past 640 KiB a lap on, where the last lap ended.
+        let second = producer.reserve_held(512 * K).expect("room past the last lap's end");
+        assert_eq!(second.reservation().position, 1280 * K);
+        write_span(&producer, second.reservation(), 2);
+        assert!(producer.reserve(320 * K).is_none(), "both held: 256 KiB free");
+        let small = producer.reserve(256 * K).expect("the rest of the lap");
+        write_span(&producer, small, 3);
+        producer.publish(Some(small));
+        let Some(Received::Frame { offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!((offset as u64, len as u64), (768 * K, 256 * K));
+        drop(span);
+        assert!(publish_spans_with_head(&mut producer, &[first.clone(), second.clone()], 9));
+        let Some(Received::Split { spans, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        let got: Vec<(u64, u64, bool)> = spans
+            .iter()
+            .map(|s| {
+                let fill = if s.offset == 0 { 1 } else { 2 };
+                (s.offset as u64, s.len as u64, read_span(&consumer, s.offset, s.len).iter().all(|&b| b == fill))
+            })
+            .collect();
+        assert_eq!(got, vec![(0, 256 * K, true), (256 * K, 512 * K, true)]);
+        first.done_here();
+        second.done_here();
+        drop(spans);
+
+        // The consumer keeps a span: a span held after it leaves the others
+        // only what lies within a lap of the kept one.
+        let at = producer.reserve(640 * K).unwrap();
+        assert_eq!(at.position % (1024 * K), 0, "back at the first pages");
+        producer.publish(Some(at));
+        let Some(Received::Frame { span: kept, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        let small = producer.reserve(64 * K).unwrap();
+        producer.publish(Some(small));
+        let Some(Received::Frame { span, .. }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        drop(span);
+        let held = producer.reserve_held(256 * K).unwrap();
+        assert_eq!(held.reservation().position % (1024 * K), 704 * K, "nothing free before the kept span");
+        assert!(producer.reserve(128 * K).is_none(), "the kept span bounds what follows");
+        drop(kept);
+        held.done_here();
     }
 
     /// This side still reads a span the consumer has released: it stays

@@ -328,6 +328,53 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
     }
 }
 
+/// Two outputs placed in a quiet ring: the first goes back to its first
+/// pages, and the second after it even where that passes the bytes the
+/// last frame ended at (the reader has released everything), so both
+/// cross where their kernels wrote them, in one frame. A frame copied
+/// whole meanwhile finds room after them.
+#[test]
+fn a_second_output_is_placed_behind_one_at_the_first_pages() {
+    let (client, server) = placing_pair();
+    let placement = client.output_placement().unwrap();
+    let client_ring = client.region().ring(Direction::ClientToServer).data as usize;
+    let placed_here = |t: &Tensor| (client_ring..client_ring + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
+    let receive = |what: &str| {
+        let mut rx = server.rx.lock();
+        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("{what} did not arrive") };
+        got
+    };
+    // 1.5 MiB copied whole: the ring's tail ends a little past 1.5 MiB.
+    let heap = Tensor::build::<f32>([3 << 17], |s| s.fill(0.25)).unwrap();
+    let frame = OutgoingFrame::new(FrameKind::Response, 1, 1, b"first", &[heap], &FrameLimits::default()).unwrap();
+    assert_eq!(client.try_place(&frame), Placed::Sent);
+    drop(receive("the first frame"));
+    let place = |fill: f32| {
+        crate::tensor::placement::place_outputs(&*placement, || Tensor::build::<f32>([1 << 18], |s| s.fill(fill)))
+            .unwrap()
+    };
+    let (one, two) = (place(1.5), place(2.5));
+    assert!(placed_here(&one), "the first output was not placed");
+    assert!(placed_here(&two), "the second output was not placed");
+    let between = Tensor::build::<f32>([1 << 18], |s| s.fill(9.0)).unwrap();
+    let frame = OutgoingFrame::new(FrameKind::Response, 1, 2, b"between", &[between], &FrameLimits::default()).unwrap();
+    assert_eq!(client.try_place(&frame), Placed::Sent);
+    drop(frame);
+    let got = receive("the frame sent while both were held");
+    assert!(got.payloads()[0].as_slice::<f32>().unwrap().iter().all(|&v| v == 9.0));
+    drop(got);
+    let payloads = vec![one.clone(), two.clone()];
+    let frame = OutgoingFrame::new(FrameKind::Response, 1, 3, b"both", &payloads, &FrameLimits::default()).unwrap();
+    let before = client.stats().frames_in_place;
+    assert_eq!(client.try_place(&frame), Placed::Sent);
+    assert_eq!(client.stats().frames_in_place - before, 1, "one split frame over both spans");
+    drop((frame, one, two));
+    let got = receive("the answer");
+    for (sent, received) in payloads.iter().zip(got.payloads()) {
+        assert!(received.bit_eq(sent), "a payload changed on the way");
+    }
+}
+
 /// A split frame takes a slot per span: on a ring with fewer slots than
 /// the frame would need, it goes out copied whole instead of waiting for
 /// slots that can never all be free.
