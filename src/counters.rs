@@ -29,6 +29,8 @@ static SHM_FRAMES: AtomicU64 = AtomicU64::new(0);
 static SHM_SOCKET_FRAMES: AtomicU64 = AtomicU64::new(0);
 static SHM_SPACE_STALLS: AtomicU64 = AtomicU64::new(0);
 static SHM_FRAMES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
+static SHM_BYTES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
+static SHM_BYTES_COPIED: AtomicU64 = AtomicU64::new(0);
 
 /// Longest latency a histogram holds (longer ones are recorded as this).
 const LATENCY_MAX_NS: u64 = 3_600 * 1_000_000_000;
@@ -106,6 +108,15 @@ pub fn count_shm_frame_in_place() {
     SHM_FRAMES_IN_PLACE.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A frame crossed a shared-memory ring: `in_place` bytes of it in spans
+/// its kernels wrote there, `copied` bytes copied in by the sender.
+pub fn count_shm_bytes(in_place: u64, copied: u64) {
+    if in_place > 0 {
+        SHM_BYTES_IN_PLACE.fetch_add(in_place, Ordering::Relaxed);
+    }
+    SHM_BYTES_COPIED.fetch_add(copied, Ordering::Relaxed);
+}
+
 /// A sender waited for ring space until it gave up.
 pub fn count_shm_space_stall() {
     SHM_SPACE_STALLS.fetch_add(1, Ordering::Relaxed);
@@ -149,6 +160,8 @@ pub struct Snapshot {
     pub shm_socket_frames: u64,
     pub shm_space_stalls: u64,
     pub shm_frames_in_place: u64,
+    pub shm_bytes_in_place: u64,
+    pub shm_bytes_copied: u64,
     pub step_latency: Latencies,
     pub graph_run_latency: Latencies,
 }
@@ -167,6 +180,8 @@ pub fn snapshot() -> Snapshot {
         shm_socket_frames: read(&SHM_SOCKET_FRAMES),
         shm_space_stalls: read(&SHM_SPACE_STALLS),
         shm_frames_in_place: read(&SHM_FRAMES_IN_PLACE),
+        shm_bytes_in_place: read(&SHM_BYTES_IN_PLACE),
+        shm_bytes_copied: read(&SHM_BYTES_COPIED),
         step_latency: Latencies::of(step_latency()),
         graph_run_latency: Latencies::of(graph_run_latency()),
     }

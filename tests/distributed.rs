@@ -896,11 +896,18 @@ fn sum_all(b: &mut GraphBuilder, name: &str, x: &str) -> String {
 }
 
 fn shm_frames_in_place(address: &str) -> u64 {
+    shm_sent_in_place(address).0
+}
+
+/// A task's frames sent through shared memory with tensors its kernels
+/// wrote in the ring, and those tensors' bytes.
+fn shm_sent_in_place(address: &str) -> (u64, u64) {
     let mut options = TransportOptions::default();
     options.shm.enabled = false;
     let client = Client::connect(address, options).unwrap();
     let stats = client.call_rpc(&msg::GetStatsRequest {}, &[], Instant::now() + Duration::from_secs(10)).unwrap();
-    stats.meta::<msg::GetStatsResponse>().unwrap().shm_frames_in_place.to_native()
+    let stats = stats.meta::<msg::GetStatsResponse>().unwrap();
+    (stats.shm_frames_in_place.to_native(), stats.shm_bytes_in_place.to_native())
 }
 
 /// Whether kernels write tensors that cross into shared memory here
@@ -988,6 +995,18 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     // A large tensor no kernel builds in place: the answer copies it
     // into a span of its own beside the one written in place.
     let kept = b.constant("kept", &Tensor::build::<f32>([N as usize], |s| s.fill(3.0)).unwrap());
+    // 2 MiB made after on_0 (from its sum): with on_0 held at the first
+    // pages of a quiet ring, it is placed behind it.
+    let dims2 = b.constant("dims2", &Tensor::from_slice::<i32>([1], &[2 * N]).unwrap());
+    let sum_0 = sum_all(&mut b, "sum_0", &on_0);
+    let after_0 = b.binary("after_0", "Fill", &dims2, &sum_0, DType::F32);
+    // Six at once under long names: the answer's head outgrows a slot.
+    let many: Vec<String> = (0..6)
+        .map(|i| {
+            let name = format!("an_output_whose_name_is_long_enough_to_fill_a_ring_slot_quickly_{i}");
+            b.binary(&name, "Fill", "dims", "x", DType::F32)
+        })
+        .collect();
     b.set_device("/job:worker/task:1");
     let also_1 = b.binary("also_1", "Fill", "dims", "x", DType::F32);
     let graph = b.finish();
@@ -996,7 +1015,8 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     let (task0, task1) = (cluster.address(0).to_string(), cluster.address(1).to_string());
     let s = session_on(&cluster.target(0), graph);
     const STEPS: u64 = 8;
-    let mut placed = Vec::new();
+    const MIB: f64 = (1 << 20) as f64;
+    let (mut placed, mut placed_mib) = (Vec::new(), Vec::new());
     // The third fetch list puts a small tensor after the large one: the
     // answer carries it first, in the slot with the head. The last two
     // fetch two large tensors computed on one task.
@@ -1007,8 +1027,10 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
         vec![also_0.as_str(), "x2", on_0.as_str()],
         vec![also_1.as_str(), on_1.as_str()],
         vec![on_0.as_str(), kept.as_str()],
+        vec![on_0.as_str(), after_0.as_str()],
+        many.iter().map(String::as_str).collect(),
     ] {
-        let before = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
+        let before = (shm_sent_in_place(&task0), shm_sent_in_place(&task1));
         for step in 0..STEPS {
             let v = step as f32 + 1.0;
             let got = s.run_simple(&[("x", Tensor::scalar(v))], &fetches, &[]).unwrap();
@@ -1017,18 +1039,20 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
                     assert_eq!(got.scalar_value::<f32>().unwrap(), 2.0 * v);
                     continue;
                 }
-                let want = match *name {
-                    n if n == on_0 => 2.0 * v,
-                    n if n == kept => 3.0,
-                    _ => v,
+                let (want, len) = match *name {
+                    n if n == on_0 => (2.0 * v, N),
+                    n if n == kept => (3.0, N),
+                    n if n == after_0 => (2.0 * v * N as f32, 2 * N),
+                    _ => (v, N),
                 };
                 let values = got.as_slice::<f32>().unwrap();
-                assert_eq!(values.len(), N as usize);
+                assert_eq!(values.len(), len as usize);
                 assert!(values.iter().all(|&e| e == want), "{fetches:?}, step {step}: {name} not all {want}");
             }
         }
-        let after = (shm_frames_in_place(&task0), shm_frames_in_place(&task1));
-        placed.push((after.0 - before.0, after.1 - before.1));
+        let after = (shm_sent_in_place(&task0), shm_sent_in_place(&task1));
+        placed.push((after.0.0 - before.0.0, after.1.0 - before.1.0));
+        placed_mib.push((after.0.1 - before.0.1) as f64 / MIB / STEPS as f64);
     }
     s.close().unwrap();
     assert_eq!(placed[0], (STEPS, 0), "on_0 fetched: task 0 answers each step from the client's ring");
@@ -1037,6 +1061,11 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     assert_eq!(placed[3], (STEPS, 0), "two large fetches on task 0: one answer over two spans");
     assert_eq!(placed[4], (0, STEPS), "two large fetches on task 1: one RunGraph answer over two spans");
     assert_eq!(placed[5], (STEPS, 0), "a fetch written in place beside one copied: one split answer");
+    assert_eq!(placed[6], (STEPS, 0), "two large fetches made one after the other: one answer");
+    assert_eq!(placed[7], (STEPS, 0), "six large fetches whose answer's head starts a span");
+    // MiB per step task 0 sent where its kernels wrote them: on_1 crosses
+    // twice, and the master copies it on to the client.
+    assert_eq!(placed_mib, [1.0, 0.0, 1.0, 2.0, 0.0, 1.0, 3.0, 6.0], "on_0 at the first pages leaves after_0 room");
 }
 
 /// `LocalClusterOptions::task_cpus` holds each task's process, every

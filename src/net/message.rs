@@ -855,6 +855,11 @@ pub struct GetStatsResponse {
     /// Of `shm_frames`, those whose tensor a kernel wrote into the ring
     /// itself (nothing copied when sent).
     pub shm_frames_in_place: u64,
+    /// Bytes that crossed shared-memory rings where their kernels wrote
+    /// them, and bytes senders copied into the rings (frames and their
+    /// heads, and payloads no kernel wrote there).
+    pub shm_bytes_in_place: u64,
+    pub shm_bytes_copied: u64,
     /// Live sessions now, and master sessions created since start.
     pub master_sessions: u64,
     pub worker_sessions: u64,

@@ -40,6 +40,8 @@ impl StatsSource {
             shm_socket_frames: c.shm_socket_frames,
             shm_space_stalls: c.shm_space_stalls,
             shm_frames_in_place: c.shm_frames_in_place,
+            shm_bytes_in_place: c.shm_bytes_in_place,
+            shm_bytes_copied: c.shm_bytes_copied,
             master_sessions: self.master.as_ref().map_or(0, |m| m.num_sessions() as u64),
             worker_sessions: self.worker.as_ref().map_or(0, |w| w.num_sessions() as u64),
             sessions_created: c.sessions_created,
@@ -99,6 +101,18 @@ pub fn prometheus_text(s: &GetStatsResponse) -> String {
         "Frames through shared-memory rings whose tensor its kernel wrote in the ring (no copy when sent).",
         s.shm_frames_in_place,
     );
+    metric(
+        "ringflow_shm_bytes_in_place_total",
+        "counter",
+        "Bytes through shared-memory rings where their kernels wrote them (never copied).",
+        s.shm_bytes_in_place,
+    );
+    metric(
+        "ringflow_shm_bytes_copied_total",
+        "counter",
+        "Bytes senders copied into shared-memory rings.",
+        s.shm_bytes_copied,
+    );
     metric("ringflow_master_sessions", "gauge", "Live master sessions.", s.master_sessions);
     metric("ringflow_worker_sessions", "gauge", "Live worker sessions.", s.worker_sessions);
     metric("ringflow_sessions_created_total", "counter", "Master sessions created.", s.sessions_created);
@@ -145,6 +159,7 @@ pub fn format_table(s: &GetStatsResponse) -> String {
          sessions          {} master, {} worker live; {} created\n\
          bytes             {} sent, {} received\n\
          shared memory     {} frames in rings ({} written in place), {} over sockets, {} space stalls\n\
+         ring bytes        {} written in place, {} copied in\n\
          step latency      {}\n\
          graph run latency {}\n",
         s.task,
@@ -162,6 +177,8 @@ pub fn format_table(s: &GetStatsResponse) -> String {
         s.shm_frames_in_place,
         s.shm_socket_frames,
         s.shm_space_stalls,
+        s.shm_bytes_in_place,
+        s.shm_bytes_copied,
         latency(&s.step_latency),
         latency(&s.graph_run_latency),
     )

@@ -69,7 +69,7 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                 let index = u64::from(words[32]);
                 let word = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
                 let descriptor = Descriptor {
-                    kind: (word(0) % 6) as u32,
+                    kind: (word(0) % 7) as u32,
                     reserved: 0,
                     position: word(1) % (4 * RING_BYTES),
                     len: word(2) % (2 * RING_BYTES),

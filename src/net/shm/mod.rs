@@ -182,6 +182,8 @@ const NOT_STALLED: u64 = u64::MAX;
 struct ChannelStats {
     frames: AtomicU64,
     frames_in_place: AtomicU64,
+    bytes_in_place: AtomicU64,
+    bytes_copied: AtomicU64,
     socket_frames: AtomicU64,
     space_stalls: AtomicU64,
 }
@@ -194,6 +196,11 @@ pub struct ShmStats {
     /// Of `frames`, those whose tensor a kernel wrote into the ring itself
     /// (split frames: nothing copied).
     pub frames_in_place: u64,
+    /// Payload bytes that crossed in spans their kernels wrote.
+    pub bytes_in_place: u64,
+    /// Bytes copied into the ring when sent: frames copied whole, and a
+    /// split frame's head and the payloads no kernel wrote there.
+    pub bytes_copied: u64,
     pub socket_frames: u64,
     pub space_stalls: u64,
 }
@@ -287,6 +294,8 @@ impl ShmChannel {
         ShmStats {
             frames: self.stats.frames.load(Relaxed),
             frames_in_place: self.stats.frames_in_place.load(Relaxed),
+            bytes_in_place: self.stats.bytes_in_place.load(Relaxed),
+            bytes_copied: self.stats.bytes_copied.load(Relaxed),
             socket_frames: self.stats.socket_frames.load(Relaxed),
             space_stalls: self.stats.space_stalls.load(Relaxed),
         }
@@ -352,37 +361,53 @@ impl ShmChannel {
             if let Some(at) = fresh {
                 self.tx.note_placed(at, tx.capacity());
             }
-            // SAFETY: free slots' inline bytes are ours until published,
-            // and the head with the payloads before the first part fits
-            // them (`split_plan` checked).
-            unsafe { write_frame(frame, tx.split_head_bytes(plan.parts.len()), plan.head_len as u64) };
+            if !plan.head_in_span {
+                // SAFETY: free slots' inline bytes are ours until published,
+                // and the head with the payloads before the first part fits
+                // them (`split_plan` checked).
+                unsafe { write_frame(frame, tx.split_head_bytes(plan.parts.len()), plan.head_len as u64) };
+            }
             let mut fresh_at = fresh.map_or(0, |at| at.position);
+            let mut in_place = 0;
             let parts: SmallVec<[ring::SplitPart; 2]> = plan
                 .parts
                 .into_iter()
                 .map(|part| match part {
-                    PlannedPart::Held(held) => ring::SplitPart::Held(held),
-                    PlannedPart::Copied { payloads, len } => {
+                    PlannedPart::Held(held) => {
+                        in_place += held.reservation().len;
+                        ring::SplitPart::Held(held)
+                    }
+                    PlannedPart::Copied { payloads, len, with_head } => {
                         let at = ring::Reservation { position: fresh_at, len };
                         fresh_at += len;
+                        let head = if with_head { plan.head_len as u64 } else { 0 };
                         // SAFETY: `at` lies inside the fresh reservation
                         // (the copied parts' lengths sum to its length),
-                        // which is ours until published; `len` is those
+                        // which is ours until published; `len` is the
+                        // head's bytes (when it goes here) and then those
                         // payloads' padded bytes.
-                        unsafe { write_payloads(&frame.payloads()[payloads], tx.bytes(at), len) };
+                        unsafe {
+                            let dst = tx.bytes(at);
+                            if with_head {
+                                write_frame(frame, dst, head);
+                            }
+                            write_payloads(&frame.payloads()[payloads], dst.add(head as usize), len - head);
+                        }
                         ring::SplitPart::Fresh(at)
                     }
                 })
                 .collect();
-            if tx.publish_split_parts(&parts, plan.head_len) {
+            let head = match plan.head_in_span {
+                true => ring::HeadAt::FirstSpan(plan.head_len as u64),
+                false => ring::HeadAt::Slot(plan.head_len),
+            };
+            if tx.publish_split_parts(&parts, head) {
                 if tx.consumer_may_sleep() {
                     doorbell::ring(&tx.memory().doorbell().seq);
                 }
                 drop(tx);
-                self.stats.frames.fetch_add(1, Ordering::Relaxed);
-                self.stats.frames_in_place.fetch_add(1, Ordering::Relaxed);
-                crate::counters::count_shm_frame();
-                crate::counters::count_shm_frame_in_place();
+                let in_slot = if plan.head_in_span { 0 } else { plan.head_len as u64 };
+                self.count_sent(in_place, in_slot + plan.copied_bytes);
                 return Placed::Sent;
             }
         }
@@ -408,9 +433,22 @@ impl ShmChannel {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
         drop(tx);
+        self.count_sent(0, len);
+        Placed::Sent
+    }
+
+    /// A frame went through the ring: `in_place` bytes of it in spans its
+    /// kernels wrote, `copied` bytes copied in.
+    fn count_sent(&self, in_place: u64, copied: u64) {
         self.stats.frames.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_frame();
-        Placed::Sent
+        if in_place > 0 {
+            self.stats.frames_in_place.fetch_add(1, Ordering::Relaxed);
+            self.stats.bytes_in_place.fetch_add(in_place, Ordering::Relaxed);
+            crate::counters::count_shm_frame_in_place();
+        }
+        self.stats.bytes_copied.fetch_add(copied, Ordering::Relaxed);
+        crate::counters::count_shm_bytes(in_place, copied);
     }
 
     /// How `frame` crosses as a split frame when kernels wrote some of its
@@ -419,43 +457,73 @@ impl ShmChannel {
     /// head go there, each held payload after them is a span of its own,
     /// and each run of other payloads is copied into a span reserved for
     /// it. At most [`ring::MAX_FRAME_SPANS`] spans, and no more than the
-    /// ring has slots; more go out copied whole.
+    /// ring has slots: past that, the last held payloads are copied with
+    /// the runs beside them until the frame fits.
     fn split_plan(tx: &Producer, frame: &OutgoingFrame) -> Option<SplitPlan> {
         let payloads = frame.payloads();
         // Most frames: nothing in this ring, seen by address alone.
         if !payloads.iter().any(|payload| Self::ring_offset(tx, payload).is_some()) {
             return None;
         }
-        let helds: SmallVec<[Option<Arc<ring::HeldSpan>>; 2]> =
+        let mut helds: SmallVec<[Option<Arc<ring::HeldSpan>>; 2]> =
             payloads.iter().map(|payload| Self::held_for(tx, payload)).collect();
-        if helds.iter().all(Option::is_none) {
-            return None;
+        // A frame needs all its slots free at once: never more than the ring has.
+        let max_parts = ring::MAX_FRAME_SPANS.min(usize::try_from(tx.memory().slots).unwrap_or(usize::MAX));
+        loop {
+            if helds.iter().all(Option::is_none) {
+                return None;
+            }
+            let plan = Self::plan_parts(frame, &helds)?;
+            if plan.parts.len() <= max_parts {
+                return Some(plan);
+            }
+            let last_held = helds.iter().rposition(Option::is_some)?;
+            helds[last_held] = None;
         }
+    }
+
+    /// [`split_plan`](Self::split_plan)'s parts with `helds[i]` the span
+    /// payload `i` lies over exactly, if any. A head too long for a slot
+    /// (many payloads, long names) starts the first part instead, with up
+    /// to [`SPANNED_HEAD_PAYLOAD_BYTES`] of leading payloads (the reader
+    /// copies a head out, so these may be of any dtype).
+    fn plan_parts(frame: &OutgoingFrame, helds: &[Option<Arc<ring::HeldSpan>>]) -> Option<SplitPlan> {
+        let payloads = frame.payloads();
         let padded = |payload: &Tensor| crate::net::frame::padded_payload_len(payload.byte_len() as u64);
         let mut head_len = frame.head().len();
+        let head_in_span = head_len > ring::INLINE_BYTES;
+        let head_max = if head_in_span { head_len + SPANNED_HEAD_PAYLOAD_BYTES } else { ring::INLINE_BYTES };
         let mut in_head = 0;
         while in_head < payloads.len() && helds[in_head].is_none() {
             let with_next = head_len + usize::try_from(padded(&payloads[in_head])?).ok()?;
-            if with_next > ring::INLINE_BYTES {
+            if with_next > head_max {
                 break;
             }
             head_len = with_next;
             in_head += 1;
         }
-        if head_len > ring::INLINE_BYTES {
+        if head_in_span && (head_len as u64 % ring::SPAN_ALIGN != 0 || head_len as u64 > ring::MAX_SPANNED_HEAD) {
             return None;
         }
+        // The head's bytes while they still wait for the part they start.
+        let mut head_waiting = if head_in_span { head_len as u64 } else { 0 };
         let mut parts = SmallVec::new();
         let mut copied_bytes = 0u64;
         let mut at = in_head;
         while at < payloads.len() {
             if let Some(held) = &helds[at] {
+                if head_waiting > 0 {
+                    parts.push(PlannedPart::Copied { payloads: at..at, len: head_waiting, with_head: true });
+                    copied_bytes += head_waiting;
+                    head_waiting = 0;
+                }
                 parts.push(PlannedPart::Held(held.clone()));
                 at += 1;
                 continue;
             }
             let run = at..(at..payloads.len()).find(|&i| helds[i].is_some()).unwrap_or(payloads.len());
-            let mut len = 0u64;
+            let with_head = head_waiting > 0;
+            let mut len = std::mem::take(&mut head_waiting);
             for payload in &payloads[run.clone()] {
                 len = len.checked_add(padded(payload)?)?;
             }
@@ -463,12 +531,10 @@ impl ShmChannel {
             // Empty payloads need no bytes: they lie at any part's end.
             if len > 0 {
                 copied_bytes += len;
-                parts.push(PlannedPart::Copied { payloads: run, len });
+                parts.push(PlannedPart::Copied { payloads: run, len, with_head });
             }
         }
-        // A frame needs all its slots free at once: never more than the ring has.
-        let max_parts = ring::MAX_FRAME_SPANS.min(usize::try_from(tx.memory().slots).unwrap_or(usize::MAX));
-        (parts.len() <= max_parts).then_some(SplitPlan { head_len, parts, copied_bytes })
+        Some(SplitPlan { head_len, head_in_span, parts, copied_bytes })
     }
 
     /// Where `payload`'s bytes start in this channel's data ring, if they do.
@@ -684,19 +750,28 @@ impl ShmChannel {
 }
 
 /// A split frame as [`ShmChannel::split_plan`] lays it out.
+/// Leading payload bytes a head too long for a slot takes along into its
+/// span (small ones: a step counter, a loss).
+const SPANNED_HEAD_PAYLOAD_BYTES: usize = 4 << 10;
+
 struct SplitPlan {
     /// The frame's head and the payloads before the first part, padded.
     head_len: usize,
+    /// The head is too long for a slot: it starts the first part, which
+    /// is copied.
+    head_in_span: bool,
     parts: SmallVec<[PlannedPart; 2]>,
-    /// The copied parts' bytes, reserved together.
+    /// The copied parts' bytes (the head's, when it starts one), reserved
+    /// together.
     copied_bytes: u64,
 }
 
 enum PlannedPart {
     /// A payload a kernel wrote in this span.
     Held(Arc<ring::HeldSpan>),
-    /// These payloads, `len` bytes padded, copied into a fresh span.
-    Copied { payloads: std::ops::Range<usize>, len: u64 },
+    /// These payloads, `len` bytes padded, copied into a fresh span (after
+    /// the frame's head, `with_head`).
+    Copied { payloads: std::ops::Range<usize>, len: u64, with_head: bool },
 }
 
 /// A received frame's payload bytes in the ring: `len` bytes at `ptr`,

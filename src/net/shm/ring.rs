@@ -76,9 +76,17 @@ pub const DESC_SPLIT: u32 = 4;
 /// [`MAX_FRAME_SPANS`] - 1 in a row, and nothing but more of them or the
 /// split frame may follow one.
 pub const DESC_SPAN: u32 = 5;
+/// As [`DESC_SPLIT`], for a head too long for a slot: the head
+/// (`reserved2` bytes, a multiple of 64) is the start of the frame's first
+/// span, and the slot holds nothing else.
+pub const DESC_SPLIT_SPANNED_HEAD: u32 = 6;
+
+/// The longest head a split frame may carry in its first span (the
+/// consumer copies it out before anything reads it).
+pub const MAX_SPANNED_HEAD: u64 = 1 << 20;
 
 /// Spans one split frame's payloads may lie in.
-pub const MAX_FRAME_SPANS: usize = 8;
+pub const MAX_FRAME_SPANS: usize = 16;
 
 /// The most room a held span leaves other frames when it goes back to the
 /// ring's first pages ([`Producer::reserve_held`]).
@@ -216,6 +224,10 @@ pub enum RingError {
     InlineLength { index: u64, len: u64 },
     #[error("slot {index}: a split frame's head of {len} bytes (a slot holds 64 to {INLINE_BYTES})")]
     SplitHeadLength { index: u64, len: u64 },
+    #[error(
+        "slot {index}: a split frame's head of {len} bytes in a first span of {span} (64 to {MAX_SPANNED_HEAD}, a multiple of 64, within the span)"
+    )]
+    SpannedHeadLength { index: u64, len: u64, span: u64 },
     #[error("slot {index}: span {position}+{len} is not 64-byte aligned or is empty")]
     Misaligned { index: u64, position: u64, len: u64 },
     #[error("slot {index}: span {position}+{len} does not lie inside the {capacity}-byte data ring")]
@@ -240,10 +252,10 @@ pub enum Received<T> {
     Inline(T),
     /// The next frame is on the socket.
     ViaSocket,
-    /// A frame whose head was in the slot (copied out here) and whose
-    /// other payloads are in `spans`, in order, each lent until it drops.
-    /// (Boxed: a slot's worth of bytes, for frames of 64 KiB and more.)
-    Split { head: Box<SplitHead>, spans: Vec<SplitSpan> },
+    /// A frame whose head was in the slot or at the start of its first
+    /// span (copied out here) and whose other payloads are in `spans`, in
+    /// order, each lent until it drops.
+    Split { head: SplitHead, spans: Vec<SplitSpan> },
 }
 
 /// One span of a split frame's payloads: `len` bytes at `offset` in the
@@ -255,22 +267,30 @@ pub struct SplitSpan {
     pub span: LentSpan,
 }
 
-/// A split frame's head, copied out of its slot.
+/// A split frame's head, copied out of its slot or first span.
 pub struct SplitHead {
-    bytes: [u8; INLINE_BYTES],
-    len: usize,
+    bytes: Vec<u8>,
 }
 
 impl SplitHead {
     pub fn bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
+        &self.bytes
     }
 }
 
 impl std::fmt::Debug for SplitHead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SplitHead({} bytes)", self.len)
+        write!(f, "SplitHead({} bytes)", self.bytes.len())
     }
+}
+
+/// Where a split frame's head is, for [`Producer::publish_split_parts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadAt {
+    /// These many bytes written at [`Producer::split_head_bytes`].
+    Slot(usize),
+    /// The first these many bytes of the first part, a fresh one.
+    FirstSpan(u64),
 }
 
 /// Where one span of a split frame lies: a span held for a kernel's
@@ -577,8 +597,24 @@ impl Producer {
     /// behind the tail, where the consumer accepts it; when the tail sits
     /// exactly at its start (a lap on), at the tail itself, as if placed
     /// now. Fresh parts go out where they were reserved.
-    pub fn publish_split_parts(&mut self, parts: &[SplitPart], head_len: usize) -> bool {
-        assert!((64..=INLINE_BYTES).contains(&head_len), "a split frame's head of {head_len} bytes");
+    pub fn publish_split_parts(&mut self, parts: &[SplitPart], head: HeadAt) -> bool {
+        let (last_kind, head_len) = match head {
+            HeadAt::Slot(len) => {
+                assert!((64..=INLINE_BYTES).contains(&len), "a split frame's head of {len} bytes");
+                (DESC_SPLIT, len as u64)
+            }
+            HeadAt::FirstSpan(len) => {
+                let first = match parts.first() {
+                    Some(SplitPart::Fresh(at)) => at.len,
+                    _ => 0,
+                };
+                assert!(
+                    len >= 64 && len % SPAN_ALIGN == 0 && len <= first.min(MAX_SPANNED_HEAD),
+                    "a split frame's head of {len} bytes in a first span of {first}"
+                );
+                (DESC_SPLIT_SPANNED_HEAD, len)
+            }
+        };
         if parts.is_empty() || parts.len() > MAX_FRAME_SPANS || !self.has_slots(parts.len() as u64) {
             return false;
         }
@@ -627,11 +663,11 @@ impl Producer {
             self.published_end = self.published_end.max(position + len);
             let last = i + 1 == parts.len();
             self.publish_slot(Descriptor {
-                kind: if last { DESC_SPLIT } else { DESC_SPAN },
+                kind: if last { last_kind } else { DESC_SPAN },
                 reserved: 0,
                 position,
                 len,
-                reserved2: if last { head_len as u64 } else { 0 },
+                reserved2: if last { head_len } else { 0 },
             });
         }
         true
@@ -969,7 +1005,7 @@ impl Consumer {
             // It is copied out before anything is checked, so a producer
             // writing it again cannot change what was checked.
             let descriptor = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor)) };
-            if !self.pending.is_empty() && !matches!(descriptor.kind, DESC_SPAN | DESC_SPLIT) {
+            if !self.pending.is_empty() && !matches!(descriptor.kind, DESC_SPAN | DESC_SPLIT | DESC_SPLIT_SPANNED_HEAD) {
                 return Err(RingError::SpanWithoutSplit { index, kind: descriptor.kind });
             }
             let received = match descriptor.kind {
@@ -988,6 +1024,30 @@ impl Consumer {
                     let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
                     Received::Frame { offset, len, span }
                 }
+                DESC_SPLIT_SPANNED_HEAD => {
+                    let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+                    let mut spans = std::mem::take(&mut self.pending);
+                    spans.push(SplitSpan { offset, len, span });
+                    let head_len = descriptor.reserved2;
+                    let first_len = spans[0].len as u64;
+                    if head_len < 64 || head_len % SPAN_ALIGN != 0 || head_len > first_len.min(MAX_SPANNED_HEAD) {
+                        return Err(RingError::SpannedHeadLength { index, len: head_len, span: first_len });
+                    }
+                    let head_len = head_len as usize;
+                    let mut head = vec![0u8; head_len];
+                    // SAFETY: the first span is lent to us and lies inside
+                    // the ring (`take_span`); `head_len` <= its length.
+                    // Copied before anything reads it: the peer can still
+                    // write the ring.
+                    unsafe { std::ptr::copy_nonoverlapping(self.bytes(spans[0].offset), head.as_mut_ptr(), head_len) };
+                    if head_len == spans[0].len {
+                        spans.remove(0);
+                    } else {
+                        spans[0].offset += head_len;
+                        spans[0].len -= head_len;
+                    }
+                    Received::Split { head: SplitHead { bytes: head }, spans }
+                }
                 DESC_SPAN => {
                     if self.pending.len() + 1 >= MAX_FRAME_SPANS {
                         return Err(RingError::TooManySpans { index });
@@ -1002,12 +1062,12 @@ impl Consumer {
                     if !(64..=INLINE_BYTES as u64).contains(&head_len) {
                         return Err(RingError::SplitHeadLength { index, len: head_len });
                     }
-                    let mut head = Box::new(SplitHead { bytes: [0; INLINE_BYTES], len: head_len as usize });
+                    let mut head = SplitHead { bytes: vec![0; head_len as usize] };
                     // SAFETY: `head_len` <= INLINE_BYTES bytes inside the slot,
                     // published (as above); copied before anything reads them.
                     unsafe {
                         let from = std::ptr::addr_of!((*slot).inline).cast::<u8>();
-                        std::ptr::copy_nonoverlapping(from, head.bytes.as_mut_ptr(), head.len);
+                        std::ptr::copy_nonoverlapping(from, head.bytes.as_mut_ptr(), head.bytes.len());
                     }
                     let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
                     let mut spans = std::mem::take(&mut self.pending);
@@ -1339,7 +1399,7 @@ mod tests {
         }
         // SAFETY: fresh ring memory, one consumer.
         let mut consumer = unsafe { Consumer::new(heap.memory()) };
-        assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::TooManySpans { index: 7 }));
+        assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::TooManySpans { index } if index == MAX_FRAME_SPANS as u64 - 1));
     }
 
     /// A split frame over several held spans takes one slot per span and
@@ -1434,11 +1494,11 @@ mod tests {
         write_span(&producer, halves[0], 0x31);
         write_span(&producer, halves[1], 0x32);
         let only_fresh = [SplitPart::Fresh(halves[0]), SplitPart::Fresh(halves[1])];
-        assert!(!producer.publish_split_parts(&only_fresh, 64), "no held span: not a split frame");
+        assert!(!producer.publish_split_parts(&only_fresh, HeadAt::Slot(64)), "no held span: not a split frame");
         let parts = [SplitPart::Fresh(halves[0]), SplitPart::Held(held.clone()), SplitPart::Fresh(halves[1])];
         // SAFETY: free slots' inline bytes are the producer's.
         unsafe { std::ptr::write_bytes(producer.split_head_bytes(parts.len()), 0x44, 64) };
-        assert!(producer.publish_split_parts(&parts, 64));
+        assert!(producer.publish_split_parts(&parts, HeadAt::Slot(64)));
         let Some(Received::Split { head, spans }) = poll_copy(&mut consumer).unwrap() else { panic!() };
         assert_eq!(head.bytes(), &[0x44; 64][..]);
         let fills: Vec<Vec<u8>> = spans.iter().map(|s| read_span(&consumer, s.offset, s.len)).collect();
@@ -1448,6 +1508,46 @@ mod tests {
         assert!(next.position >= fresh_at.position + fresh_at.len);
         held.done_here();
         drop(spans);
+    }
+
+    /// A head too long for a slot starts the frame's first span: the
+    /// consumer copies it out and hands over the rest of that span (none,
+    /// when the span was the head alone) and the others. A head that is
+    /// short, off the 64-byte grid or longer than its span is refused.
+    #[test]
+    fn a_split_frame_may_carry_its_head_in_its_first_span() {
+        let (_heap, mut producer, mut consumer) = fresh(8, 4096);
+        for (round, first_len) in [(0u8, 384u64), (1, 192)] {
+            let held = producer.reserve_held(512).unwrap();
+            write_span(&producer, held.reservation(), 0x21 + round);
+            let first = producer.reserve(first_len).unwrap();
+            write_span(&producer, Reservation { position: first.position, len: 192 }, 0x44);
+            write_span(&producer, Reservation { position: first.position + 192, len: first_len - 192 }, 0x31);
+            let parts = [SplitPart::Fresh(first), SplitPart::Held(held.clone())];
+            assert!(producer.publish_split_parts(&parts, HeadAt::FirstSpan(192)));
+            let Some(Received::Split { head, spans }) = poll_copy(&mut consumer).unwrap() else { panic!() };
+            assert_eq!(head.bytes(), &[0x44; 192][..]);
+            let fills: Vec<Vec<u8>> = spans.iter().map(|s| read_span(&consumer, s.offset, s.len)).collect();
+            let mut want = vec![vec![0x31; (first_len - 192) as usize], vec![0x21 + round; 512]];
+            want.retain(|fill| !fill.is_empty());
+            assert_eq!(fills, want, "round {round}");
+            held.done_here();
+        }
+        let spanned = |len: u64, head: u64| Descriptor {
+            kind: DESC_SPLIT_SPANNED_HEAD,
+            position: 0,
+            len,
+            reserved2: head,
+            reserved: 0,
+        };
+        for (descriptor, why) in [(spanned(256, 0), "short"), (spanned(256, 100), "off the grid"), (spanned(256, 320), "past its span")] {
+            let mut heap = HeapRing::new(4, 512);
+            heap.set_slot(0, descriptor);
+            // SAFETY: fresh ring memory, one consumer.
+            let mut consumer = unsafe { Consumer::new(heap.memory()) };
+            let err = poll_copy(&mut consumer).unwrap_err();
+            assert!(matches!(err, RingError::SpannedHeadLength { .. }), "{why}: {err:?}");
+        }
     }
 
     /// A held span that went back to the ring's first pages and was
@@ -1631,7 +1731,7 @@ mod tests {
     /// A split frame over held spans only.
     fn publish_held(producer: &mut Producer, helds: &[Arc<HeldSpan>], head_len: usize) -> bool {
         let parts: Vec<SplitPart> = helds.iter().cloned().map(SplitPart::Held).collect();
-        producer.publish_split_parts(&parts, head_len)
+        producer.publish_split_parts(&parts, HeadAt::Slot(head_len))
     }
 
     /// The one span of a split frame.

@@ -185,6 +185,12 @@ fn integer_and_bool_payloads_are_copied_out_and_floats_read_in_place() {
     }
 }
 
+/// `elements` of `fill` built as a kernel's output offered `placement`.
+fn placed_f32(placement: &SharedPlacement, elements: usize, fill: f32) -> Tensor {
+    crate::tensor::placement::place_outputs(&**placement, || Tensor::build::<f32>([elements], |s| s.fill(fill)))
+        .unwrap()
+}
+
 /// A client channel whose kernels write in the server's 4 MiB ring, and
 /// that server.
 fn placing_pair() -> (ShmChannel, ShmChannel) {
@@ -209,10 +215,7 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
     // The second round's span is held while a copy of its tensor goes
     // out: it must leave that copy room in the ring.
     for (round, big_last) in [(0, true), (1, false)] {
-        let big = crate::tensor::placement::place_outputs(&*placement, || {
-            Tensor::build::<f32>([1 << 15], |s| s.fill(round as f32 + 0.5))
-        })
-        .unwrap();
+        let big = placed_f32(&placement, 1 << 15, round as f32 + 0.5);
         let payloads = match big_last {
             true => vec![step.clone(), small.clone(), big.clone()],
             false => vec![big.deep_copy(), step.clone(), small.clone()],
@@ -251,10 +254,7 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
 fn several_payloads_written_in_place_cross_in_one_split_frame() {
     let (client, server) = placing_pair();
     let placement = client.output_placement().unwrap();
-    let place = |fill: f32| {
-        crate::tensor::placement::place_outputs(&*placement, || Tensor::build::<f32>([1 << 15], |s| s.fill(fill)))
-            .unwrap()
-    };
+    let place = |fill: f32| placed_f32(&placement, 1 << 15, fill);
     let ring_data = server.region().ring(Direction::ClientToServer).data as usize;
     let in_ring = |t: &Tensor| (ring_data..ring_data + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
     let step = Tensor::scalar(7i64);
@@ -349,10 +349,7 @@ fn a_second_output_is_placed_behind_one_at_the_first_pages() {
     let frame = OutgoingFrame::new(FrameKind::Response, 1, 1, b"first", &[heap], &FrameLimits::default()).unwrap();
     assert_eq!(client.try_place(&frame), Placed::Sent);
     drop(receive("the first frame"));
-    let place = |fill: f32| {
-        crate::tensor::placement::place_outputs(&*placement, || Tensor::build::<f32>([1 << 18], |s| s.fill(fill)))
-            .unwrap()
-    };
+    let place = |fill: f32| placed_f32(&placement, 1 << 18, fill);
     let (one, two) = (place(1.5), place(2.5));
     assert!(placed_here(&one), "the first output was not placed");
     assert!(placed_here(&two), "the second output was not placed");
@@ -375,31 +372,73 @@ fn a_second_output_is_placed_behind_one_at_the_first_pages() {
     }
 }
 
-/// A split frame takes a slot per span: on a ring with fewer slots than
-/// the frame would need, it goes out copied whole instead of waiting for
-/// slots that can never all be free.
+/// A frame whose head (metadata and payload table) is too long for a
+/// slot still crosses with its placed payloads where they were written:
+/// the head starts a span of its own, or the span of the payloads copied
+/// after it.
 #[test]
-fn a_frame_needing_more_slots_than_the_ring_has_is_copied_whole() {
+fn a_head_too_long_for_a_slot_goes_in_the_first_span() {
+    let (client, server) = placing_pair();
+    let placement = client.output_placement().unwrap();
+    let ring_data = server.region().ring(Direction::ClientToServer).data as usize;
+    let in_ring = |t: &Tensor| (ring_data..ring_data + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
+    let place = |fill: f32| placed_f32(&placement, 1 << 14, fill);
+    let meta = vec![b'm'; 600];
+    for (round, copied_first) in [(0, false), (1, true), (2, false)] {
+        let mut payloads = Vec::new();
+        if copied_first {
+            payloads.push(Tensor::scalar(5.0f32));
+            payloads.push(Tensor::build::<f32>([1 << 14], |s| s.fill(0.5)).unwrap());
+        }
+        payloads.extend((0..3).map(|i| place(round as f32 + i as f32)));
+        let frame = OutgoingFrame::new(FrameKind::Response, 1, 7, &meta, &payloads, &FrameLimits::default()).unwrap();
+        assert!(frame.head().len() > ring::INLINE_BYTES);
+        let before = client.stats();
+        assert_eq!(client.try_place(&frame), Placed::Sent, "round {round}");
+        let after = client.stats();
+        assert_eq!(after.frames_in_place - before.frames_in_place, 1, "round {round}: split, not copied whole");
+        assert_eq!(after.bytes_in_place - before.bytes_in_place, 3 << 16, "round {round}");
+        drop(frame);
+        let mut rx = server.rx.lock();
+        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
+        assert_eq!(got.meta_bytes(), &meta[..]);
+        assert_eq!(got.payloads().len(), payloads.len());
+        for (i, (sent, received)) in payloads.iter().zip(got.payloads()).enumerate() {
+            assert!(received.bit_eq(sent), "round {round}: payload {i} changed on the way");
+            assert_eq!(in_ring(received), sent.byte_len() >= 1 << 16, "round {round}: payload {i}");
+        }
+    }
+}
+
+/// A split frame takes a slot per span: on a ring with fewer slots than
+/// the frame would need, its last placed payloads are copied with the
+/// runs beside them until it fits, instead of waiting for slots that can
+/// never all be free.
+#[test]
+fn a_frame_needing_more_slots_than_the_ring_has_copies_its_last_placed_payloads() {
     let layout = Layout::new(2, 4 << 20).unwrap();
     let (region, fd) = SharedRegion::create(layout, [5, 9]).unwrap();
     let server_view = SharedRegion::open(&fd, layout, [5, 9]).unwrap();
     let client = ShmChannel::new(region, Side::Client, FrameLimits::default(), Duration::ZERO).writing_in_place(true);
     let server = ShmChannel::new(server_view, Side::Server, FrameLimits::default(), Duration::ZERO);
     let placement = client.output_placement().unwrap();
-    for (count, in_place) in [(2, 1), (3, 0)] {
+    // Two spans at most: past two placed payloads, the first crosses in
+    // place and the rest in one copied span.
+    for count in [2, 3, 5] {
         let payloads: Vec<Tensor> = (0..count)
-            .map(|i| {
-                crate::tensor::placement::place_outputs(&*placement, || {
-                    Tensor::build::<f32>([1 << 14], |s| s.fill(i as f32))
-                })
-                .unwrap()
-            })
+            .map(|i| placed_f32(&placement, 1 << 14, i as f32))
             .collect();
         let frame =
             OutgoingFrame::new(FrameKind::Response, 1, 6, b"slots", &payloads, &FrameLimits::default()).unwrap();
-        let before = client.stats().frames_in_place;
+        let before = client.stats();
         assert_eq!(client.try_place(&frame), Placed::Sent, "{count} placed payloads");
-        assert_eq!(client.stats().frames_in_place - before, in_place, "{count} placed payloads");
+        let after = client.stats();
+        assert_eq!(after.frames_in_place - before.frames_in_place, 1, "{count} placed payloads");
+        let one = payloads[0].byte_len() as u64;
+        let in_place = if count <= 2 { count as u64 * one } else { one };
+        assert_eq!(after.bytes_in_place - before.bytes_in_place, in_place, "{count}: the first crossed in place");
+        let copied = after.bytes_copied - before.bytes_copied;
+        assert!(copied >= (count as u64 * one).saturating_sub(in_place), "{count}: the rest copied");
         drop(frame);
         let mut rx = server.rx.lock();
         let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("{count}: the frame did not arrive") };
