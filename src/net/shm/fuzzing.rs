@@ -102,7 +102,9 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
             // (kept here for a while when bit 6 is set too, sent after a
             // small integer payload when bit 5 is, and with a second one
             // when bit 4 is: written in place too, or with bit 3 as well,
-            // not, so the sender copies it into a span of its own).
+            // not, so the sender copies it into a span of its own; with
+            // bit 2, under metadata too long for a slot, so the head
+            // starts the first span).
             _ => {
                 let Some(&[n]) = take(1) else { break };
                 let tensor = if n & 0x80 == 0 {
@@ -131,7 +133,8 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                     let Ok(second) = second else { break };
                     payloads.push(second);
                 }
-                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, b"m", &payloads, &limits) {
+                let meta: &[u8] = if n & 0x84 == 0x84 { &[b'm'; 512] } else { b"m" };
+                if let Ok(frame) = OutgoingFrame::new(FrameKind::Response, 1, 1, meta, &payloads, &limits) {
                     let _ = channel.try_place(&frame);
                 }
                 if n & 0xc0 == 0xc0 && placed_kept.len() < 4 {

@@ -81,6 +81,30 @@ fn a_good_frame_then_garbage_frames_and_lengths_are_refused() {
     let err = poll_error(&channel);
     assert!(err.contains("inside"), "{err}");
 
+    // A split frame whose head starts its span: garbage there, and a good
+    // head over a span holding half the payload it announces.
+    let spanned = |len| ring::Descriptor {
+        kind: ring::DESC_SPLIT_SPANNED_HEAD,
+        position: 0,
+        len,
+        reserved2: (frame.len() - big.byte_len()) as u64,
+        reserved: 0,
+    };
+    let (channel, _producer, region) = hostile_pair(1 << 16);
+    let memory = region.ring(Direction::ClientToServer);
+    // SAFETY: the first 512 bytes of the data ring, inside the region.
+    unsafe { std::ptr::write_bytes(memory.data, 0xAB, 512) };
+    super::fuzzing::publish_raw(memory, 0, spanned(512), &[]);
+    assert!(poll_error(&channel).contains("magic"), "{}", poll_error_hint());
+    let (channel, _producer, region) = hostile_pair(1 << 16);
+    let memory = region.ring(Direction::ClientToServer);
+    let half = frame.len() - big.byte_len() / 2;
+    // SAFETY: `half` < 64 KiB bytes at the start of the data ring.
+    unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), memory.data, half) };
+    super::fuzzing::publish_raw(memory, 0, spanned(half as u64), &[]);
+    let err = poll_error(&channel);
+    assert!(err.contains("split frame"), "{err}");
+
     // Inline frames: garbage bytes, a header claiming more than the slot
     // holds, and a length past the slot.
     let (channel, _producer, region) = hostile_pair(1 << 16);
