@@ -1068,6 +1068,58 @@ fn fetched_tensors_are_written_in_place_by_their_kernels() {
     assert_eq!(placed_mib, [1.0, 0.0, 1.0, 2.0, 0.0, 1.0, 3.0, 6.0], "on_0 at the first pages leaves after_0 room");
 }
 
+/// Servers started with `--shm-hugetlb` offer rings on the host's
+/// reserved huge pages where its pool holds them (their maps show
+/// hugetlbfs pages) and on regular pages where there is no pool; steps
+/// between them run either way.
+#[test]
+fn servers_asked_for_huge_pages_use_them_or_regular_pages() {
+    if !placing_in_shared_memory() {
+        return;
+    }
+    let pool_free = ringflow::net::shm::region::huge_pages_free_bytes();
+    let options = LocalClusterOptions { extra_args: vec!["--shm-hugetlb".into()], ..LocalClusterOptions::default() };
+    let cluster = LocalCluster::start(binary(), 2, &options).unwrap();
+    const N: i32 = PLACED_FILL_ELEMENTS;
+    let mut b = GraphBuilder::new();
+    let (on_1, on_0) = fills_on_both_tasks(&mut b);
+    b.set_device("/job:worker/task:0");
+    let from_1 = sum_all(&mut b, "from_1", &on_1);
+    b.set_device("/job:worker/task:1");
+    let from_0 = sum_all(&mut b, "from_0", &on_0);
+    let s = session_on(&cluster.target(0), b.finish());
+    for step in 0..3 {
+        let v = step as f32 + 1.0;
+        let got = s.run_simple(&[("x", Tensor::scalar(v))], &[&from_1, &from_0], &[]).unwrap();
+        let sums: Vec<f32> = got.iter().map(|t| t.scalar_value::<f32>().unwrap()).collect();
+        assert_eq!(sums, vec![N as f32 * v, N as f32 * 2.0 * v], "step {step}");
+    }
+    let on_hugetlb: Vec<u64> = (0..2).map(|task| ring_hugetlb_bytes(cluster.pid(task).unwrap())).collect();
+    s.close().unwrap();
+    // The regions the two tasks offer each other, with the default rings.
+    const REGION: u64 = 161 << 21;
+    if pool_free == 0 {
+        assert_eq!(on_hugetlb, [0, 0], "no pool: regular pages");
+    } else if pool_free >= 4 * REGION {
+        assert!(on_hugetlb.iter().all(|&b| b > 0), "{pool_free} bytes in the pool, rings on {on_hugetlb:?}");
+    }
+}
+
+/// Bytes of hugetlbfs pages in process `pid`'s shared-memory rings.
+fn ring_hugetlb_bytes(pid: u32) -> u64 {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut bytes, mut inside) = (0, false);
+    for line in smaps.lines() {
+        let Some(first) = line.split_whitespace().next() else { continue };
+        if !first.ends_with(':') {
+            inside = line.contains("memfd:ringflow-shm");
+        } else if inside && first == "Shared_Hugetlb:" {
+            bytes += line.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) << 10;
+        }
+    }
+    bytes
+}
+
 /// `LocalClusterOptions::task_cpus` holds each task's process, every
 /// thread of it, to its CPU (what `bench step-remote --pin-threads` uses).
 #[test]

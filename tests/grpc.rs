@@ -368,6 +368,9 @@ fn read_until_closed(stream: &mut std::net::TcpStream) -> Vec<u8> {
             Ok(0) => return all,
             Ok(n) => all.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return all,
+            // A signal delivered to this thread interrupts the read
+            // (EINTR, seen once in a full run): read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => panic!("the server kept the connection open: {e}"),
         }
     }

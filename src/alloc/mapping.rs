@@ -20,8 +20,32 @@ use std::ptr::NonNull;
 /// A fresh memfd of `bytes` bytes, closed on exec; `sealable` lets the
 /// caller seal it afterwards. Errors name the call that failed.
 pub fn memfd(name: &CStr, bytes: u64, sealable: bool) -> std::io::Result<OwnedFd> {
+    memfd_with(name, bytes, if sealable { libc::MFD_ALLOW_SEALING } else { 0 })
+}
+
+/// The default size of the pages of a [`memfd_hugetlb`].
+pub const HUGETLB_PAGE_BYTES: u64 = 2 << 20;
+
+/// A fresh sealable memfd of `bytes` bytes (a multiple of
+/// [`HUGETLB_PAGE_BYTES`]) on the host's hugetlbfs pool: its pages come
+/// from the pages the administrator reserved (`vm.nr_hugepages`), and a
+/// shared mapping of it reserves them all at once (mmap fails when the
+/// pool is short, never a later access).
+pub fn memfd_hugetlb(name: &CStr, bytes: u64) -> std::io::Result<OwnedFd> {
+    memfd_with(name, bytes, libc::MFD_ALLOW_SEALING | libc::MFD_HUGETLB)
+}
+
+/// Whether `fd` is a file on hugetlbfs.
+pub fn is_hugetlb(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: `statfs` is plain data the call fills.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and out-pointer.
+    unsafe { libc::fstatfs(fd.as_raw_fd(), &mut stat) == 0 && stat.f_type as i64 == libc::HUGETLBFS_MAGIC as i64 }
+}
+
+fn memfd_with(name: &CStr, bytes: u64, extra_flags: libc::c_uint) -> std::io::Result<OwnedFd> {
     let context = |op: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{op}: {e}"));
-    let flags = libc::MFD_CLOEXEC | if sealable { libc::MFD_ALLOW_SEALING } else { 0 };
+    let flags = libc::MFD_CLOEXEC | extra_flags;
     // SAFETY: a valid C string and flags; the result is checked.
     let raw = unsafe { libc::memfd_create(name.as_ptr(), flags) };
     if raw < 0 {

@@ -20,7 +20,9 @@ mod mapping;
 mod region;
 
 pub use buffer::{IoBuf, MMAP_THRESHOLD_BYTES};
-pub use mapping::{Backing, LockPolicy, Mapping, RegionError, memfd, memlock_limit_bytes};
+pub use mapping::{
+    Backing, HUGETLB_PAGE_BYTES, LockPolicy, Mapping, RegionError, is_hugetlb, memfd, memfd_hugetlb, memlock_limit_bytes,
+};
 pub use region::{Region, RegionOptions};
 
 // Miri cannot run mimalloc's C code; under it the system allocator stands in.

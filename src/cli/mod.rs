@@ -150,6 +150,11 @@ pub enum Command {
         /// also `RINGFLOW_TRANSPORT=tcp`).
         #[arg(long, default_value = "auto")]
         transport: String,
+        /// Make the shared-memory rings this server offers of the host's
+        /// reserved huge pages (`vm.nr_hugepages`; regular pages when too
+        /// few are free). Also `RINGFLOW_SHM_HUGETLB=1`.
+        #[arg(long)]
+        shm_hugetlb: bool,
     },
     /// List the devices of the cluster a master serves.
     Devices {
@@ -595,6 +600,7 @@ fn dispatch(command: Command) -> Result<bool> {
             cpus,
             metrics_port,
             transport,
+            shm_hugetlb,
         } => server_cmd::serve(&server_cmd::ServerArgs {
             cluster: cluster_cmd::ClusterArgs { cluster, tf_config, cluster_from, job, task, base_port },
             role,
@@ -606,6 +612,7 @@ fn dispatch(command: Command) -> Result<bool> {
             metrics_port,
             limits,
             transport,
+            shm_hugetlb,
         })
         .map(|()| true),
         Command::Cluster { action: ClusterAction::Show { from, tf_config, cluster, job, task, base_port } } => {

@@ -24,6 +24,8 @@ pub struct ServerArgs {
     /// `auto`, `shm-copy` (shared memory, every sent tensor copied into
     /// the ring) or `tcp` (see `net::shm`).
     pub transport: String,
+    /// `--shm-hugetlb`: rings this server offers on hugetlbfs pages.
+    pub shm_hugetlb: bool,
 }
 
 /// Failure detection, collection and limits of a server.
@@ -125,6 +127,7 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
             )));
         }
     }
+    options.transport.shm.hugetlb |= args.shm_hugetlb;
     let server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
     if let Some(address) = server.metrics_address() {

@@ -223,6 +223,12 @@ impl Client {
         self.inner.conn.shm_stats()
     }
 
+    /// Whether this client's shared-memory rings lie on the host's reserved
+    /// huge pages (`ShmOptions::hugetlb`); `None` over TCP.
+    pub fn shm_on_hugetlb(&self) -> Option<bool> {
+        self.inner.conn.shm_on_hugetlb()
+    }
+
     /// Memory a kernel may write a tensor this client will push into: the
     /// peer's shared-memory ring, when the connection has one.
     pub fn output_placement(&self) -> Option<crate::tensor::placement::SharedPlacement> {

@@ -119,6 +119,11 @@ impl Conn {
         self.shm.get().map(ShmChannel::stats)
     }
 
+    /// Whether its shared-memory region lies on hugetlbfs pages.
+    pub(crate) fn shm_on_hugetlb(&self) -> Option<bool> {
+        self.shm.get().map(|channel| channel.region().is_hugetlb())
+    }
+
     /// Memory in the peer's ring for a kernel's output this connection
     /// will send, when it has a shared-memory channel that allows it.
     pub(crate) fn output_placement(&self) -> Option<SharedPlacement> {

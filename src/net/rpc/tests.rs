@@ -605,6 +605,31 @@ fn large_tensors_cross_the_ring_in_place_both_ways() {
     server.shutdown();
 }
 
+/// A client asking for rings of reserved huge pages gets shared memory
+/// either way: on hugetlbfs where the host's pool holds the region, on
+/// regular pages (after one log line) where it does not.
+#[test]
+fn rings_ask_for_reserved_huge_pages_and_use_regular_ones_without_them() {
+    let pool_free = crate::net::shm::region::huge_pages_free_bytes();
+    let server = Server::bind("127.0.0.1:0", Arc::new(TestService::default()), shm_options(8 << 20)).unwrap();
+    let mut options = shm_options(8 << 20);
+    options.shm.hugetlb = true;
+    let client = Client::connect(&server.local_addr().to_string(), options).unwrap();
+    assert!(client.is_shared_memory());
+    let region_bytes = crate::net::shm::region::Layout::new(1024, 8 << 20).unwrap().total;
+    match client.shm_on_hugetlb() {
+        Some(true) => assert!(pool_free >= region_bytes, "on hugetlbfs with {pool_free} bytes free in the pool"),
+        Some(false) => assert!(pool_free < region_bytes + (2 << 20), "regular pages with {pool_free} bytes free"),
+        None => panic!("no shared-memory channel"),
+    }
+    let big = Tensor::build::<f32>([1 << 20], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32)).unwrap();
+    for _ in 0..3 {
+        let resp = client.call(Method::Ping, b"big", std::slice::from_ref(&big), soon()).unwrap();
+        assert!(resp.payloads[0].bit_eq(&big));
+    }
+    server.shutdown();
+}
+
 #[test]
 fn frames_larger_than_the_ring_cross_the_socket_in_order() {
     let (server, _) =

@@ -91,6 +91,13 @@ pub struct ShmOptions {
     /// straight into the peer's ring (`tensor::placement`), so it crosses
     /// without a copy. Default: on, unless `RINGFLOW_SHM_IN_PLACE=0`.
     pub write_in_place: bool,
+    /// Make the rings this side offers of the host's reserved huge pages
+    /// (hugetlbfs, `vm.nr_hugepages`): 2 MiB pages where
+    /// `shmem_enabled` refuses them to ordinary shared memory. The whole
+    /// region is reserved when mapped and never trimmed; without enough
+    /// pages the rings use regular pages (one log line). Default: off,
+    /// unless `RINGFLOW_SHM_HUGETLB=1`.
+    pub hugetlb: bool,
     pub fault: Option<ShmFault>,
 }
 
@@ -102,6 +109,7 @@ impl Default for ShmOptions {
             slots: 1024,
             trim_after: Duration::from_secs(5),
             write_in_place: write_in_place_by_env(),
+            hugetlb: hugetlb_by_env(),
             fault: None,
         }
     }
@@ -120,6 +128,12 @@ pub fn enabled_by_env() -> bool {
         ),
         Err(_) => true,
     }
+}
+
+/// `RINGFLOW_SHM_HUGETLB=1` makes the rings this process offers of huge
+/// pages from the host's hugetlbfs pool.
+pub fn hugetlb_by_env() -> bool {
+    std::env::var("RINGFLOW_SHM_HUGETLB").is_ok_and(|v| v.trim() == "1")
 }
 
 /// `RINGFLOW_SHM_IN_PLACE=0` makes every sent tensor a copy into the ring.
@@ -1039,6 +1053,11 @@ pub(crate) fn negotiate_client(
     let token = random_token();
     let created = if options.fault == Some(ShmFault::Memfd) {
         Err(std::io::Error::other("memfd_create: disabled by a test"))
+    } else if options.hugetlb {
+        SharedRegion::create_hugetlb(layout, token).or_else(|e| {
+            tracing::warn!("shared memory with {peer}: no huge pages ({e}); using regular pages");
+            SharedRegion::create(layout, token)
+        })
     } else {
         SharedRegion::create(layout, token)
     };

@@ -3,7 +3,9 @@
 //! descriptor over a Unix-domain socket (SCM_RIGHTS).
 //!
 //! Owns: the memfd (created by the connecting side, sealed against
-//! shrinking and growing so the peer cannot make our accesses fault), the
+//! shrinking and growing so the peer cannot make our accesses fault; on
+//! hugetlbfs when asked and the host's pool holds it, whole huge pages
+//! reserved at mapping and never punched), the
 //! layout, and the mapping's lifetime: it is unmapped when the channel and
 //! every span lent out of it are gone (each lent span holds the `Arc`).
 //! The mapping itself is an `alloc::Mapping` (which owns mmap, mlock
@@ -85,6 +87,10 @@ pub struct SharedRegion {
     mapping: Mapping,
     layout: Layout,
     token: [u64; 2],
+    /// On hugetlbfs: its pages were reserved when mapped, and are never
+    /// punched (a page punched and faulted again could find the pool
+    /// empty, and the access would fault with SIGBUS).
+    hugetlb: bool,
 }
 
 // SAFETY: the mapping is shared memory accessed only through the ring
@@ -104,6 +110,24 @@ impl SharedRegion {
     /// and the descriptor to pass to the peer.
     pub fn create(layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
         let fd = crate::alloc::memfd(c"ringflow-shm", layout.total, true)?;
+        Self::seal_and_map(fd, layout, token)
+    }
+
+    /// As [`create`](Self::create), on the host's pool of huge pages
+    /// (hugetlbfs, `vm.nr_hugepages`): the file is the layout rounded up
+    /// to whole 2 MiB pages, all reserved when mapped. Fails, naming the
+    /// pool, when the pool is short or absent.
+    pub fn create_hugetlb(layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
+        let bytes = layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES);
+        let fd = crate::alloc::memfd_hugetlb(c"ringflow-shm", bytes)
+            .map_err(|e| with_context("a hugetlbfs memfd", e))?;
+        Self::seal_and_map(fd, layout, token).map_err(|e| {
+            let free = huge_pages_free_bytes() >> 20;
+            with_context(&format!("{} MiB of huge pages, {free} MiB free (vm.nr_hugepages)", bytes >> 20), e)
+        })
+    }
+
+    fn seal_and_map(fd: OwnedFd, layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
         let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
         // SAFETY: plain fcntl on our descriptor.
         if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
@@ -140,7 +164,11 @@ impl SharedRegion {
         if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
             return Err(format!("fstat: {}", std::io::Error::last_os_error()));
         }
-        if stat.st_size as u64 != layout.total {
+        // A hugetlbfs file holds whole huge pages: the layout rounded up.
+        let size = stat.st_size as u64;
+        let whole_pages = size % crate::alloc::HUGETLB_PAGE_BYTES == 0 && crate::alloc::is_hugetlb(fd.as_fd());
+        let rounded = layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES);
+        if size != layout.total && !(whole_pages && size == rounded) {
             return Err(format!("region is {} bytes, its offer said {}", stat.st_size, layout.total));
         }
         let region = Self::map(fd.as_fd(), layout, token).map_err(|e| e.to_string())?;
@@ -157,14 +185,27 @@ impl SharedRegion {
     /// Maps the file unlocked: its rings are touched only as frames use
     /// them, and `ulimit -l` (8 MiB here) could not hold 2 × 160 MiB.
     fn map(fd: BorrowedFd<'_>, layout: Layout, token: [u64; 2]) -> std::io::Result<SharedRegion> {
-        let len = usize::try_from(layout.total).map_err(|_| std::io::Error::other("region too large"))?;
+        let hugetlb = crate::alloc::is_hugetlb(fd);
+        // A hugetlbfs mapping covers whole huge pages.
+        let bytes = match hugetlb {
+            true => layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES),
+            false => layout.total,
+        };
+        let len = usize::try_from(bytes).map_err(|_| std::io::Error::other("region too large"))?;
         let mapping = Mapping::new(len, Backing::Shared(fd), LockPolicy::Never)
             .map_err(|e| std::io::Error::other(format!("mmap: {e}")))?;
-        // Advice only (shmem huge pages are often off): fewer page faults
-        // for large rings when allowed.
-        // SAFETY: MADV_HUGEPAGE leaves the contents as they are.
-        unsafe { mapping.advise(0, len, libc::MADV_HUGEPAGE) };
-        Ok(SharedRegion { mapping, layout, token })
+        if !hugetlb {
+            // Advice only (shmem huge pages are often off): fewer page
+            // faults for large rings when allowed.
+            // SAFETY: MADV_HUGEPAGE leaves the contents as they are.
+            unsafe { mapping.advise(0, len, libc::MADV_HUGEPAGE) };
+        }
+        Ok(SharedRegion { mapping, layout, token, hugetlb })
+    }
+
+    /// Whether the region lies on hugetlbfs pages.
+    pub fn is_hugetlb(&self) -> bool {
+        self.hugetlb
     }
 
     pub fn layout(&self) -> Layout {
@@ -180,6 +221,9 @@ impl SharedRegion {
     /// processes: the memfd's pages themselves are freed. The caller owns
     /// those bytes (the ring's free space, under the producer's lock).
     pub fn punch(&self, direction: Direction, start: u64, end: u64) -> u64 {
+        if self.hugetlb {
+            return 0;
+        }
         let data = self.layout.data[direction as usize];
         let (first, last) = (data + start, data + end.min(self.layout.capacity));
         // SAFETY: inside the data ring (`end` clamped to it); MADV_REMOVE
@@ -257,10 +301,29 @@ pub fn region_pages() -> (u64, u64) {
         match first {
             "Rss:" if inside => resident += kib(),
             "ShmemPmdMapped:" if inside => huge += kib(),
+            // Hugetlbfs pages are counted apart from Rss.
+            "Shared_Hugetlb:" | "Private_Hugetlb:" if inside => {
+                resident += kib();
+                huge += kib();
+            }
             _ => {}
         }
     }
     (resident, huge)
+}
+
+/// Free bytes in the host's pool of 2 MiB huge pages (hugetlbfs,
+/// `vm.nr_hugepages`), from /proc/meminfo: 0 without one.
+pub fn huge_pages_free_bytes() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        let value = meminfo.lines().find_map(|l| l.strip_prefix(name))?;
+        value.split_whitespace().next()?.parse::<u64>().ok()
+    };
+    match (field("HugePages_Free:"), field("Hugepagesize:")) {
+        (Some(pages), Some(2048)) => pages << 21,
+        _ => 0,
+    }
 }
 
 /// Sends `fd` over a connected Unix socket, with one byte of data.
@@ -326,6 +389,38 @@ mod tests {
         assert_ne!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) }, 0, "sealed against shrinking");
         assert!(Layout::new(3, 8192).is_err());
         assert!(Layout::new(16, 100).is_err());
+    }
+
+    /// On a host with a pool of huge pages the region is whole huge pages,
+    /// opened by the peer, never punched; without one, creating it fails
+    /// naming the pool.
+    #[test]
+    fn a_hugetlb_region_is_whole_huge_pages_or_refused_naming_the_pool() {
+        let layout = Layout::new(16, 64 << 10).unwrap();
+        match SharedRegion::create_hugetlb(layout, [3, 4]) {
+            Ok((region, fd)) => {
+                assert!(region.is_hugetlb());
+                // SAFETY: `stat` is plain data the call fills; valid fd.
+                let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+                assert_eq!(unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) }, 0);
+                assert_eq!(stat.st_size as u64, 2 << 20, "the layout rounded up to a whole huge page");
+                let other = SharedRegion::open(&fd, layout, [3, 4]).unwrap();
+                assert!(other.is_hugetlb());
+                let (a, b) = (region.ring(Direction::ServerToClient), other.ring(Direction::ServerToClient));
+                // SAFETY: in-bounds byte of the data ring; no concurrent access.
+                unsafe {
+                    *a.data.add(100) = 7;
+                    assert_eq!(*b.data.add(100), 7);
+                }
+                assert_eq!(region.punch(Direction::ServerToClient, 0, 64 << 10), 0, "hugetlbfs pages stay");
+                // SAFETY: as above.
+                assert_eq!(unsafe { *b.data.add(100) }, 7);
+            }
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("nr_hugepages") || text.contains("hugetlbfs"), "{text}");
+            }
+        }
     }
 
     #[test]

@@ -209,6 +209,13 @@ fn integer_and_bool_payloads_are_copied_out_and_floats_read_in_place() {
     }
 }
 
+/// Whether `tensor`'s bytes start in `ring`'s data ring (as this process
+/// maps it).
+fn lies_in(ring: ring::RingMemory, tensor: &Tensor) -> bool {
+    let data = ring.data as usize;
+    (data..data + ring.capacity as usize).contains(&(tensor.as_bytes().as_ptr() as usize))
+}
+
 /// `elements` of `fill` built as a kernel's output offered `placement`.
 fn placed_f32(placement: &SharedPlacement, elements: usize, fill: f32) -> Tensor {
     crate::tensor::placement::place_outputs(&**placement, || Tensor::build::<f32>([elements], |s| s.fill(fill)))
@@ -260,9 +267,8 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
         }
         if big_last {
             // The large payload is read where the kernel wrote it.
-            let data = server.region().ring(Direction::ClientToServer).data as usize;
-            let at = got.payloads()[2].as_bytes().as_ptr() as usize;
-            assert!(at >= data && at < data + (4 << 20), "the placed payload was copied");
+            let ring = server.region().ring(Direction::ClientToServer);
+            assert!(lies_in(ring, &got.payloads()[2]), "the placed payload was copied");
             assert!(got.buffer().is_lent(), "the placed payload is lent from the ring");
         }
     }
@@ -279,8 +285,7 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
     let (client, server) = placing_pair();
     let placement = client.output_placement().unwrap();
     let place = |fill: f32| placed_f32(&placement, 1 << 15, fill);
-    let ring_data = server.region().ring(Direction::ClientToServer).data as usize;
-    let in_ring = |t: &Tensor| (ring_data..ring_data + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
+    let in_ring = |t: &Tensor| lies_in(server.region().ring(Direction::ClientToServer), t);
     let step = Tensor::scalar(7i64);
     // The most spans first: a quiet ring's held spans go back to its first
     // pages, in front of the bytes the last round used.
@@ -361,8 +366,7 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
 fn a_second_output_is_placed_behind_one_at_the_first_pages() {
     let (client, server) = placing_pair();
     let placement = client.output_placement().unwrap();
-    let client_ring = client.region().ring(Direction::ClientToServer).data as usize;
-    let placed_here = |t: &Tensor| (client_ring..client_ring + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
+    let placed_here = |t: &Tensor| lies_in(client.region().ring(Direction::ClientToServer), t);
     let receive = |what: &str| {
         let mut rx = server.rx.lock();
         let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("{what} did not arrive") };
@@ -404,8 +408,7 @@ fn a_second_output_is_placed_behind_one_at_the_first_pages() {
 fn a_head_too_long_for_a_slot_goes_in_the_first_span() {
     let (client, server) = placing_pair();
     let placement = client.output_placement().unwrap();
-    let ring_data = server.region().ring(Direction::ClientToServer).data as usize;
-    let in_ring = |t: &Tensor| (ring_data..ring_data + (4 << 20)).contains(&(t.as_bytes().as_ptr() as usize));
+    let in_ring = |t: &Tensor| lies_in(server.region().ring(Direction::ClientToServer), t);
     let place = |fill: f32| placed_f32(&placement, 1 << 14, fill);
     let meta = vec![b'm'; 600];
     for (round, copied_first) in [(0, false), (1, true), (2, false)] {
