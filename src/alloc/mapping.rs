@@ -36,6 +36,8 @@ pub fn memfd_hugetlb(name: &CStr, bytes: u64) -> std::io::Result<OwnedFd> {
 }
 
 /// Whether `fd` is a file on hugetlbfs.
+// `f_type` and the magic have different integer types on other targets.
+#[allow(clippy::unnecessary_cast)]
 pub fn is_hugetlb(fd: BorrowedFd<'_>) -> bool {
     // SAFETY: `statfs` is plain data the call fills.
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
