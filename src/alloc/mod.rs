@@ -21,7 +21,8 @@ mod region;
 
 pub use buffer::{IoBuf, MMAP_THRESHOLD_BYTES};
 pub use mapping::{
-    Backing, HUGETLB_PAGE_BYTES, LockPolicy, Mapping, RegionError, is_hugetlb, memfd, memfd_hugetlb, memlock_limit_bytes,
+    Backing, HUGETLB_PAGE_BYTES, LockPolicy, Mapping, RegionError, is_hugetlb, memfd, memfd_hugetlb,
+    memlock_limit_bytes,
 };
 pub use region::{Region, RegionOptions};
 

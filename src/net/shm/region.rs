@@ -119,8 +119,8 @@ impl SharedRegion {
     /// pool, when the pool is short or absent.
     pub fn create_hugetlb(layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
         let bytes = layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES);
-        let fd = crate::alloc::memfd_hugetlb(c"ringflow-shm", bytes)
-            .map_err(|e| with_context("a hugetlbfs memfd", e))?;
+        let fd =
+            crate::alloc::memfd_hugetlb(c"ringflow-shm", bytes).map_err(|e| with_context("a hugetlbfs memfd", e))?;
         Self::seal_and_map(fd, layout, token).map_err(|e| {
             let free = huge_pages_free_bytes() >> 20;
             with_context(&format!("{} MiB of huge pages, {free} MiB free (vm.nr_hugepages)", bytes >> 20), e)

@@ -232,7 +232,9 @@ pub enum RingError {
     Misaligned { index: u64, position: u64, len: u64 },
     #[error("slot {index}: span {position}+{len} does not lie inside the {capacity}-byte data ring")]
     OutsideRing { index: u64, position: u64, len: u64, capacity: u64 },
-    #[error("slot {index}: span at {position} is a lap or more behind, or two or more ahead of, the furthest end taken ({expected})")]
+    #[error(
+        "slot {index}: span at {position} is a lap or more behind, or two or more ahead of, the furthest end taken ({expected})"
+    )]
     OutOfSequence { index: u64, position: u64, expected: u64 },
     #[error("slot {index}: span {position}+{len} overlaps the span lent at {lent}")]
     Overlap { index: u64, position: u64, len: u64, lent: u64 },
@@ -1005,7 +1007,8 @@ impl Consumer {
             // It is copied out before anything is checked, so a producer
             // writing it again cannot change what was checked.
             let descriptor = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor)) };
-            if !self.pending.is_empty() && !matches!(descriptor.kind, DESC_SPAN | DESC_SPLIT | DESC_SPLIT_SPANNED_HEAD) {
+            if !self.pending.is_empty() && !matches!(descriptor.kind, DESC_SPAN | DESC_SPLIT | DESC_SPLIT_SPANNED_HEAD)
+            {
                 return Err(RingError::SpanWithoutSplit { index, kind: descriptor.kind });
             }
             let received = match descriptor.kind {
@@ -1399,7 +1402,9 @@ mod tests {
         }
         // SAFETY: fresh ring memory, one consumer.
         let mut consumer = unsafe { Consumer::new(heap.memory()) };
-        assert!(matches!(poll_copy(&mut consumer).unwrap_err(), RingError::TooManySpans { index } if index == MAX_FRAME_SPANS as u64 - 1));
+        assert!(
+            matches!(poll_copy(&mut consumer).unwrap_err(), RingError::TooManySpans { index } if index == MAX_FRAME_SPANS as u64 - 1)
+        );
     }
 
     /// A split frame over several held spans takes one slot per span and
@@ -1540,7 +1545,9 @@ mod tests {
             reserved2: head,
             reserved: 0,
         };
-        for (descriptor, why) in [(spanned(256, 0), "short"), (spanned(256, 100), "off the grid"), (spanned(256, 320), "past its span")] {
+        for (descriptor, why) in
+            [(spanned(256, 0), "short"), (spanned(256, 100), "off the grid"), (spanned(256, 320), "past its span")]
+        {
             let mut heap = HeapRing::new(4, 512);
             heap.set_slot(0, descriptor);
             // SAFETY: fresh ring memory, one consumer.

@@ -452,9 +452,7 @@ fn a_frame_needing_more_slots_than_the_ring_has_copies_its_last_placed_payloads(
     // Two spans at most: past two placed payloads, the first crosses in
     // place and the rest in one copied span.
     for count in [2, 3, 5] {
-        let payloads: Vec<Tensor> = (0..count)
-            .map(|i| placed_f32(&placement, 1 << 14, i as f32))
-            .collect();
+        let payloads: Vec<Tensor> = (0..count).map(|i| placed_f32(&placement, 1 << 14, i as f32)).collect();
         let frame =
             OutgoingFrame::new(FrameKind::Response, 1, 6, b"slots", &payloads, &FrameLimits::default()).unwrap();
         let before = client.stats();
