@@ -80,6 +80,11 @@ impl Layout {
         let data = [data0, data0 + capacity];
         Ok(Layout { slots, capacity, descriptors, data, total: data0 + 2 * capacity })
     }
+
+    /// The file a hugetlbfs region needs: whole huge pages.
+    pub fn hugetlb_bytes(&self) -> u64 {
+        self.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES)
+    }
 }
 
 /// A mapped region. Unmapped on drop.
@@ -118,7 +123,7 @@ impl SharedRegion {
     /// to whole 2 MiB pages, all reserved when mapped. Fails, naming the
     /// pool, when the pool is short or absent.
     pub fn create_hugetlb(layout: Layout, token: [u64; 2]) -> std::io::Result<(SharedRegion, OwnedFd)> {
-        let bytes = layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES);
+        let bytes = layout.hugetlb_bytes();
         let fd =
             crate::alloc::memfd_hugetlb(c"ringflow-shm", bytes).map_err(|e| with_context("a hugetlbfs memfd", e))?;
         Self::seal_and_map(fd, layout, token).map_err(|e| {
@@ -165,10 +170,11 @@ impl SharedRegion {
             return Err(format!("fstat: {}", std::io::Error::last_os_error()));
         }
         // A hugetlbfs file holds whole huge pages: the layout rounded up.
-        let size = stat.st_size as u64;
-        let whole_pages = size % crate::alloc::HUGETLB_PAGE_BYTES == 0 && crate::alloc::is_hugetlb(fd.as_fd());
-        let rounded = layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES);
-        if size != layout.total && !(whole_pages && size == rounded) {
+        let size = match crate::alloc::is_hugetlb(fd.as_fd()) {
+            true => layout.hugetlb_bytes(),
+            false => layout.total,
+        };
+        if stat.st_size as u64 != size {
             return Err(format!("region is {} bytes, its offer said {}", stat.st_size, layout.total));
         }
         let region = Self::map(fd.as_fd(), layout, token).map_err(|e| e.to_string())?;
@@ -188,7 +194,7 @@ impl SharedRegion {
         let hugetlb = crate::alloc::is_hugetlb(fd);
         // A hugetlbfs mapping covers whole huge pages.
         let bytes = match hugetlb {
-            true => layout.total.next_multiple_of(crate::alloc::HUGETLB_PAGE_BYTES),
+            true => layout.hugetlb_bytes(),
             false => layout.total,
         };
         let len = usize::try_from(bytes).map_err(|_| std::io::Error::other("region too large"))?;

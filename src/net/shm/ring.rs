@@ -501,7 +501,12 @@ impl Producer {
     /// head as last read, or the oldest span held ahead of its frame (at
     /// its latest position: see [`latest_position`](Self::latest_position)).
     fn head_for_placing(&self, consumer_head: u64) -> u64 {
-        self.held.iter().map(|held| self.latest_position(held.at)).fold(consumer_head, u64::min)
+        self.oldest_held().map_or(consumer_head, |held| held.min(consumer_head))
+    }
+
+    /// The latest position of the oldest span held ahead of its frame.
+    fn oldest_held(&self) -> Option<u64> {
+        self.held.iter().map(|held| self.latest_position(held.at)).min()
     }
 
     /// The largest position of `at`'s bytes that ends by the tail. Frames
@@ -727,7 +732,7 @@ impl Producer {
         let offset = self.data_tail % capacity;
         let next_lap = self.data_tail + (capacity - offset);
         let consumer_head = self.cached_data_head;
-        let held_head = self.held.iter().map(|held| self.latest_position(held.at)).min();
+        let held_head = self.oldest_held();
         let head = held_head.map_or(consumer_head, |h| h.min(consumer_head));
         let drained = consumer_head == self.published_end;
         // Checked: a consumer that stored a head past our tail gets no room,
@@ -1028,9 +1033,7 @@ impl Consumer {
                     Received::Frame { offset, len, span }
                 }
                 DESC_SPLIT_SPANNED_HEAD => {
-                    let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
-                    let mut spans = std::mem::take(&mut self.pending);
-                    spans.push(SplitSpan { offset, len, span });
+                    let mut spans = self.take_last_span(index, &descriptor)?;
                     let head_len = descriptor.reserved2;
                     let first_len = spans[0].len as u64;
                     if head_len < 64 || head_len % SPAN_ALIGN != 0 || head_len > first_len.min(MAX_SPANNED_HEAD) {
@@ -1072,9 +1075,7 @@ impl Consumer {
                         let from = std::ptr::addr_of!((*slot).inline).cast::<u8>();
                         std::ptr::copy_nonoverlapping(from, head.bytes.as_mut_ptr(), head.bytes.len());
                     }
-                    let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
-                    let mut spans = std::mem::take(&mut self.pending);
-                    spans.push(SplitSpan { offset, len, span });
+                    let spans = self.take_last_span(index, &descriptor)?;
                     Received::Split { head, spans }
                 }
                 kind => return Err(RingError::UnknownKind { index, kind }),
@@ -1082,6 +1083,14 @@ impl Consumer {
             self.release_slot();
             return Ok(Some(received));
         }
+    }
+
+    /// A split frame's last span, after the ones its earlier slots named.
+    fn take_last_span(&mut self, index: u64, descriptor: &Descriptor) -> Result<Vec<SplitSpan>, RingError> {
+        let (offset, len, span) = self.take_span(index, descriptor.position, descriptor.len)?;
+        let mut spans = std::mem::take(&mut self.pending);
+        spans.push(SplitSpan { offset, len, span });
+        Ok(spans)
     }
 
     /// The slot at `desc_head` was copied out: it is the producer's again.

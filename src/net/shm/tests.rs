@@ -209,6 +209,18 @@ fn integer_and_bool_payloads_are_copied_out_and_floats_read_in_place() {
     }
 }
 
+/// The next frame `server` reads, checked to carry `sent`'s payloads bit
+/// for bit.
+fn receive_intact(server: &ShmChannel, sent: &[Tensor], what: &str) -> crate::net::frame::ReceivedFrame {
+    let mut rx = server.rx.lock();
+    let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("{what}: the frame did not arrive") };
+    assert_eq!(got.payloads().len(), sent.len(), "{what}");
+    for (i, (sent, received)) in sent.iter().zip(got.payloads()).enumerate() {
+        assert!(received.bit_eq(sent), "{what}: payload {i} changed on the way");
+    }
+    got
+}
+
 /// Whether `tensor`'s bytes start in `ring`'s data ring (as this process
 /// maps it).
 fn lies_in(ring: ring::RingMemory, tensor: &Tensor) -> bool {
@@ -258,13 +270,8 @@ fn small_payloads_travel_in_the_slot_before_a_payload_written_in_place() {
         assert_eq!(client.stats().frames_in_place - before, u64::from(big_last), "round {round}");
         drop(frame);
         drop(big);
-        let mut rx = server.rx.lock();
-        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
+        let got = receive_intact(&server, &payloads, &format!("round {round}"));
         assert_eq!(got.meta_bytes(), b"mixed");
-        assert_eq!(got.payloads().len(), 3);
-        for (sent, received) in payloads.iter().zip(got.payloads()) {
-            assert!(received.bit_eq(sent), "round {round}: a payload changed on the way");
-        }
         if big_last {
             // The large payload is read where the kernel wrote it.
             let ring = server.region().ring(Direction::ClientToServer);
@@ -300,12 +307,7 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
         assert_eq!(client.stats().frames_in_place - before, 1, "round {round}: one frame in place");
         drop(frame);
         drop(placed);
-        let mut rx = server.rx.lock();
-        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
-        assert_eq!(got.payloads().len(), count + 1);
-        for (sent, received) in payloads.iter().zip(got.payloads()) {
-            assert!(received.bit_eq(sent), "round {round}: a payload changed on the way");
-        }
+        let got = receive_intact(&server, &payloads, &format!("round {round}"));
         assert!(!in_ring(&got.payloads()[0]), "the small payload came in the slot");
         for (i, received) in got.payloads()[1..].iter().enumerate() {
             assert!(in_ring(received), "round {round}: placed payload {i} was copied");
@@ -347,11 +349,8 @@ fn several_payloads_written_in_place_cross_in_one_split_frame() {
         assert_eq!(client.try_place(&frame), Placed::Sent);
         assert_eq!(client.stats().frames_in_place - before, 1, "round {round}: split, not copied whole");
         drop(frame);
-        let mut rx = server.rx.lock();
-        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
-        assert_eq!(got.payloads().len(), payloads.len());
+        let got = receive_intact(&server, &payloads, &format!("round {round}"));
         for (i, (sent, received)) in payloads.iter().zip(got.payloads()).enumerate() {
-            assert!(received.bit_eq(sent), "round {round}: payload {i} changed on the way");
             assert_eq!(in_ring(received), sent.byte_len() >= 1 << 16, "round {round}: payload {i}");
         }
     }
@@ -426,12 +425,9 @@ fn a_head_too_long_for_a_slot_goes_in_the_first_span() {
         assert_eq!(after.frames_in_place - before.frames_in_place, 1, "round {round}: split, not copied whole");
         assert_eq!(after.bytes_in_place - before.bytes_in_place, 3 << 16, "round {round}");
         drop(frame);
-        let mut rx = server.rx.lock();
-        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("round {round}: the frame did not arrive") };
+        let got = receive_intact(&server, &payloads, &format!("round {round}"));
         assert_eq!(got.meta_bytes(), &meta[..]);
-        assert_eq!(got.payloads().len(), payloads.len());
         for (i, (sent, received)) in payloads.iter().zip(got.payloads()).enumerate() {
-            assert!(received.bit_eq(sent), "round {round}: payload {i} changed on the way");
             assert_eq!(in_ring(received), sent.byte_len() >= 1 << 16, "round {round}: payload {i}");
         }
     }
