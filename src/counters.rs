@@ -31,6 +31,7 @@ static SHM_SPACE_STALLS: AtomicU64 = AtomicU64::new(0);
 static SHM_FRAMES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
 static SHM_BYTES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
 static SHM_BYTES_COPIED: AtomicU64 = AtomicU64::new(0);
+static SHM_BYTES_COPIED_OUT: AtomicU64 = AtomicU64::new(0);
 
 /// Longest latency a histogram holds (longer ones are recorded as this).
 const LATENCY_MAX_NS: u64 = 3_600 * 1_000_000_000;
@@ -117,6 +118,13 @@ pub fn count_shm_bytes(in_place: u64, copied: u64) {
     SHM_BYTES_COPIED.fetch_add(copied, Ordering::Relaxed);
 }
 
+/// A reader copied `bytes` of a frame's payloads out of a shared-memory
+/// ring on arrival instead of lending them: it already lent the most
+/// spans the ring lists (`net::shm::ring::HOLDS`).
+pub fn count_shm_copied_out(bytes: u64) {
+    SHM_BYTES_COPIED_OUT.fetch_add(bytes, Ordering::Relaxed);
+}
+
 /// A sender waited for ring space until it gave up.
 pub fn count_shm_space_stall() {
     SHM_SPACE_STALLS.fetch_add(1, Ordering::Relaxed);
@@ -162,6 +170,7 @@ pub struct Snapshot {
     pub shm_frames_in_place: u64,
     pub shm_bytes_in_place: u64,
     pub shm_bytes_copied: u64,
+    pub shm_bytes_copied_out: u64,
     pub step_latency: Latencies,
     pub graph_run_latency: Latencies,
 }
@@ -182,6 +191,7 @@ pub fn snapshot() -> Snapshot {
         shm_frames_in_place: read(&SHM_FRAMES_IN_PLACE),
         shm_bytes_in_place: read(&SHM_BYTES_IN_PLACE),
         shm_bytes_copied: read(&SHM_BYTES_COPIED),
+        shm_bytes_copied_out: read(&SHM_BYTES_COPIED_OUT),
         step_latency: Latencies::of(step_latency()),
         graph_run_latency: Latencies::of(graph_run_latency()),
     }

@@ -867,15 +867,43 @@ fn results_a_client_keeps_leave_the_masters_ring_flowing() {
         assert!(y.as_slice::<f32>().unwrap().iter().all(|&v| v == step as f32), "step {step}");
     }
     assert!(kept.as_slice::<f32>().unwrap().iter().all(|&v| v == -1.0), "the kept result was overwritten");
-    let mut options = TransportOptions::default();
-    options.shm.enabled = false;
-    let stats_client = Client::connect(cluster.address(0), options).unwrap();
-    let stats = stats_client.call_rpc(&msg::GetStatsRequest {}, &[], Instant::now() + Duration::from_secs(10)).unwrap();
-    let stats = stats.meta::<msg::GetStatsResponse>().unwrap();
-    let (frames, socket, stalls) =
-        (stats.shm_frames.to_native(), stats.shm_socket_frames.to_native(), stats.shm_space_stalls.to_native());
+    let (frames, socket, stalls) = ring_counters(cluster.address(0));
     assert!(frames >= 51, "the results went through the ring: {frames} frames");
     assert_eq!((socket, stalls), (0, 0), "200 MiB of results lapped the ring around the kept one without waiting");
+    s.close().unwrap();
+}
+
+/// A client that keeps every result (a history of 700 of 256 KiB, more
+/// than the 160 MiB ring) is lent them in the ring up to three quarters of
+/// it and gets the rest copied out as they arrive: the master's ring never
+/// fills and no answer waits or takes the socket.
+#[test]
+fn a_client_keeping_every_result_leaves_the_masters_ring_flowing() {
+    if !ringflow::net::shm::enabled_by_env() {
+        return; // RINGFLOW_TRANSPORT=tcp: no ring to check.
+    }
+    let cluster = start(1);
+    let mut b = GraphBuilder::new();
+    let x = b.placeholder("x", DType::F32);
+    let dims = b.constant("dims", &Tensor::from_slice::<i32>([1], &[64 << 10]).unwrap());
+    b.binary("y", "Fill", &dims, &x, DType::F32);
+    let s = session_on(&cluster.target(0), b.finish());
+    let copied_out_before = ringflow::counters::snapshot().shm_bytes_copied_out;
+    let steps = 700;
+    let history: Vec<Tensor> = (0..steps)
+        .map(|step| s.run_simple(&[("x", Tensor::scalar(step as f32))], &["y"], &[]).unwrap().remove(0))
+        .collect();
+    for (step, y) in history.iter().enumerate() {
+        assert!(y.as_slice::<f32>().unwrap().iter().all(|&v| v == step as f32), "result {step} changed while kept");
+    }
+    let copied_out = ringflow::counters::snapshot().shm_bytes_copied_out - copied_out_before;
+    // Lent while they fill at most three quarters of the ring; copied on.
+    let (share, of) = ringflow::net::shm::ring::LENT_BYTES_SHARE;
+    let lent_at_most = ringflow::net::shm::ShmOptions::default().ring_bytes / of * share;
+    assert!(copied_out >= steps as u64 * (256 << 10) - lent_at_most, "{copied_out} bytes copied out");
+    let (frames, socket, stalls) = ring_counters(cluster.address(0));
+    assert!(frames >= steps as u64, "the results went through the ring: {frames} frames");
+    assert_eq!((socket, stalls), (0, 0), "175 MiB of kept results never filled the 160 MiB ring");
     s.close().unwrap();
 }
 
@@ -893,6 +921,17 @@ fn sum_all(b: &mut GraphBuilder, name: &str, x: &str) -> String {
             ("keep_dims", AttrValue::Bool(false)),
         ],
     )
+}
+
+/// A task's frames sent through shared-memory rings, over sockets
+/// instead, and its waits for ring space that ran out.
+fn ring_counters(address: &str) -> (u64, u64, u64) {
+    let mut options = TransportOptions::default();
+    options.shm.enabled = false;
+    let client = Client::connect(address, options).unwrap();
+    let stats = client.call_rpc(&msg::GetStatsRequest {}, &[], Instant::now() + Duration::from_secs(10)).unwrap();
+    let stats = stats.meta::<msg::GetStatsResponse>().unwrap();
+    (stats.shm_frames.to_native(), stats.shm_socket_frames.to_native(), stats.shm_space_stalls.to_native())
 }
 
 fn shm_frames_in_place(address: &str) -> u64 {

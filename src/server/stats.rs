@@ -42,6 +42,7 @@ impl StatsSource {
             shm_frames_in_place: c.shm_frames_in_place,
             shm_bytes_in_place: c.shm_bytes_in_place,
             shm_bytes_copied: c.shm_bytes_copied,
+            shm_bytes_copied_out: c.shm_bytes_copied_out,
             master_sessions: self.master.as_ref().map_or(0, |m| m.num_sessions() as u64),
             worker_sessions: self.worker.as_ref().map_or(0, |w| w.num_sessions() as u64),
             sessions_created: c.sessions_created,
@@ -113,6 +114,12 @@ pub fn prometheus_text(s: &GetStatsResponse) -> String {
         "Bytes senders copied into shared-memory rings.",
         s.shm_bytes_copied,
     );
+    metric(
+        "ringflow_shm_bytes_copied_out_total",
+        "counter",
+        "Payload bytes readers copied out of shared-memory rings on arrival (they already lent the most spans a ring lists).",
+        s.shm_bytes_copied_out,
+    );
     metric("ringflow_master_sessions", "gauge", "Live master sessions.", s.master_sessions);
     metric("ringflow_worker_sessions", "gauge", "Live worker sessions.", s.worker_sessions);
     metric("ringflow_sessions_created_total", "counter", "Master sessions created.", s.sessions_created);
@@ -159,7 +166,7 @@ pub fn format_table(s: &GetStatsResponse) -> String {
          sessions          {} master, {} worker live; {} created\n\
          bytes             {} sent, {} received\n\
          shared memory     {} frames in rings ({} written in place), {} over sockets, {} space stalls\n\
-         ring bytes        {} written in place, {} copied in\n\
+         ring bytes        {} written in place, {} copied in, {} copied out on arrival\n\
          step latency      {}\n\
          graph run latency {}\n",
         s.task,
@@ -179,6 +186,7 @@ pub fn format_table(s: &GetStatsResponse) -> String {
         s.shm_space_stalls,
         s.shm_bytes_in_place,
         s.shm_bytes_copied,
+        s.shm_bytes_copied_out,
         latency(&s.step_latency),
         latency(&s.graph_run_latency),
     )

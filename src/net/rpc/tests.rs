@@ -708,37 +708,73 @@ fn a_shared_memory_connection_ends_when_either_side_closes() {
     server.shutdown();
 }
 
+/// Pushes `t` as `TensorPush` `step_id` under `key`.
+fn push_tensor(client: &Client, step_id: u64, key: &str, t: &Tensor) {
+    let mut list = PayloadList::new();
+    let push = message::TensorPush {
+        session_handle: String::new(),
+        step_id,
+        rendezvous_key: key.into(),
+        tensor: list.add(t),
+        dead: false,
+    };
+    client.push_msg(&push, list.tensors()).unwrap();
+}
+
 #[test]
-fn a_span_the_reader_keeps_stalls_the_ring_once_and_later_frames_take_the_socket() {
-    // The server keeps every pushed tensor (lent from the ring): after a
-    // few pushes the ring behind them is stopped for good.
+fn a_frame_that_cannot_fit_around_kept_spans_waits_once_and_later_ones_take_the_socket() {
+    // The server keeps every pushed tensor: the 512 KiB ones are lent from
+    // the 4 MiB ring until they fill three quarters of it less one (the
+    // next would pass that share: copied out). Past them, no 2 MiB push
+    // ever fits.
     let service = Arc::new(TestService::default());
     let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
     let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
     assert!(client.is_shared_memory());
-    let pushes = 24;
-    let tensors: Vec<Tensor> =
-        (0..pushes).map(|i| Tensor::build::<f32>([128 << 10], |s| s.fill(i as f32)).unwrap()).collect();
+    let (small, large) = (8, 8);
+    let tensors: Vec<Tensor> = (0..small + large)
+        .map(|i| Tensor::build::<f32>([if i < small { 128 << 10 } else { 512 << 10 }], |s| s.fill(i as f32)).unwrap())
+        .collect();
     for (step_id, t) in tensors.iter().enumerate() {
-        let mut list = PayloadList::new();
-        let push = message::TensorPush {
-            session_handle: String::new(),
-            step_id: step_id as u64,
-            rendezvous_key: "keep".into(),
-            tensor: list.add(t),
-            dead: false,
-        };
-        client.push_msg(&push, list.tensors()).unwrap();
+        push_tensor(&client, step_id as u64, "keep", t);
     }
     // A call after the pushes: its answer means every push was handled.
     client.call(Method::Ping, b"after", &[], soon()).unwrap();
     let stats = client.shm_stats().unwrap();
-    assert!(stats.socket_frames >= pushes as u64 - 8, "{stats:?}: the full ring sent frames over the socket");
+    assert_eq!(stats.socket_frames, large as u64, "{stats:?}: the 2 MiB frames went over the socket");
     assert_eq!(stats.space_stalls, 1, "{stats:?}: only the first frame that found no room waited for it");
+    let pushes = small + large;
     let kept = service.pushes.lock();
     assert_eq!(kept.len(), pushes);
     for (i, (_, got)) in kept.iter().enumerate() {
         assert!(got[0].bit_eq(&tensors[i]), "push {i} arrived intact, in order");
+    }
+    drop(kept);
+    server.shutdown();
+}
+
+#[test]
+fn a_reader_keeping_every_tensor_leaves_the_ring_flowing() {
+    // The server keeps every pushed tensor, 200 of 64 KiB (three laps of
+    // the 4 MiB ring): the first `HOLDS` stay lent from the ring, the rest
+    // are copied out as they arrive, and every push goes through the ring.
+    let service = Arc::new(TestService::default());
+    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
+    assert!(client.is_shared_memory());
+    let pushes = 200;
+    let tensors: Vec<Tensor> =
+        (0..pushes).map(|i| Tensor::build::<f32>([16 << 10], |s| s.fill(i as f32)).unwrap()).collect();
+    for (step_id, t) in tensors.iter().enumerate() {
+        push_tensor(&client, step_id as u64, "keep every one", t);
+    }
+    client.call(Method::Ping, b"after", &[], soon()).unwrap();
+    let stats = client.shm_stats().unwrap();
+    assert_eq!((stats.socket_frames, stats.space_stalls), (0, 0), "{stats:?}: every push went through the ring");
+    let kept = service.pushes.lock();
+    assert_eq!(kept.len(), pushes);
+    for (i, (_, got)) in kept.iter().enumerate() {
+        assert!(got[0].bit_eq(&tensors[i]), "push {i} arrived intact, in order, and stayed so");
     }
     drop(kept);
     server.shutdown();
@@ -760,15 +796,7 @@ fn frames_go_around_a_span_the_reader_keeps_without_stalling() {
         } else {
             Tensor::build::<f32>([128 << 10], |s| s.fill(step_id as f32)).unwrap()
         };
-        let mut list = PayloadList::new();
-        let push = message::TensorPush {
-            session_handle: String::new(),
-            step_id,
-            rendezvous_key: "keep the first".into(),
-            tensor: list.add(&t),
-            dead: false,
-        };
-        client.push_msg(&push, list.tensors()).unwrap();
+        push_tensor(&client, step_id, "keep the first", &t);
         // Its answer means the push was handled.
         client.call(Method::Ping, b"after", &[], soon()).unwrap();
         let mut pushes = service.pushes.lock();

@@ -88,7 +88,7 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                         sum ^= tensor.as_bytes().iter().fold(0u8, |a, b| a ^ b);
                     }
                     std::hint::black_box(sum);
-                    if keep % 2 == 1 && kept.len() < 16 {
+                    if keep % 2 == 1 && kept.len() < 2 * super::ring::HOLDS {
                         kept.push(frame);
                     }
                 }

@@ -179,9 +179,9 @@ pub struct ShmChannel {
     /// for ring space last ran out (`NOT_STALLED` when none): while the
     /// reader releases nothing, a frame that does not fit goes straight
     /// over the socket. Spans the reader keeps leave room between them
-    /// (the ring places frames around up to `ring::HOLDS` of them), but
-    /// enough kept spans fill the ring; waiting `SPACE_WAIT` for every
-    /// frame then would cost more than the socket.
+    /// (the ring places frames around every one it lends), but they can
+    /// leave no gap large enough; waiting `SPACE_WAIT` for every frame
+    /// then would cost more than the socket.
     stalled_at_progress: AtomicU64,
     stats: ChannelStats,
     limits: FrameLimits,
@@ -200,6 +200,7 @@ struct ChannelStats {
     bytes_copied: AtomicU64,
     socket_frames: AtomicU64,
     space_stalls: AtomicU64,
+    bytes_copied_out: AtomicU64,
 }
 
 /// A channel's sent frames: through the ring, over the socket instead,
@@ -217,6 +218,10 @@ pub struct ShmStats {
     pub bytes_copied: u64,
     pub socket_frames: u64,
     pub space_stalls: u64,
+    /// Received: payload bytes this side copied out of the ring on arrival
+    /// instead of lending them, as the spans it already lent made
+    /// [`ring::HOLDS`] ranges or most of the ring (`Consumer::should_copy_out`).
+    pub bytes_copied_out: u64,
 }
 
 impl std::fmt::Debug for ShmChannel {
@@ -312,6 +317,7 @@ impl ShmChannel {
             bytes_copied: self.stats.bytes_copied.load(Relaxed),
             socket_frames: self.stats.socket_frames.load(Relaxed),
             space_stalls: self.stats.space_stalls.load(Relaxed),
+            bytes_copied_out: self.stats.bytes_copied_out.load(Relaxed),
         }
     }
 
@@ -581,11 +587,19 @@ impl ShmChannel {
         doorbell::ring(&self.region.ring(self.rx_direction).doorbell().seq);
     }
 
-    /// The next frame in the ring, if one was published.
+    /// The next frame in the ring, if one was published. A frame whose
+    /// spans would leave the lent ones past what the producer can see or
+    /// place around is copied out of the ring and its spans released at
+    /// once (see `Consumer::should_copy_out`).
     pub(crate) fn poll(&self, rx: &mut RxState) -> Result<Polled, ShmError> {
         // SAFETY: `poll` hands over `len` bytes inside the slot, readable
         // until it returns.
         let polled = rx.consumer.poll(|at, len| unsafe { self.decode_copy(at, len) })?;
+        let lend = match &polled {
+            Some(Received::Frame { .. }) => !rx.consumer.should_copy_out(1),
+            Some(Received::Split { spans, .. }) => !rx.consumer.should_copy_out(spans.len()),
+            _ => true,
+        };
         match polled {
             None => Ok(Polled::Empty),
             Some(Received::ViaSocket) => Ok(Polled::ViaSocket),
@@ -593,7 +607,7 @@ impl ShmChannel {
             Some(Received::Frame { offset, len, span }) => {
                 let base = rx.consumer.bytes(offset);
                 let keep: Arc<dyn Send + Sync> = self.region.clone();
-                Ok(Polled::Frame(self.decode(base, len, span.keeping(keep))?))
+                Ok(Polled::Frame(self.decode(base, len, span.keeping(keep), lend)?))
             }
             Some(Received::Split { head, spans }) => {
                 let parts = spans
@@ -603,7 +617,7 @@ impl ShmChannel {
                         SpanPart { ptr: rx.consumer.bytes(s.offset), len: s.len, span: s.span.keeping(keep) }
                     })
                     .collect();
-                Ok(Polled::Frame(self.decode_split(head.bytes(), parts)?))
+                Ok(Polled::Frame(self.decode_split(head.bytes(), parts, lend)?))
             }
         }
     }
@@ -656,12 +670,16 @@ impl ShmChannel {
     /// Turns a span of the ring into a frame. The header, metadata and
     /// payload table are copied out before they are checked (the peer can
     /// still write the ring: what was checked must not change); float
-    /// payloads of large frames stay in place, lent to their tensors.
-    fn decode(&self, base: *mut u8, len: usize, span: ring::LentSpan) -> Result<ReceivedFrame, FrameError> {
+    /// payloads of large frames stay in place, lent to their tensors,
+    /// when `lend`.
+    fn decode(&self, base: *mut u8, len: usize, span: ring::LentSpan, lend: bool) -> Result<ReceivedFrame, FrameError> {
         // SAFETY: `len` bytes at `base` lie inside the data ring (the
         // consumer checked the span) and stay mapped while `span` lives.
         let header = unsafe { self.header_at(base, len)? };
-        if len as u64 <= SMALL_FRAME_COPY_BYTES || header.payload_bytes == 0 {
+        if !lend || len as u64 <= SMALL_FRAME_COPY_BYTES || header.payload_bytes == 0 {
+            if !lend {
+                self.count_copied_out(header.payload_bytes);
+            }
             // SAFETY: as above; `header_at` checked that `len` is its length.
             let frame = unsafe { Self::copy_whole(base, header) };
             drop(span);
@@ -674,12 +692,19 @@ impl ShmChannel {
         unsafe { std::ptr::copy_nonoverlapping(base.add(HEADER_BYTES), body.as_mut_ptr(), head_len) };
         let ptr = base.wrapping_add(HEADER_BYTES + head_len);
         let len = header.payload_bytes as usize;
-        Self::with_payloads(header, Arc::new(body), 0, smallvec::smallvec![SpanPart { ptr, len, span }])
+        Self::with_payloads(header, Arc::new(body), 0, smallvec::smallvec![SpanPart { ptr, len, span }], true)
+    }
+
+    /// A received frame's payload bytes were copied out of the ring rather
+    /// than lent.
+    fn count_copied_out(&self, bytes: u64) {
+        self.stats.bytes_copied_out.fetch_add(bytes, Ordering::Relaxed);
+        crate::counters::count_shm_copied_out(bytes);
     }
 
     /// A split frame: its head (copied out of the slot) and the spans
     /// kernels on the other side wrote its other payloads into, in order.
-    fn decode_split(&self, head: &[u8], parts: SpanParts) -> Result<ReceivedFrame, FrameError> {
+    fn decode_split(&self, head: &[u8], parts: SpanParts, lend: bool) -> Result<ReceivedFrame, FrameError> {
         let header_bytes: &[u8; HEADER_BYTES] = head
             .get(..HEADER_BYTES)
             .and_then(|h| h.try_into().ok())
@@ -704,18 +729,23 @@ impl ShmChannel {
         // SAFETY: the `body_len` bytes after the header in our copy of the
         // head, into our fresh buffer of that size.
         unsafe { std::ptr::copy_nonoverlapping(head.as_ptr().add(HEADER_BYTES), body.as_mut_ptr(), body_len) };
-        Self::with_payloads(header, Arc::new(body), in_head, parts)
+        if !lend {
+            self.count_copied_out(in_spans);
+        }
+        Self::with_payloads(header, Arc::new(body), in_head, parts, lend)
     }
 
     /// The frame whose checked `header` and copied `body` (metadata and
     /// table, then `in_head` payload bytes) were read, over the rest of
     /// its payload bytes in `parts` (ring spans, in order): float payloads
-    /// stay there, lent to their tensors; anything else is copied.
+    /// stay there, lent to their tensors, when `lend`; anything else is
+    /// copied.
     fn with_payloads(
         header: FrameHeader,
         body: Arc<IoBuf>,
         in_head: usize,
         parts: SpanParts,
+        lend: bool,
     ) -> Result<ReceivedFrame, FrameError> {
         let layout = header.layout();
         if body.len() < (layout.table_offset + header.table_len) as usize {
@@ -725,7 +755,7 @@ impl ShmChannel {
         // above; `parse_parts` checks it again before use); nothing writes
         // the copy.
         let table = unsafe { body.slice(layout.table_offset as usize, header.table_len as usize) };
-        let payloads: PayloadParts = if payloads_may_stay_in_the_ring(table, header.payload_count, in_head) {
+        let payloads: PayloadParts = if lend && payloads_may_stay_in_the_ring(table, header.payload_count, in_head) {
             parts
                 .into_iter()
                 .map(|part| {

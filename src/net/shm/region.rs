@@ -28,9 +28,13 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
 /// 2: slots carry their own publish word and small frames inline.
-const LAYOUT_VERSION: u32 = 2;
+/// 3: the holds line lists 32 spans (`ring::HOLDS`).
+const LAYOUT_VERSION: u32 = 3;
 const PAGE: u64 = 4096;
 const CONTROL_OFFSETS: [u64; 2] = [1024, 2048];
+// Each direction's control block ends before the next one (or the slots).
+const _: () = assert!(std::mem::size_of::<RingControl>() as u64 <= CONTROL_OFFSETS[1] - CONTROL_OFFSETS[0]);
+const _: () = assert!(CONTROL_OFFSETS[1] + std::mem::size_of::<RingControl>() as u64 <= PAGE);
 /// Bounds on what a peer may ask us to map.
 pub const MAX_SLOTS: u32 = 1 << 16;
 pub const MAX_CAPACITY: u64 = 1 << 40;

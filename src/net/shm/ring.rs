@@ -114,15 +114,26 @@ pub struct DoorbellLine {
     pub sleeping: AtomicU32,
 }
 
-/// Live spans the consumer publishes beyond its head.
-pub const HOLDS: usize = 8;
+/// The share of the data ring (numerator, denominator) past which a
+/// consumer that already lends other spans copies a frame out instead of
+/// lending it (see [`Consumer::should_copy_out`]).
+pub const LENT_BYTES_SHARE: (u64, u64) = (3, 4);
+
+/// Ranges of lent bytes the consumer publishes beyond its head (each one
+/// or more lent spans that touch), and the most it lends at once: the
+/// channel copies a frame out of the ring on arrival rather than lend a
+/// range past them (see [`Consumer::should_copy_out`]), so the producer
+/// always knows every lent byte and can place frames between them,
+/// however long a reader keeps what it received.
+pub const HOLDS: usize = 48;
 
 /// The consumer's view of what it still holds, for a producer whose head
-/// rule finds no room: up to [`HOLDS`] live spans (oldest first) and
-/// `live_from`, from where on every position may be live. Bytes below
-/// `live_from` outside the listed spans are released, so the producer may
-/// place frames between them while an old span stays lent. Written under a
-/// sequence lock (`version` odd while the consumer writes).
+/// rule finds no room: up to [`HOLDS`] ranges of live spans (oldest
+/// first; spans that touch share a range) and `live_from`, from where on
+/// every position may be live. Bytes below `live_from` outside the listed
+/// ranges are released, so the producer may place frames between them
+/// while old spans stay lent. Written under a sequence lock (`version` odd
+/// while the consumer writes).
 #[repr(C, align(64))]
 pub struct HoldsLine {
     pub version: AtomicU64,
@@ -141,7 +152,7 @@ pub struct RingControl {
     pub holds: HoldsLine,
 }
 
-const _: () = assert!(std::mem::size_of::<RingControl>() == 384);
+const _: () = assert!(std::mem::size_of::<RingControl>() == 1024);
 
 /// What a slot says, as laid out in shared memory after its publish word.
 #[repr(C)]
@@ -864,6 +875,10 @@ struct Lent {
     expected: u64,
     /// `data_head` as last stored.
     head: u64,
+    /// How many ranges the live spans make (spans that touch, within a
+    /// lap, share one), and their bytes.
+    ranges: usize,
+    bytes: u64,
 }
 
 impl Lent {
@@ -873,8 +888,28 @@ impl Lent {
         (end > offset).then_some(start)
     }
 
+    /// Whether the live spans `[.., at)` and `[at, ..)` share a range: they
+    /// touch, and not across the end of a lap (as ring offsets a range
+    /// never wraps).
+    fn touch(&self, at: u64) -> bool {
+        at % self.memory.capacity != 0
+    }
+
+    /// Whether a live span ends at `position`, and one starts at `end`.
+    fn neighbours(&self, position: u64, end: u64) -> (bool, bool) {
+        let before =
+            self.live.range(..position).next_back().is_some_and(|(_, &e)| e == position) && self.touch(position);
+        let after = self.live.contains_key(&end) && self.touch(end);
+        (before, after)
+    }
+
     fn take(&mut self, position: u64, end: u64) {
         let capacity = self.memory.capacity;
+        let (before, after) = self.neighbours(position, end);
+        // A span touching neither neighbour is a range of its own; one
+        // touching both joins theirs.
+        self.ranges = (self.ranges + 1).saturating_sub(usize::from(before) + usize::from(after));
+        self.bytes += end - position;
         self.live.insert(position, end);
         self.by_offset.insert(position % capacity, position % capacity + (end - position));
         let behind = position < self.expected;
@@ -897,6 +932,11 @@ impl Lent {
         let capacity = self.memory.capacity;
         self.by_offset.remove(&(start % capacity));
         debug_assert!(end > start);
+        let (before, after) = self.neighbours(start, end);
+        // Undoes `take`: a span between two touching ones splits a range.
+        self.ranges = (self.ranges + usize::from(before) + usize::from(after)).saturating_sub(1);
+        self.bytes -= end - start;
+        debug_assert_eq!(self.ranges == 0, self.live.is_empty());
         self.store_head();
         if !self.live.is_empty() {
             self.publish_holds();
@@ -911,23 +951,44 @@ impl Lent {
         }
     }
 
-    /// Publishes the oldest live spans and where the rest begin, under the
-    /// sequence lock. Only on release: a table older than the spans taken
-    /// since is still safe for the producer, as all of those lie past the
-    /// `live_from` it gives.
+    /// Publishes the ranges of the oldest live spans and where the rest
+    /// begin, under the sequence lock. Only on release: a table older than
+    /// the spans taken since is still safe for the producer, as all of
+    /// those lie past the `live_from` it gives.
     fn publish_holds(&self) {
         let line = &self.memory.control().holds;
         let version = line.version.load(Ordering::Relaxed);
         line.version.store(version.wrapping_add(1) | 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        let mut spans = self.live.iter();
         let mut count = 0;
-        for (i, (&start, &end)) in spans.by_ref().take(HOLDS).enumerate() {
-            line.spans[2 * i].store(start, Ordering::Relaxed);
-            line.spans[2 * i + 1].store(end, Ordering::Relaxed);
+        let mut live_from = self.expected;
+        let mut range: Option<(u64, u64)> = None;
+        for (&start, &end) in &self.live {
+            match range {
+                Some((from, to)) if to == start && self.touch(start) => range = Some((from, end)),
+                Some((from, to)) if count == HOLDS - 1 => {
+                    line.spans[2 * count].store(from, Ordering::Relaxed);
+                    line.spans[2 * count + 1].store(to, Ordering::Relaxed);
+                    count += 1;
+                    live_from = start;
+                    range = None;
+                    break;
+                }
+                Some((from, to)) => {
+                    line.spans[2 * count].store(from, Ordering::Relaxed);
+                    line.spans[2 * count + 1].store(to, Ordering::Relaxed);
+                    count += 1;
+                    range = Some((start, end));
+                }
+                None => range = Some((start, end)),
+            }
+        }
+        if let Some((from, to)) = range {
+            line.spans[2 * count].store(from, Ordering::Relaxed);
+            line.spans[2 * count + 1].store(to, Ordering::Relaxed);
             count += 1;
         }
-        let live_from = spans.next().map_or(self.expected, |(&start, _)| start);
+        debug_assert!(count == self.ranges.min(HOLDS));
         line.count.store(count as u64, Ordering::Relaxed);
         line.live_from.store(live_from, Ordering::Relaxed);
         line.version.store((version | 1).wrapping_add(1), Ordering::Release);
@@ -981,8 +1042,15 @@ impl Consumer {
         let control = memory.control();
         let desc_head = control.consumer.desc_head.load(Ordering::Acquire);
         let data_head = control.consumer.data_head.load(Ordering::Acquire);
-        let lent =
-            Lent { memory, live: BTreeMap::new(), by_offset: BTreeMap::new(), expected: data_head, head: data_head };
+        let lent = Lent {
+            memory,
+            live: BTreeMap::new(),
+            by_offset: BTreeMap::new(),
+            expected: data_head,
+            head: data_head,
+            ranges: 0,
+            bytes: 0,
+        };
         Consumer { memory, desc_head, lent: Arc::new(Mutex::new(lent)), pending: Vec::new() }
     }
 
@@ -1126,6 +1194,22 @@ impl Consumer {
         lent.take(position, end);
         drop(lent);
         Ok((offset as usize, len as usize, LentSpan { start: position, lent: self.lent.clone(), keep: None }))
+    }
+
+    /// Whether the frame just taken, in `spans` spans, should be copied out
+    /// of the ring and its spans dropped at once rather than lent to its
+    /// tensors:
+    /// - when the live spans make more than [`HOLDS`] ranges: the ranges
+    ///   past them are not in the published holds, so the producer must
+    ///   treat every byte from the first of them on as live, and a reader
+    ///   that kept them past a lap would stop the ring;
+    /// - when other spans are lent and with this frame's more than
+    ///   [`LENT_BYTES_SHARE`] of the ring would be: a reader that keeps
+    ///   what it receives would otherwise fill the ring.
+    pub fn should_copy_out(&self, spans: usize) -> bool {
+        let lent = self.lent.lock();
+        let (share, of) = LENT_BYTES_SHARE;
+        lent.ranges > HOLDS || (lent.live.len() > spans && lent.bytes > self.memory.capacity / of * share)
     }
 
     /// The data ring's bytes at `offset` (inside it, as `poll` checked).
@@ -1678,6 +1762,74 @@ mod tests {
                 }
             }
         });
+    }
+
+    /// Spans that touch share a range in the holds line; the consumer
+    /// lists every range while there are at most [`HOLDS`], and says to
+    /// copy a frame out when its spans would make more, or when other
+    /// spans are lent and the lent bytes pass [`LENT_BYTES_SHARE`] of the
+    /// ring.
+    #[test]
+    fn lent_spans_are_listed_as_ranges_and_past_them_frames_are_copied_out() {
+        let (_heap, mut producer, mut consumer) = fresh(256, 64 * 1024);
+        let take = |producer: &mut Producer, consumer: &mut Consumer, i: usize| {
+            let at = producer.reserve(128).unwrap();
+            write_span(producer, at, i as u8);
+            producer.publish(Some(at));
+            let Some(Received::Frame { span, .. }) = poll_copy(consumer).unwrap() else { panic!("span {i}") };
+            span
+        };
+        // Two ranges of lent spans per three spans taken: keep two that
+        // touch, let the third go.
+        let mut kept = Vec::new();
+        let mut ranges = 0;
+        for i in 0.. {
+            let span = take(&mut producer, &mut consumer, i);
+            if i % 3 == 2 {
+                assert!(!consumer.should_copy_out(1), "{ranges} ranges");
+                continue; // dropped: a gap
+            }
+            kept.push(span);
+            if i % 3 == 0 {
+                ranges += 1;
+                if ranges > HOLDS {
+                    assert!(consumer.should_copy_out(1), "a range past the listed ones");
+                    kept.pop();
+                    break;
+                }
+            }
+            assert!(!consumer.should_copy_out(1), "{ranges} ranges");
+        }
+        // Releasing the first span of the first range keeps it a range;
+        // the table then lists all of them, and they are every lent byte.
+        kept.remove(0);
+        let holds = producer.read_holds().unwrap();
+        assert_eq!(holds.count, HOLDS);
+        assert_eq!(holds.live_from, producer.data_tail, "every lent span is listed");
+        for (i, &(start, end)) in holds.spans[..holds.count].iter().enumerate() {
+            let first = if i == 0 { 1 } else { 0 };
+            assert_eq!(end - start, (2 - first) * 128, "range {i}: the two kept spans, one after the other");
+        }
+        drop(kept);
+
+        // Bytes: past three quarters of the ring, a frame is copied out
+        // while others are lent, and lent when it is alone.
+        let (_heap, mut producer, mut consumer) = fresh(256, 64 * 1024);
+        let big = |producer: &mut Producer, consumer: &mut Consumer, len: u64| {
+            let at = producer.reserve(len).unwrap();
+            producer.publish(Some(at));
+            let Some(Received::Frame { span, .. }) = poll_copy(consumer).unwrap() else { panic!("{len} bytes") };
+            span
+        };
+        let alone = big(&mut producer, &mut consumer, 56 * 1024);
+        assert!(!consumer.should_copy_out(1), "one frame alone is lent, however large");
+        drop(alone);
+        let first = big(&mut producer, &mut consumer, 40 * 1024);
+        let second = big(&mut producer, &mut consumer, 8 * 1024);
+        assert!(!consumer.should_copy_out(1), "48 KiB of 64 KiB lent");
+        let third = big(&mut producer, &mut consumer, 4 * 1024);
+        assert!(consumer.should_copy_out(1), "52 KiB of 64 KiB lent");
+        drop((first, second, third));
     }
 
     /// A consumer that keeps some spans for long while releasing the rest

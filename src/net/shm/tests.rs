@@ -468,3 +468,56 @@ fn a_frame_needing_more_slots_than_the_ring_has_copies_its_last_placed_payloads(
         }
     }
 }
+
+/// A reader that keeps what it receives (a client appending each result
+/// to a history) is lent frames while the producer can still see every
+/// lent byte and place frames around them: up to `ring::HOLDS` ranges of
+/// touching spans, up to three quarters of the ring. Later frames are
+/// copied out on arrival and their spans released, so frames lap the ring
+/// around the kept ones instead of finding it full.
+#[test]
+fn a_reader_keeping_what_it_receives_is_lent_what_the_ring_can_list_and_gets_copies_past_it() {
+    // 32 KiB payloads, 4 × HOLDS of them (6 MiB) through a 4 MiB ring.
+    let sent: Vec<Tensor> =
+        (0..4 * ring::HOLDS).map(|i| Tensor::build::<f32>([8 << 10], |s| s.fill(i as f32)).unwrap()).collect();
+    let ring_bytes = 4u64 << 20;
+    let mut span_bytes = 0;
+    // Keeping every frame: one range, lent up to three quarters of the ring.
+    // Keeping every second: a range per kept frame, lent up to HOLDS.
+    for keep_every in [1, 2] {
+        let (client, server) = placing_pair();
+        let mut kept = Vec::new();
+        for (i, tensor) in sent.iter().enumerate() {
+            let frame = OutgoingFrame::new(
+                FrameKind::Response,
+                1,
+                i as u64,
+                b"kept",
+                std::slice::from_ref(tensor),
+                &FrameLimits::default(),
+            )
+            .unwrap();
+            span_bytes = frame.header.frame_len().next_multiple_of(ring::SPAN_ALIGN);
+            assert_eq!(client.try_place(&frame), Placed::Sent, "keeping every {keep_every}: frame {i} found no room");
+            let got = receive_intact(&server, std::slice::from_ref(tensor), &format!("frame {i}"));
+            if i % keep_every == 0 {
+                kept.push((i, got));
+            }
+        }
+        let ring = server.region().ring(Direction::ClientToServer);
+        let lent = kept.iter().filter(|(_, got)| lies_in(ring, &got.payloads()[0])).count();
+        let most = match keep_every {
+            1 => (ring_bytes * ring::LENT_BYTES_SHARE.0 / ring::LENT_BYTES_SHARE.1 / span_bytes) as usize,
+            _ => ring::HOLDS,
+        };
+        assert_eq!(lent, most, "keeping every {keep_every}");
+        for (i, got) in &kept {
+            assert!(got.payloads()[0].bit_eq(&sent[*i]), "keeping every {keep_every}: frame {i} changed while kept");
+        }
+        let copied_out = server.stats().bytes_copied_out;
+        // Every frame from the first one copied on (kept or not).
+        let copied = sent.len() - lent * keep_every;
+        assert_eq!(copied_out, copied as u64 * sent[0].byte_len() as u64, "keeping every {keep_every}");
+        assert!(client.stats().space_stalls == 0 && client.stats().socket_frames == 0);
+    }
+}
