@@ -98,9 +98,10 @@ impl HotNode {
     /// Worth a thread hop whatever its inputs (a kernel that says so, or
     /// one fed a large constant).
     pub const EXPENSIVE: u8 = 8;
-    /// A one-output kernel whose output leaves through a `_Send` or a
+    /// A kernel whose output 0 (a tensor) leaves through a `_Send` or a
     /// `_Retval` (`PlanNode::leaves_to`): it may be written where the
-    /// reader on the other side reads it.
+    /// reader on the other side reads it. Kernels of several outputs
+    /// build output 0 first (the large one: FusedBatchNormGrad's `dx`).
     pub const OUTPUT_LEAVES: u8 = 16;
 
     #[inline]
@@ -244,7 +245,7 @@ impl Plan {
         let mut initial_pending = Vec::with_capacity(order.len());
         // Whether a node's one output is a plain tensor: a ref's kernel may
         // allocate a variable's storage, which must not be lent memory.
-        let mut one_tensor_output = Vec::with_capacity(order.len());
+        let mut first_output_tensor = Vec::with_capacity(order.len());
         let mut slot_deref = Vec::new();
         let mut enters: Vec<Option<EnterAttrs>> = Vec::with_capacity(order.len());
         for &id in &order {
@@ -305,7 +306,7 @@ impl Plan {
                 flags,
             });
             initial_pending.push(count_u32(gnode.inputs.len() + gnode.control_inputs.len(), "inputs", spec)?);
-            one_tensor_output.push(matches!(r.signature.outputs.as_slice(), [ValueType::Tensor(_)]));
+            first_output_tensor.push(matches!(r.signature.outputs.first(), Some(ValueType::Tensor(_))));
             nodes.push(PlanNode { name: spec.name.clone(), op: spec.op.clone(), kind, leaves_to: None });
         }
         let mut out_edges: Vec<Vec<OutEdge>> = vec![Vec::new(); order.len()];
@@ -321,7 +322,7 @@ impl Plan {
             }
         }
         for id in 0..out_edges.len() {
-            if !hot[id].has(HotNode::KERNEL) || !one_tensor_output[id] {
+            if !hot[id].has(HotNode::KERNEL) || !first_output_tensor[id] {
                 continue;
             }
             let leaves_to = where_output_leaves(id, &out_edges, &nodes);

@@ -259,20 +259,32 @@ fn fetch_through_identities() -> Vec<Arc<Executor>> {
     executor_of(b)
 }
 
+/// Step `step` of `executors[0]` fed `x`, its `retvals` fetched with
+/// `placement` offered for them.
+fn run_placed(
+    executors: &[Arc<Executor>],
+    step: u64,
+    x: f32,
+    retvals: usize,
+    placement: &Arc<RecordingPlacement>,
+) -> Vec<Tensor> {
+    let ctx = Arc::new(
+        StepContext::local(step, Args::Ready(vec![Some(Value::Tensor(Tensor::scalar(x)))]), retvals, false)
+            .with_retval_placement(Some(placement.clone())),
+    );
+    let (tx, rx) = mpsc::channel();
+    executors[0].run_async(ctx.clone(), Box::new(move |r| tx.send(r).unwrap()));
+    rx.recv_timeout(Duration::from_secs(10)).expect("the step ended").unwrap();
+    ctx.frame.retvals.take_all().into_iter().map(|v| v.unwrap().into_tensor().unwrap()).collect()
+}
+
 #[test]
 fn a_fetched_output_is_written_where_the_caller_is_answered_even_through_identities() {
     let executors = fetch_through_identities();
     let placement = Arc::new(RecordingPlacement::default());
     for step in 0..3u64 {
         let v = step as f32 + 0.5;
-        let ctx = Arc::new(
-            StepContext::local(step, Args::Ready(vec![Some(Value::Tensor(Tensor::scalar(v)))]), 2, false)
-                .with_retval_placement(Some(placement.clone())),
-        );
-        let (tx, rx) = mpsc::channel();
-        executors[0].run_async(ctx.clone(), Box::new(move |r| tx.send(r).unwrap()));
-        rx.recv_timeout(Duration::from_secs(10)).expect("the step ended").unwrap();
-        let mut out = ctx.frame.retvals.take_all().into_iter().map(|v| v.unwrap().into_tensor().unwrap());
+        let mut out = run_placed(&executors, step, v, 2, &placement).into_iter();
         let (big, small) = (out.next().unwrap(), out.next().unwrap());
         assert!(big.as_slice::<f32>().unwrap().iter().all(|&e| e == v));
         assert_eq!(small.as_slice::<f32>().unwrap(), &[v; 4]);
@@ -285,4 +297,39 @@ fn a_fetched_output_is_written_where_the_caller_is_answered_even_through_identit
     let big = out[0].clone().unwrap().into_tensor().unwrap();
     assert!(big.as_slice::<f32>().unwrap().iter().all(|&e| e == 2.0));
     assert_eq!(placement.given.lock().unwrap().len(), 3);
+}
+
+/// A kernel of several outputs whose output 0 is fetched writes it where
+/// the caller is answered: FusedBatchNormGrad's `dx` (128 KiB).
+#[test]
+fn output_0_of_a_kernel_with_several_outputs_is_written_where_it_is_fetched() {
+    use crate::graph::AttrValue;
+    let mut b = GraphBuilder::new();
+    let dims = b.constant("dims", &Tensor::from_slice::<i32>([4], &[1, 8, 8, 512]).unwrap());
+    let x = index_node(&mut b, "x", "_Arg", &[], 0);
+    let dy = b.binary("dy", "Fill", &dims, &x, DType::F32);
+    let ones = b.constant("ones", &Tensor::build::<f32>([512], |s| s.fill(1.0)).unwrap());
+    let zeros = b.constant("zeros", &Tensor::zeros(DType::F32, [512]).unwrap());
+    let grad = b.add(
+        "grad",
+        "FusedBatchNormGrad",
+        &[&dy, &dy, &ones, &zeros, &ones],
+        vec![
+            ("T", AttrValue::Type(crate::graph::DataType::Tensor(DType::F32))),
+            ("is_training", AttrValue::Bool(false)),
+            ("epsilon", AttrValue::Float(0.0)),
+        ],
+    );
+    retval(&mut b, "dx", &grad, 0);
+    let executors = executor_of(b);
+    let placement = Arc::new(RecordingPlacement::default());
+    for step in 0..2u64 {
+        let v = step as f32 + 1.5;
+        let dx = run_placed(&executors, step, v, 1, &placement).remove(0);
+        // Unit variance, unit scale: dx = dy.
+        assert!(dx.as_slice::<f32>().unwrap().iter().all(|&e| e == v), "step {step}");
+        let given = placement.given.lock().unwrap().clone();
+        assert_eq!(given.len(), step as usize + 1, "one placement per step");
+        assert_eq!(dx.as_bytes().as_ptr() as usize, given[step as usize], "dx was written where it was placed");
+    }
 }

@@ -272,6 +272,7 @@ impl ShmChannel {
         // every lent span) keeps mapped; this side drives only its producer
         // end of one direction and its consumer end of the other.
         let (producer, consumer) = unsafe { (Producer::new(region.ring(send)), Consumer::new(region.ring(receive))) };
+        let producer = producer.keeping_to(TRIM_KEEP_BYTES);
         let tx = Arc::new(TxSide {
             producer: Mutex::new(producer),
             region: region.clone(),

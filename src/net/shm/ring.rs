@@ -366,6 +366,9 @@ pub struct Producer {
     published_end: u64,
     /// Spans reserved ahead of their frame, by position.
     held: Vec<Arc<HeldSpan>>,
+    /// Once the tail is past this many bytes of a lap, a span goes back to
+    /// the first pages when it fits there ([`place_leaving`](Self::place_leaving)).
+    prefix: u64,
 }
 
 /// A consistent read of the consumer's [`HoldsLine`].
@@ -399,7 +402,19 @@ impl Producer {
             cached_data_head: data_head,
             published_end: data_head,
             held: Vec::new(),
+            prefix: memory.capacity,
         }
+    }
+
+    /// Keeps spans to the ring's first `prefix` bytes where the consumer's
+    /// head allows: once the tail is past them, a span that fits before
+    /// the oldest live byte comes round goes back to the first pages. A
+    /// reader that keeps the last few frames then cycles through pages
+    /// that stay resident (the channel trims only past its first 8 MiB)
+    /// and warm in the cache, instead of through the whole ring.
+    pub fn keeping_to(mut self, prefix: u64) -> Producer {
+        self.prefix = prefix;
+        self
     }
 
     pub fn capacity(&self) -> u64 {
@@ -439,9 +454,11 @@ impl Producer {
 
     fn reserve_unchecked(&mut self, len: u64, room_after: u64) -> Option<Reservation> {
         self.prune_held();
-        if len >= FRESH_HEAD_MIN_BYTES || self.data_tail % self.memory.capacity >= FRESH_HEAD_MIN_BYTES {
+        if len >= FRESH_HEAD_MIN_BYTES || self.data_tail % self.memory.capacity >= FRESH_HEAD_MIN_BYTES.min(self.prefix)
+        {
             // Worth a look at the consumer's line: a span placed while the
-            // ring is in fact empty goes back to the first pages, which are
+            // ring is in fact empty (or, past the prefix, with room before
+            // the oldest live byte) goes back to the first pages, which are
             // resident, instead of faulting in new ones. Small frames past
             // the first 64 KiB look too, so a stream of them keeps to those
             // pages and a connection's memory stays flat.
@@ -749,7 +766,7 @@ impl Producer {
         // Checked: a consumer that stored a head past our tail gets no room,
         // not an overflow.
         let within_a_lap = |end: u64, of: u64| end.checked_sub(of).is_some_and(|n| n <= capacity);
-        let fits = |position: u64| {
+        let fits_bytes = |position: u64, len: u64| {
             let Some(end) = position.checked_add(len) else { return false };
             if drained {
                 held_head.is_none_or(|h| within_a_lap(end, h))
@@ -758,12 +775,20 @@ impl Producer {
                 within_a_lap(end, head)
             }
         };
+        let fits = |position: u64| fits_bytes(position, len);
         // Next lap when the rest of this one is too short, or when the ring
         // is empty and the span fits before the current offset (back to the
-        // first pages).
+        // first pages), or when the tail is past the prefix and the span
+        // fits the next lap's first pages before the oldest live byte.
         let empty_and_fits_first_pages =
             offset != 0 && head == self.data_tail && len.saturating_add(room_after) <= offset;
-        let position = if empty_and_fits_first_pages || offset + len > capacity { next_lap } else { self.data_tail };
+        let past_prefix_and_fits_first_pages =
+            offset >= self.prefix && len.saturating_add(room_after) <= offset && fits_bytes(next_lap, len + room_after);
+        let position = if empty_and_fits_first_pages || past_prefix_and_fits_first_pages || offset + len > capacity {
+            next_lap
+        } else {
+            self.data_tail
+        };
         fits(position).then_some(Reservation { position, len })
     }
 
@@ -1712,9 +1737,17 @@ mod tests {
     /// the producer keeps writing) nor a slot not yet copied out.
     #[test]
     fn two_threads_never_share_a_span() {
+        // The whole ring, and spans kept to its first quarter.
+        for prefix in [1024, 256] {
+            two_threads_never_share_a_span_keeping_to(prefix);
+        }
+    }
+
+    fn two_threads_never_share_a_span_keeping_to(prefix: u64) {
         let rounds: u64 = if cfg!(miri) { 60 } else { 20_000 };
         let inline_len = |i: u64| 1 + (i as usize * 37) % INLINE_BYTES;
-        let (_heap, mut producer, mut consumer) = fresh(8, 1024);
+        let (_heap, producer, mut consumer) = fresh(8, 1024);
+        let mut producer = producer.keeping_to(prefix);
         std::thread::scope(|scope| {
             scope.spawn(move || {
                 for i in 0..rounds {
@@ -1830,6 +1863,41 @@ mod tests {
         let third = big(&mut producer, &mut consumer, 4 * 1024);
         assert!(consumer.should_copy_out(1), "52 KiB of 64 KiB lent");
         drop((first, second, third));
+    }
+
+    /// A producer keeping to a prefix goes back to the first pages once its
+    /// tail is past it, whenever the span fits before the oldest live
+    /// byte: a consumer keeping the last four spans sees them all within
+    /// the prefix, where without it they cycle through the whole ring.
+    /// Nothing kept is overwritten.
+    #[test]
+    fn spans_keep_to_the_prefix_around_a_rolling_window() {
+        // 64 spans a lap; enough rounds for more than one.
+        let rounds: u64 = if cfg!(miri) { 100 } else { 300 };
+        for (prefix, furthest) in [(4 << 10, 4 << 10), (16 << 10, 16 << 10)] {
+            let (_heap, producer, mut consumer) = fresh(16, 16 << 10);
+            let mut producer = producer.keeping_to(prefix);
+            let mut window: VecDeque<(usize, usize, u8, LentSpan)> = VecDeque::new();
+            let mut reached = 0;
+            for i in 0..rounds {
+                assert!(producer.has_slot());
+                let at = producer.reserve(256).unwrap();
+                write_span(&producer, at, i as u8);
+                producer.publish(Some(at));
+                let Some(Received::Frame { offset, len, span }) = poll_copy(&mut consumer).unwrap() else {
+                    panic!("span {i}")
+                };
+                reached = reached.max(offset + len);
+                window.push_back((offset, len, i as u8, span));
+                if window.len() > 4 {
+                    window.pop_front();
+                }
+                for (offset, len, fill, _) in &window {
+                    assert!(read_span(&consumer, *offset, *len).iter().all(|b| b == fill), "kept {fill} overwritten");
+                }
+            }
+            assert_eq!(reached, furthest, "prefix {prefix}");
+        }
     }
 
     /// A consumer that keeps some spans for long while releasing the rest
@@ -2082,8 +2150,16 @@ mod tests {
     /// intact in publish order while the consumer keeps a few for a while.
     #[test]
     fn two_threads_with_held_spans_never_share_a_span() {
+        // The whole ring, and spans kept to its first quarter.
+        for prefix in [4096, 1024] {
+            two_threads_with_held_spans_never_share_a_span_keeping_to(prefix);
+        }
+    }
+
+    fn two_threads_with_held_spans_never_share_a_span_keeping_to(prefix: u64) {
         let rounds: u64 = if cfg!(miri) { 45 } else { 15_000 };
-        let (_heap, mut producer, mut consumer) = fresh(8, 4096);
+        let (_heap, producer, mut consumer) = fresh(8, 4096);
+        let mut producer = producer.keeping_to(prefix);
         let len_of = |i: u64| 64 * (1 + i % 4);
         std::thread::scope(|scope| {
             scope.spawn(move || {
