@@ -272,7 +272,9 @@ impl ShmChannel {
         // every lent span) keeps mapped; this side drives only its producer
         // end of one direction and its consumer end of the other.
         let (producer, consumer) = unsafe { (Producer::new(region.ring(send)), Consumer::new(region.ring(receive))) };
-        let producer = producer.keeping_to(TRIM_KEEP_BYTES);
+        // The pages a trim keeps, or a quarter of a small ring.
+        let prefix = TRIM_KEEP_BYTES.min(region.layout().capacity / 4);
+        let producer = producer.keeping_to(prefix);
         let tx = Arc::new(TxSide {
             producer: Mutex::new(producer),
             region: region.clone(),

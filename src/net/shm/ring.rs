@@ -782,8 +782,9 @@ impl Producer {
         // fits the next lap's first pages before the oldest live byte.
         let empty_and_fits_first_pages =
             offset != 0 && head == self.data_tail && len.saturating_add(room_after) <= offset;
-        let past_prefix_and_fits_first_pages =
-            offset >= self.prefix && len.saturating_add(room_after) <= offset && fits_bytes(next_lap, len + room_after);
+        let past_prefix_and_fits_first_pages = offset >= self.prefix
+            && len.saturating_add(room_after) <= offset
+            && fits_bytes(next_lap, len.saturating_add(room_after));
         let position = if empty_and_fits_first_pages || past_prefix_and_fits_first_pages || offset + len > capacity {
             next_lap
         } else {
