@@ -585,12 +585,19 @@ fn shm_options(ring_bytes: u64) -> TransportOptions {
     options
 }
 
+/// A server and a client connected over shared memory with rings of
+/// `ring_bytes`.
+fn shm_pair(ring_bytes: u64) -> (Arc<TestService>, Server, Client) {
+    let service = Arc::new(TestService::default());
+    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(ring_bytes)).unwrap();
+    let client = Client::connect(&server.local_addr().to_string(), shm_options(ring_bytes)).unwrap();
+    assert!(client.is_shared_memory());
+    (service, server, client)
+}
+
 #[test]
 fn large_tensors_cross_the_ring_in_place_both_ways() {
-    let service = Arc::new(TestService::default());
-    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(8 << 20)).unwrap();
-    let client = Client::connect(&server.local_addr().to_string(), shm_options(8 << 20)).unwrap();
-    assert!(client.is_shared_memory());
+    let (service, server, client) = shm_pair(8 << 20);
     let big = Tensor::build::<f32>([1 << 20], |s| s.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32)).unwrap();
     for _ in 0..6 {
         let resp = client.call(Method::Ping, b"big", std::slice::from_ref(&big), soon()).unwrap();
@@ -727,16 +734,19 @@ fn a_frame_that_cannot_fit_around_kept_spans_waits_once_and_later_ones_take_the_
     // the 4 MiB ring until they fill three quarters of it less one (the
     // next would pass that share: copied out). Past them, no 2 MiB push
     // ever fits.
-    let service = Arc::new(TestService::default());
-    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
-    let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
-    assert!(client.is_shared_memory());
+    let (service, server, client) = shm_pair(4 << 20);
     let (small, large) = (8, 8);
     let tensors: Vec<Tensor> = (0..small + large)
         .map(|i| Tensor::build::<f32>([if i < small { 128 << 10 } else { 512 << 10 }], |s| s.fill(i as f32)).unwrap())
         .collect();
     for (step_id, t) in tensors.iter().enumerate() {
         push_tensor(&client, step_id as u64, "keep", t);
+        if step_id < small {
+            // Handled (lent or copied out) before the next: eight of them
+            // fill the ring unless the reader has copied some out, and a
+            // reader slower than SPACE_WAIT would send one over the socket.
+            client.call(Method::Ping, b"handled", &[], soon()).unwrap();
+        }
     }
     // A call after the pushes: its answer means every push was handled.
     client.call(Method::Ping, b"after", &[], soon()).unwrap();
@@ -756,17 +766,19 @@ fn a_frame_that_cannot_fit_around_kept_spans_waits_once_and_later_ones_take_the_
 #[test]
 fn a_reader_keeping_every_tensor_leaves_the_ring_flowing() {
     // The server keeps every pushed tensor, 200 of 64 KiB (three laps of
-    // the 4 MiB ring): the first `HOLDS` stay lent from the ring, the rest
-    // are copied out as they arrive, and every push goes through the ring.
-    let service = Arc::new(TestService::default());
-    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
-    let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
-    assert!(client.is_shared_memory());
+    // the 4 MiB ring): they stay lent from the ring up to three quarters of
+    // it, the rest are copied out as they arrive, and every push goes
+    // through the ring.
+    let (service, server, client) = shm_pair(4 << 20);
     let pushes = 200;
     let tensors: Vec<Tensor> =
         (0..pushes).map(|i| Tensor::build::<f32>([16 << 10], |s| s.fill(i as f32)).unwrap()).collect();
     for (step_id, t) in tensors.iter().enumerate() {
         push_tensor(&client, step_id as u64, "keep every one", t);
+        // Handled before the next: a reader that fell behind by more than
+        // the ring's free quarter for SPACE_WAIT would see one over the
+        // socket, whatever it lends.
+        client.call(Method::Ping, b"handled", &[], soon()).unwrap();
     }
     client.call(Method::Ping, b"after", &[], soon()).unwrap();
     let stats = client.shm_stats().unwrap();
@@ -785,10 +797,7 @@ fn frames_go_around_a_span_the_reader_keeps_without_stalling() {
     // The server keeps the first pushed tensor (lent from the ring) and
     // lets every later one go: the later ones lap the 4 MiB ring five
     // times around the kept one, all through the ring.
-    let service = Arc::new(TestService::default());
-    let server = Server::bind("127.0.0.1:0", service.clone(), shm_options(4 << 20)).unwrap();
-    let client = Client::connect(&server.local_addr().to_string(), shm_options(4 << 20)).unwrap();
-    assert!(client.is_shared_memory());
+    let (service, server, client) = shm_pair(4 << 20);
     let kept = Tensor::build::<f32>([128 << 10], |s| s.fill(-1.0)).unwrap();
     for step_id in 0..41u64 {
         let t = if step_id == 0 {
