@@ -201,11 +201,14 @@ mod tests {
         let s = GetStatsResponse {
             task: "/job:worker/replica:0/task:0".into(),
             steps: 7,
+            shm_bytes_copied_out: 4096,
             step_latency: LatencySummary { count: 7, sum_ns: 7_000, p50_ns: 1_000, ..Default::default() },
             ..Default::default()
         };
         let text = prometheus_text(&s);
         assert!(text.contains("ringflow_steps_total{task=\"/job:worker/replica:0/task:0\"} 7\n"), "{text}");
+        assert!(text.contains("ringflow_shm_bytes_copied_out_total{task=\"/job:worker/replica:0/task:0\"} 4096\n"));
+        assert!(format_table(&s).contains("4096 copied out on arrival"), "{}", format_table(&s));
         assert!(text.contains(
             "ringflow_step_latency_seconds{task=\"/job:worker/replica:0/task:0\",quantile=\"0.5\"} 0.000001000\n"
         ));
