@@ -986,33 +986,31 @@ impl Lent {
         let version = line.version.load(Ordering::Relaxed);
         line.version.store(version.wrapping_add(1) | 1, Ordering::Relaxed);
         fence(Ordering::Release);
+        let list = |count: &mut usize, (from, to): (u64, u64)| {
+            line.spans[2 * *count].store(from, Ordering::Relaxed);
+            line.spans[2 * *count + 1].store(to, Ordering::Relaxed);
+            *count += 1;
+        };
         let mut count = 0;
         let mut live_from = self.expected;
         let mut range: Option<(u64, u64)> = None;
         for (&start, &end) in &self.live {
             match range {
                 Some((from, to)) if to == start && self.touch(start) => range = Some((from, end)),
-                Some((from, to)) if count == HOLDS - 1 => {
-                    line.spans[2 * count].store(from, Ordering::Relaxed);
-                    line.spans[2 * count + 1].store(to, Ordering::Relaxed);
-                    count += 1;
-                    live_from = start;
-                    range = None;
-                    break;
-                }
-                Some((from, to)) => {
-                    line.spans[2 * count].store(from, Ordering::Relaxed);
-                    line.spans[2 * count + 1].store(to, Ordering::Relaxed);
-                    count += 1;
+                Some(done) => {
+                    list(&mut count, done);
                     range = Some((start, end));
+                    if count == HOLDS {
+                        live_from = start;
+                        range = None;
+                        break;
+                    }
                 }
                 None => range = Some((start, end)),
             }
         }
-        if let Some((from, to)) = range {
-            line.spans[2 * count].store(from, Ordering::Relaxed);
-            line.spans[2 * count + 1].store(to, Ordering::Relaxed);
-            count += 1;
+        if let Some(done) = range {
+            list(&mut count, done);
         }
         debug_assert!(count == self.ranges.min(HOLDS));
         line.count.store(count as u64, Ordering::Relaxed);
