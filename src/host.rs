@@ -1,9 +1,11 @@
-//! What this machine's CPUs are doing, from the first line of /proc/stat:
-//! how much time the hypervisor stole (for `ringflow bench`'s figures) and
-//! whether a core has lately been idle (for a caller deciding to spin).
+//! What this machine's CPUs are doing, from the first line of /proc/stat
+//! and the CPU pressure of /proc/pressure/cpu: how much time the hypervisor
+//! stole (for `ringflow bench`'s figures) and whether a core has lately
+//! been idle or nobody has waited for one (for a caller deciding to spin).
 //!
-//! Owns: reading and parsing /proc/stat, and the process-wide spare-core
-//! sample. Must not know who spins or what is measured.
+//! Owns: reading and parsing /proc/stat and /proc/pressure/cpu, and the
+//! process-wide spare-core sample. Must not know who spins or what is
+//! measured.
 
 use parking_lot::Mutex;
 use std::fs::File;
@@ -68,11 +70,35 @@ pub const SPARE_CORE_WINDOW: Duration = Duration::from_millis(50);
 /// between a chain's hops counts, and one shared by busy threads does not.
 pub const SPARE_CORE_MIN_IDLE: f64 = 0.5;
 
-/// Whether this machine has lately had a core nobody used (at least
-/// [`SPARE_CORE_MIN_IDLE`] idle cores over the last window). Costs a clock
-/// read and two atomic loads; one caller in a window re-reads /proc/stat.
-/// True until a first window has been measured, and where /proc/stat
-/// cannot be read.
+/// How often the CPU pressure is read (/proc/pressure/cpu, about 2 µs to
+/// read here): often enough that threads starting to wait for a core turn
+/// spinners back to yielding within milliseconds, rare enough to cost
+/// nothing measurable.
+pub const PRESSURE_SAMPLE: Duration = Duration::from_millis(10);
+
+/// The share of wall time with some thread waiting for a core (PSI's `some`
+/// CPU stall) below which a spinner keeps its core. Two processes ping-pong
+/// on two cores at about 2% here (housekeeping threads), a client, a master
+/// and a worker on two cores at about 51%.
+pub const CALM_MAX_STALL: f64 = 0.05;
+
+/// How long every pressure sample must have stayed under
+/// [`CALM_MAX_STALL`] before a spinner may keep its core again: one quiet
+/// sample among busy ones must not let three processes spin purely on two
+/// cores.
+pub const CALM_WINDOW: Duration = Duration::from_millis(50);
+
+/// Whether a spinner may keep its core: this machine has lately had a core
+/// nobody used (at least [`SPARE_CORE_MIN_IDLE`] idle cores over the last
+/// window), or no thread has been kept waiting for a core over the last
+/// [`CALM_WINDOW`] (CPU pressure under [`CALM_MAX_STALL`] at every sample:
+/// two spinners on two cores hold nobody up). A run-queue count cannot
+/// tell this: since kernel 6.12 it includes threads that went to sleep but
+/// stay queued until their lag is paid (three on two cores in a
+/// two-process ping-pong here). Costs a clock read and a few atomic loads;
+/// one caller in a window re-reads /proc/stat, one in [`PRESSURE_SAMPLE`]
+/// /proc/pressure/cpu. True until a first window has been measured, and
+/// where /proc/stat cannot be read.
 pub fn has_spare_core() -> bool {
     static SAMPLER: OnceLock<SpareCore> = OnceLock::new();
     SAMPLER.get_or_init(SpareCore::new).answer(Instant::now())
@@ -82,6 +108,13 @@ pub fn has_spare_core() -> bool {
 struct Reading {
     file: Option<File>,
     last: Option<(Instant, CpuTimes)>,
+}
+
+/// /proc/pressure/cpu, and the last stall total read with when.
+struct Pressure {
+    file: Option<File>,
+    /// Nanoseconds after `SpareCore::base`, and microseconds stalled.
+    last: Option<(u64, u64)>,
 }
 
 /// The process-wide spare-core sample behind [`has_spare_core`].
@@ -94,6 +127,17 @@ struct SpareCore {
     /// answer).
     reading: Mutex<Reading>,
     ticks_per_second: u64,
+    /// Nanoseconds after `base` of the last pressure sample.
+    sampled_ns: AtomicU64,
+    /// Nanoseconds after `base` of the end of the last sample at or above
+    /// [`CALM_MAX_STALL`] (`base` itself until then).
+    stalled_ns: AtomicU64,
+    /// Whether a pressure sample has been measured (where
+    /// /proc/pressure/cpu cannot be read, pressure never vouches for a
+    /// core).
+    measured: AtomicBool,
+    /// Held by the one caller re-reading the pressure.
+    pressure: Mutex<Pressure>,
 }
 
 impl SpareCore {
@@ -108,15 +152,25 @@ impl SpareCore {
             spare: AtomicBool::new(true),
             reading: Mutex::new(Reading { file, last: first }),
             ticks_per_second: u64::try_from(ticks).unwrap_or(100),
+            sampled_ns: AtomicU64::new(0),
+            stalled_ns: AtomicU64::new(0),
+            measured: AtomicBool::new(false),
+            pressure: Mutex::new(Pressure { file: File::open("/proc/pressure/cpu").ok(), last: None }),
         }
     }
 
     fn answer(&self, now: Instant) -> bool {
-        self.answer_with(now, read_cpu_times)
+        self.answer_with(now, read_cpu_times, read_cpu_stall_us)
     }
 
-    /// [`SpareCore::answer`], reading the counters with `read`.
-    fn answer_with(&self, now: Instant, read: impl FnOnce(&File) -> Option<CpuTimes>) -> bool {
+    /// [`SpareCore::answer`], reading the counters with `read` and the CPU
+    /// stall total with `stall`.
+    fn answer_with(
+        &self,
+        now: Instant,
+        read: impl FnOnce(&File) -> Option<CpuTimes>,
+        stall: impl FnOnce(&File) -> Option<u64>,
+    ) -> bool {
         let now_ns = now.saturating_duration_since(self.base).as_nanos() as u64;
         let due =
             now_ns.saturating_sub(self.window_start_ns.load(Ordering::Relaxed)) >= SPARE_CORE_WINDOW.as_nanos() as u64;
@@ -134,8 +188,48 @@ impl SpareCore {
                 }
             }
         }
-        self.spare.load(Ordering::Relaxed)
+        self.spare.load(Ordering::Relaxed) || self.calm(now_ns, stall)
     }
+
+    /// Whether every pressure sample over the last [`CALM_WINDOW`] stayed
+    /// under [`CALM_MAX_STALL`], sampling again when one is due.
+    fn calm(&self, now_ns: u64, stall: impl FnOnce(&File) -> Option<u64>) -> bool {
+        let due = now_ns.saturating_sub(self.sampled_ns.load(Ordering::Relaxed)) >= PRESSURE_SAMPLE.as_nanos() as u64;
+        if due {
+            if let Some(mut pressure) = self.pressure.try_lock() {
+                self.sampled_ns.store(now_ns, Ordering::Relaxed);
+                let Pressure { file, last } = &mut *pressure;
+                if let Some(total_us) = file.as_ref().and_then(stall) {
+                    if let Some((at_ns, before_us)) = *last {
+                        let wall_us = now_ns.saturating_sub(at_ns) / 1000;
+                        let stalled_us = total_us.saturating_sub(before_us);
+                        if wall_us > 0 {
+                            if stalled_us as f64 >= CALM_MAX_STALL * wall_us as f64 {
+                                self.stalled_ns.store(now_ns, Ordering::Relaxed);
+                            }
+                            self.measured.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    *last = Some((now_ns, total_us));
+                }
+            }
+        }
+        self.measured.load(Ordering::Relaxed)
+            && now_ns.saturating_sub(self.stalled_ns.load(Ordering::Relaxed)) >= CALM_WINDOW.as_nanos() as u64
+    }
+}
+
+/// Microseconds some thread has waited for a core since boot: the `total`
+/// of /proc/pressure/cpu's `some` line.
+fn read_cpu_stall_us(file: &File) -> Option<u64> {
+    let mut buf = [0u8; 256];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    parse_cpu_stall_us(std::str::from_utf8(&buf[..n]).ok()?)
+}
+
+fn parse_cpu_stall_us(pressure: &str) -> Option<u64> {
+    let some = pressure.lines().find(|l| l.starts_with("some "))?;
+    some.split_whitespace().find_map(|field| field.strip_prefix("total="))?.parse().ok()
 }
 
 /// The `cpu` line, read from the start of an open /proc/stat (the file is
@@ -187,19 +281,69 @@ mod tests {
         let start = Instant::now() + SPARE_CORE_WINDOW;
         let times = |idle: u64| CpuTimes { total: 0, idle, steal: 0 };
         let at = |idle: u64| move |_: &File| Some(times(idle));
+        // No pressure reading: only idle time vouches for a core.
+        let unread = |_: &File| None;
         sampler.reading.lock().last = Some((start - SPARE_CORE_WINDOW, times(0)));
         // A window where the cores were busy all along: no spare core.
-        assert!(!sampler.answer_with(start, at(0)));
+        assert!(!sampler.answer_with(start, at(0), unread));
         // Within the window the answer stands, whatever a read would say.
-        assert!(!sampler.answer_with(start + SPARE_CORE_WINDOW / 2, at(1_000_000)));
+        assert!(!sampler.answer_with(start + SPARE_CORE_WINDOW / 2, at(1_000_000), unread));
         // A window with one core idle throughout (ticks/s × window): spare.
         let window_ticks = ticks * SPARE_CORE_WINDOW.as_millis() as u64 / 1000;
-        assert!(sampler.answer_with(start + SPARE_CORE_WINDOW, at(window_ticks)));
+        assert!(sampler.answer_with(start + SPARE_CORE_WINDOW, at(window_ticks), unread));
         // Then under half a core idle again: not spare.
         let a_third = window_ticks + window_ticks / 3;
-        assert!(!sampler.answer_with(start + 2 * SPARE_CORE_WINDOW, at(a_third)));
+        assert!(!sampler.answer_with(start + 2 * SPARE_CORE_WINDOW, at(a_third), unread));
         // A failed read keeps the last answer.
-        assert!(!sampler.answer_with(start + 3 * SPARE_CORE_WINDOW, |_: &File| None));
+        assert!(!sampler.answer_with(start + 3 * SPARE_CORE_WINDOW, |_: &File| None, unread));
+    }
+
+    #[test]
+    fn the_stall_total_is_the_some_lines_total() {
+        let text = "some avg10=0.44 avg60=0.80 avg300=1.67 total=11844054719\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_cpu_stall_us(text), Some(11_844_054_719));
+        assert_eq!(parse_cpu_stall_us("full avg10=0.00 total=5\n"), None);
+        assert_eq!(parse_cpu_stall_us("some avg10=0.44\n"), None);
+    }
+
+    #[test]
+    fn busy_cores_count_as_spare_only_after_a_calm_window_of_pressure_samples() {
+        let sampler = SpareCore::new();
+        if sampler.pressure.lock().file.is_none() {
+            return; // No /proc/pressure/cpu to stand in for.
+        }
+        let busy = |_: &File| Some(CpuTimes { total: 0, idle: 0, steal: 0 });
+        let start = Instant::now() + SPARE_CORE_WINDOW;
+        sampler.reading.lock().last = Some((start - SPARE_CORE_WINDOW, CpuTimes { total: 0, idle: 0, steal: 0 }));
+        let after = |d: Duration| start + d;
+        let us = |d: Duration| d.as_micros() as u64;
+        let stall = |total: u64| move |_: &File| Some(total);
+        // The first sample only sets the mark: nothing measured yet.
+        assert!(!sampler.answer_with(start, busy, stall(0)));
+        // Threads waited for a core half of the next sample: not spare.
+        let mut t = PRESSURE_SAMPLE;
+        let mut total = us(PRESSURE_SAMPLE) / 2;
+        assert!(!sampler.answer_with(after(t), busy, stall(total)));
+        // Under the threshold, but not yet for a whole window.
+        let quiet = |d: Duration| (CALM_MAX_STALL / 2.0 * us(d) as f64) as u64;
+        let crowded_at = t;
+        while t < crowded_at + CALM_WINDOW - PRESSURE_SAMPLE {
+            t += PRESSURE_SAMPLE;
+            total += quiet(PRESSURE_SAMPLE);
+            assert!(!sampler.answer_with(after(t), busy, stall(total)), "at {t:?}");
+        }
+        // Quiet samples for a whole window: spare, though no core was idle.
+        t = crowded_at + CALM_WINDOW;
+        total += quiet(PRESSURE_SAMPLE);
+        assert!(sampler.answer_with(after(t), busy, stall(total)));
+        // Between samples the answer stands, whatever a read would say.
+        assert!(sampler.answer_with(after(t + PRESSURE_SAMPLE / 2), busy, stall(total + 1_000_000)));
+        // One stalled sample ends it at once.
+        t += PRESSURE_SAMPLE;
+        total += us(PRESSURE_SAMPLE) / 10;
+        assert!(!sampler.answer_with(after(t), busy, stall(total)));
+        // A failed read keeps what the samples said before.
+        assert!(!sampler.answer_with(after(t + PRESSURE_SAMPLE), busy, |_: &File| None));
     }
 
     #[test]

@@ -444,6 +444,10 @@ fn peer_rpc_args(kind: TransportKind, spin_us: u64) -> Vec<String> {
 /// blocks, so a noisy machine's slow and fast phases fall on both alike.
 const PINGPONG_BLOCK: usize = 500;
 
+/// The shortest pingpong warm-up: a few of `host::has_spare_core`'s
+/// windows.
+const PINGPONG_WARMUP_TIME: Duration = Duration::from_millis(200);
+
 /// Raw and ringflow round trips for `kind`, interleaved by blocks.
 fn interleaved_pingpong(
     kind: TransportKind,
@@ -461,22 +465,41 @@ fn interleaved_pingpong(
     if kind == TransportKind::Auto && !rpc.client.is_shared_memory() {
         return Err(Status::unavailable("pingpong shm: the connection fell back to TCP (see the log)"));
     }
-    for _ in 0..opts.pingpong_warmup {
-        raw.run_once()?;
-        rpc.round_trip()?;
+    // Between blocks the side that just ran spins on for its `spin_us`
+    // before it sleeps; the pause lets it sleep, so neither side's block
+    // shares its cores with the other's leftover spinner, and the untimed
+    // first round trip of a block wakes the sleeping peer.
+    let handover = Duration::from_micros(2 * opts.spin_us + 50);
+    let mut blocks = |rounds: usize, raw_rec: &mut LatencyRecorder, rpc_rec: &mut LatencyRecorder| -> Result<()> {
+        let mut left = rounds;
+        while left > 0 {
+            let block = left.min(PINGPONG_BLOCK);
+            std::thread::sleep(handover);
+            raw.run_once()?;
+            for _ in 0..block {
+                raw_rec.record(raw.run_once()?);
+            }
+            std::thread::sleep(handover);
+            rpc.round_trip()?;
+            for _ in 0..block {
+                rpc_rec.record(rpc.round_trip()?);
+            }
+            left -= block;
+        }
+        Ok(())
+    };
+    // The warm-up runs as the measurement does, and for at least
+    // PINGPONG_WARMUP_TIME: both sides' spin-waits settle on whether
+    // nobody else waits for their cores (`host::has_spare_core`), as a
+    // long-running loop's do.
+    let warmup_start = Instant::now();
+    let (mut discard_raw, mut discard_rpc) = (LatencyRecorder::default(), LatencyRecorder::default());
+    blocks(opts.pingpong_warmup, &mut discard_raw, &mut discard_rpc)?;
+    while warmup_start.elapsed() < PINGPONG_WARMUP_TIME {
+        blocks(PINGPONG_BLOCK, &mut discard_raw, &mut discard_rpc)?;
     }
     let (mut raw_rec, mut rpc_rec) = (LatencyRecorder::default(), LatencyRecorder::default());
-    let mut left = opts.pingpong_iterations;
-    while left > 0 {
-        let block = left.min(PINGPONG_BLOCK);
-        for _ in 0..block {
-            raw_rec.record(raw.run_once()?);
-        }
-        for _ in 0..block {
-            rpc_rec.record(rpc.round_trip()?);
-        }
-        left -= block;
-    }
+    blocks(opts.pingpong_iterations, &mut raw_rec, &mut rpc_rec)?;
     Ok((raw_rec, rpc_rec))
 }
 
@@ -499,8 +522,9 @@ pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
             "raw TCP spinning ping-pong"
         };
         let note = format!(
-            "{name}; {} B request+response; baseline: {baseline}, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK}{placement}",
-            opts.message_bytes
+            "{name}; {} B request+response; baseline: {baseline}, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK} (each after a pause that lets the other side sleep, its first round trip untimed) after a warm-up of at least {} ms{placement}",
+            opts.message_bytes,
+            PINGPONG_WARMUP_TIME.as_millis()
         );
         for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
             figures.push(

@@ -28,13 +28,17 @@ fn pure_spin() -> std::time::Duration {
 /// spinning at first (a reply that comes within microseconds is seen at
 /// once), then giving the core away each round if anyone else can run.
 ///
-/// The pure phase needs a spare core ([`crate::host::has_spare_core`]): on
-/// a machine with fewer cores than spinning threads (a client, a master and
-/// a worker on 2 cores), a spinner that does not yield holds the core the
-/// thread with the awaited message needs. There every wait yields from its
-/// first round: step-remote on 2 cores, 10 alternating pairs, p50 41-68 µs
-/// (3.4-4.3× the raw round trip) against 52-97 µs (4.1-6.9×) with a 10 µs
-/// pure phase and the session's client asleep.
+/// The pure phase needs a spare core ([`crate::host::has_spare_core`]: one
+/// lately idle, or no thread kept waiting for a core): on a machine with
+/// fewer cores than spinning threads (a client, a master and a worker on 2
+/// cores), a spinner that does not yield holds the core the thread with the
+/// awaited message needs. There every wait yields from its first round:
+/// step-remote on 2 cores, 10 alternating pairs, p50 41-68 µs (3.4-4.3× the
+/// raw round trip) against 52-97 µs (4.1-6.9×) with a 10 µs pure phase and
+/// the session's client asleep. Two busy processes on 2 cores keep nobody
+/// waiting, and spin purely: a one-task step over shared memory, 200,000
+/// steps, three alternating pairs, p50 3.41-3.58 µs against 3.93-4.45 µs
+/// yielding every round.
 #[inline]
 pub fn spin_pause(spin_start: std::time::Instant) {
     if spin_start.elapsed() < pure_spin() && crate::host::has_spare_core() {
