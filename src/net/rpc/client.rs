@@ -20,7 +20,7 @@
 //! `Unavailable` naming the peer; every wait has a deadline.
 
 use super::TransportOptions;
-use super::conn::{Conn, NetError};
+use super::conn::{Conn, NetError, SendDeadline};
 use super::server::{Reply, Request, Service};
 use crate::error::{Code, Result, Status};
 use crate::net::frame::{FrameKind, ReceivedFrame};
@@ -263,15 +263,13 @@ impl Client {
 
     /// Sends a request and waits for its response until `deadline`.
     pub fn call(&self, method: Method, meta: &[u8], payloads: &[Tensor], deadline: Instant) -> Result<Response> {
-        let send_deadline = deadline.min(Instant::now() + self.inner.conn.send_timeout);
-        self.start_call_by(method, meta, payloads, send_deadline)?.wait(deadline)
+        self.start_call_by(method, meta, payloads, SendDeadline::at(deadline))?.wait(deadline)
     }
 
     /// Sends a request and returns at once; [`PendingCall::wait`] collects
     /// the response (so N calls to N peers overlap).
     pub fn start_call(&self, method: Method, meta: &[u8], payloads: &[Tensor]) -> Result<PendingCall> {
-        let send_deadline = Instant::now() + self.inner.conn.send_timeout;
-        self.start_call_by(method, meta, payloads, send_deadline)
+        self.start_call_by(method, meta, payloads, SendDeadline::TIMEOUT)
     }
 
     fn start_call_by(
@@ -279,7 +277,7 @@ impl Client {
         method: Method,
         meta: &[u8],
         payloads: &[Tensor],
-        send_deadline: Instant,
+        send_deadline: SendDeadline,
     ) -> Result<PendingCall> {
         let inner = &self.inner;
         inner.check_alive()?;
