@@ -104,31 +104,62 @@ pub fn has_spare_core() -> bool {
     SAMPLER.get_or_init(SpareCore::new).answer(Instant::now())
 }
 
-/// The open /proc/stat, and the last counters read with when.
-struct Reading {
-    file: Option<File>,
-    last: Option<(Instant, CpuTimes)>,
+/// An open /proc file read at most once a period, and its last reading.
+struct Sampled<T> {
+    /// Nanoseconds after `SpareCore::base` of the last read.
+    read_ns: AtomicU64,
+    /// Held by the one caller reading (others keep the answer in force).
+    state: Mutex<SampledState<T>>,
 }
 
-/// /proc/pressure/cpu, and the last stall total read with when.
-struct Pressure {
+struct SampledState<T> {
     file: Option<File>,
-    /// Nanoseconds after `SpareCore::base`, and microseconds stalled.
-    last: Option<(u64, u64)>,
+    /// Nanoseconds after `SpareCore::base`, and what was read then.
+    last: Option<(u64, T)>,
+}
+
+impl<T: Copy> Sampled<T> {
+    fn new(file: Option<File>, first: Option<(u64, T)>) -> Sampled<T> {
+        Sampled { read_ns: AtomicU64::new(0), state: Mutex::new(SampledState { file, last: first }) }
+    }
+
+    /// Once `period` has passed since the last read, reads the file with
+    /// `read` and hands the last reading, this one and the nanoseconds
+    /// between them to `compare`.
+    fn sample(
+        &self,
+        now_ns: u64,
+        period: Duration,
+        read: impl FnOnce(&File) -> Option<T>,
+        compare: impl FnOnce(T, T, u64),
+    ) {
+        if now_ns.saturating_sub(self.read_ns.load(Ordering::Relaxed)) < period.as_nanos() as u64 {
+            return;
+        }
+        let Some(mut state) = self.state.try_lock() else {
+            return;
+        };
+        self.read_ns.store(now_ns, Ordering::Relaxed);
+        let SampledState { file, last } = &mut *state;
+        if let Some(reading) = file.as_ref().and_then(read) {
+            if let Some((then_ns, before)) = *last {
+                compare(before, reading, now_ns.saturating_sub(then_ns));
+            }
+            *last = Some((now_ns, reading));
+        }
+    }
 }
 
 /// The process-wide spare-core sample behind [`has_spare_core`].
 struct SpareCore {
     base: Instant,
-    /// Nanoseconds after `base` when the window in force began.
-    window_start_ns: AtomicU64,
+    /// /proc/stat's CPU times, once a [`SPARE_CORE_WINDOW`].
+    times: Sampled<CpuTimes>,
+    /// Whether the last window left [`SPARE_CORE_MIN_IDLE`] cores idle.
     spare: AtomicBool,
-    /// Held by the one caller re-reading /proc/stat (others keep the old
-    /// answer).
-    reading: Mutex<Reading>,
     ticks_per_second: u64,
-    /// Nanoseconds after `base` of the last pressure sample.
-    sampled_ns: AtomicU64,
+    /// /proc/pressure/cpu's stall total in µs, once a [`PRESSURE_SAMPLE`].
+    stall: Sampled<u64>,
     /// Nanoseconds after `base` of the end of the last sample at or above
     /// [`CALM_MAX_STALL`] (`base` itself until then).
     stalled_ns: AtomicU64,
@@ -136,8 +167,6 @@ struct SpareCore {
     /// /proc/pressure/cpu cannot be read, pressure never vouches for a
     /// core).
     measured: AtomicBool,
-    /// Held by the one caller re-reading the pressure.
-    pressure: Mutex<Pressure>,
 }
 
 impl SpareCore {
@@ -145,17 +174,15 @@ impl SpareCore {
         // SAFETY: sysconf reads a constant of the system; no memory is passed.
         let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         let file = File::open("/proc/stat").ok();
-        let first = file.as_ref().and_then(read_cpu_times).map(|times| (Instant::now(), times));
+        let first = file.as_ref().and_then(read_cpu_times).map(|times| (0, times));
         SpareCore {
             base: Instant::now(),
-            window_start_ns: AtomicU64::new(0),
+            times: Sampled::new(file, first),
             spare: AtomicBool::new(true),
-            reading: Mutex::new(Reading { file, last: first }),
             ticks_per_second: u64::try_from(ticks).unwrap_or(100),
-            sampled_ns: AtomicU64::new(0),
+            stall: Sampled::new(File::open("/proc/pressure/cpu").ok(), None),
             stalled_ns: AtomicU64::new(0),
             measured: AtomicBool::new(false),
-            pressure: Mutex::new(Pressure { file: File::open("/proc/pressure/cpu").ok(), last: None }),
         }
     }
 
@@ -171,75 +198,61 @@ impl SpareCore {
         read: impl FnOnce(&File) -> Option<CpuTimes>,
         stall: impl FnOnce(&File) -> Option<u64>,
     ) -> bool {
-        let now_ns = now.saturating_duration_since(self.base).as_nanos() as u64;
-        let due =
-            now_ns.saturating_sub(self.window_start_ns.load(Ordering::Relaxed)) >= SPARE_CORE_WINDOW.as_nanos() as u64;
-        if due {
-            if let Some(mut reading) = self.reading.try_lock() {
-                self.window_start_ns.store(now_ns, Ordering::Relaxed);
-                let Reading { file, last } = &mut *reading;
-                if let Some(times) = file.as_ref().and_then(read) {
-                    if let Some((at, before)) = *last {
-                        if let Some(idle) = before.idle_cores_until(&times, now - at, self.ticks_per_second) {
-                            self.spare.store(idle >= SPARE_CORE_MIN_IDLE, Ordering::Relaxed);
-                        }
-                    }
-                    *last = Some((now, times));
-                }
+        let now_ns = self.ns_at(now);
+        self.times.sample(now_ns, SPARE_CORE_WINDOW, read, |before, times, wall_ns| {
+            let wall = Duration::from_nanos(wall_ns);
+            if let Some(idle) = before.idle_cores_until(&times, wall, self.ticks_per_second) {
+                self.spare.store(idle >= SPARE_CORE_MIN_IDLE, Ordering::Relaxed);
             }
-        }
+        });
         self.spare.load(Ordering::Relaxed) || self.calm(now_ns, stall)
     }
 
     /// Whether every pressure sample over the last [`CALM_WINDOW`] stayed
     /// under [`CALM_MAX_STALL`], sampling again when one is due.
     fn calm(&self, now_ns: u64, stall: impl FnOnce(&File) -> Option<u64>) -> bool {
-        let due = now_ns.saturating_sub(self.sampled_ns.load(Ordering::Relaxed)) >= PRESSURE_SAMPLE.as_nanos() as u64;
-        if due {
-            if let Some(mut pressure) = self.pressure.try_lock() {
-                self.sampled_ns.store(now_ns, Ordering::Relaxed);
-                let Pressure { file, last } = &mut *pressure;
-                if let Some(total_us) = file.as_ref().and_then(stall) {
-                    if let Some((at_ns, before_us)) = *last {
-                        let wall_us = now_ns.saturating_sub(at_ns) / 1000;
-                        let stalled_us = total_us.saturating_sub(before_us);
-                        if wall_us > 0 {
-                            if stalled_us as f64 >= CALM_MAX_STALL * wall_us as f64 {
-                                self.stalled_ns.store(now_ns, Ordering::Relaxed);
-                            }
-                            self.measured.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    *last = Some((now_ns, total_us));
+        self.stall.sample(now_ns, PRESSURE_SAMPLE, stall, |before_us, total_us, wall_ns| {
+            let wall_us = wall_ns / 1000;
+            if wall_us > 0 {
+                if total_us.saturating_sub(before_us) as f64 >= CALM_MAX_STALL * wall_us as f64 {
+                    self.stalled_ns.store(now_ns, Ordering::Relaxed);
                 }
+                self.measured.store(true, Ordering::Relaxed);
             }
-        }
+        });
         self.measured.load(Ordering::Relaxed)
             && now_ns.saturating_sub(self.stalled_ns.load(Ordering::Relaxed)) >= CALM_WINDOW.as_nanos() as u64
     }
+
+    /// Nanoseconds from `base` to `at` (0 before it).
+    fn ns_at(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.base).as_nanos() as u64
+    }
+}
+
+/// The `cpu` line of an open /proc/stat.
+fn read_cpu_times(file: &File) -> Option<CpuTimes> {
+    let mut buf = [0u8; 256];
+    CpuTimes::parse(read_from_start(file, &mut buf)?.split('\n').next()?)
+}
+
+/// The start of an open /proc file, read anew (it is generated at each read
+/// from offset 0).
+fn read_from_start<'a>(file: &File, buf: &'a mut [u8; 256]) -> Option<&'a str> {
+    let n = file.read_at(buf, 0).ok()?;
+    std::str::from_utf8(&buf[..n]).ok()
 }
 
 /// Microseconds some thread has waited for a core since boot: the `total`
 /// of /proc/pressure/cpu's `some` line.
 fn read_cpu_stall_us(file: &File) -> Option<u64> {
     let mut buf = [0u8; 256];
-    let n = file.read_at(&mut buf, 0).ok()?;
-    parse_cpu_stall_us(std::str::from_utf8(&buf[..n]).ok()?)
+    parse_cpu_stall_us(read_from_start(file, &mut buf)?)
 }
 
 fn parse_cpu_stall_us(pressure: &str) -> Option<u64> {
     let some = pressure.lines().find(|l| l.starts_with("some "))?;
     some.split_whitespace().find_map(|field| field.strip_prefix("total="))?.parse().ok()
-}
-
-/// The `cpu` line, read from the start of an open /proc/stat (the file is
-/// generated anew at each read from offset 0).
-fn read_cpu_times(file: &File) -> Option<CpuTimes> {
-    let mut buf = [0u8; 256];
-    let n = file.read_at(&mut buf, 0).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
-    let first_line = text.split('\n').next()?;
-    CpuTimes::parse(first_line)
 }
 
 #[cfg(test)]
@@ -274,7 +287,7 @@ mod tests {
     #[test]
     fn the_answer_follows_the_idle_time_of_each_window() {
         let sampler = SpareCore::new();
-        if sampler.reading.lock().file.is_none() {
+        if sampler.times.state.lock().file.is_none() {
             return; // No /proc/stat to stand in for.
         }
         let ticks = sampler.ticks_per_second;
@@ -283,7 +296,7 @@ mod tests {
         let at = |idle: u64| move |_: &File| Some(times(idle));
         // No pressure reading: only idle time vouches for a core.
         let unread = |_: &File| None;
-        sampler.reading.lock().last = Some((start - SPARE_CORE_WINDOW, times(0)));
+        sampler.times.state.lock().last = Some((sampler.ns_at(start - SPARE_CORE_WINDOW), times(0)));
         // A window where the cores were busy all along: no spare core.
         assert!(!sampler.answer_with(start, at(0), unread));
         // Within the window the answer stands, whatever a read would say.
@@ -309,12 +322,13 @@ mod tests {
     #[test]
     fn busy_cores_count_as_spare_only_after_a_calm_window_of_pressure_samples() {
         let sampler = SpareCore::new();
-        if sampler.pressure.lock().file.is_none() {
+        if sampler.stall.state.lock().file.is_none() {
             return; // No /proc/pressure/cpu to stand in for.
         }
         let busy = |_: &File| Some(CpuTimes { total: 0, idle: 0, steal: 0 });
         let start = Instant::now() + SPARE_CORE_WINDOW;
-        sampler.reading.lock().last = Some((start - SPARE_CORE_WINDOW, CpuTimes { total: 0, idle: 0, steal: 0 }));
+        let busy_before = CpuTimes { total: 0, idle: 0, steal: 0 };
+        sampler.times.state.lock().last = Some((sampler.ns_at(start - SPARE_CORE_WINDOW), busy_before));
         let after = |d: Duration| start + d;
         let us = |d: Duration| d.as_micros() as u64;
         let stall = |total: u64| move |_: &File| Some(total);
@@ -353,13 +367,13 @@ mod tests {
         assert!(sampler.answer(start), "spare until a window was measured");
         // Within the window the answer stands (no read happens).
         assert!(sampler.answer(start + SPARE_CORE_WINDOW / 2));
-        let Some(first) = sampler.reading.lock().last else {
+        let Some(first) = sampler.times.state.lock().last else {
             return; // No /proc/stat: the answer stays "spare".
         };
         // After a window: some answer, from a real reading.
         std::thread::sleep(SPARE_CORE_WINDOW);
         let _ = sampler.answer(Instant::now());
-        let second = sampler.reading.lock().last.expect("still readable");
+        let second = sampler.times.state.lock().last.expect("still readable");
         assert!(second.0 > first.0 && second.1.total >= first.1.total, "a second reading was taken");
     }
 }
