@@ -944,6 +944,14 @@ impl OutputPlacement for RingPlacement {
 /// meanwhile; `len` ends between two of the frame's slices
 /// (`ShmChannel::split_plan` for a split head).
 unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
+    let head = frame.head();
+    if head.len() as u64 == len {
+        // The head alone (a frame without payloads, or a split head that
+        // ends with it): one copy, without listing the frame's slices.
+        // SAFETY: the caller's `len` bytes at `dst`.
+        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len()) };
+        return;
+    }
     let mut written = 0u64;
     for slice in frame.io_slices().iter() {
         if written == len {
