@@ -3,7 +3,7 @@
 //! regions carved into such buffers.
 //!
 //! Owns: the `#[global_allocator]` choice (mimalloc, for every binary and
-//! test that links this crate), [`IoBuf`], [`Mapping`] (a region's memory, anonymous
+//! test that links this crate, entered as `global` explains), [`IoBuf`], [`Mapping`] (a region's memory, anonymous
 //! or shared with a peer, and its lock) and [`Region`]. Must not know about
 //! frames, sockets or tensors' meaning: the transport decides what goes into
 //! a buffer; tensors borrow buffers through `Tensor::from_borrowed`.
@@ -16,6 +16,8 @@
 //! the last tensor over it drops.
 
 mod buffer;
+#[cfg(not(miri))]
+mod global;
 mod mapping;
 mod region;
 
@@ -29,4 +31,4 @@ pub use region::{Region, RegionOptions};
 // Miri cannot run mimalloc's C code; under it the system allocator stands in.
 #[cfg(not(miri))]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: global::Mimalloc = global::Mimalloc;
