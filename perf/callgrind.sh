@@ -15,33 +15,24 @@ source "$(dirname "$0")/common.sh"
 STEPS="${1:-2000}"
 GRAPH="${2:-trivial}"
 
-command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
+require_valgrind
 build_profiling
 
 run_callgrind() {
-    rm -f "$OUT/callgrind-$GRAPH-$1".*
-    RINGFLOW_SPIN_US=0 RINGFLOW_TRANSPORT=socket valgrind --quiet --tool=callgrind --trace-children=yes \
-        --callgrind-out-file="$OUT/callgrind-$GRAPH-$1.%p" -- "$STEP_LOOP" "$BIN" "$1" "$GRAPH" >&2
+    RINGFLOW_SPIN_US=0 RINGFLOW_TRANSPORT=socket \
+        callgrind_run "$OUT/callgrind-$GRAPH-$1" "$STEP_LOOP" "$BIN" "$1" "$GRAPH" >&2
 }
 
-# Prints "role instructions" for each process of one run.
-totals() {
-    for file in "$OUT/callgrind-$GRAPH-$1".*; do
-        local cmd role total
-        cmd="$(grep -m1 '^cmd:' "$file")"
-        case "$cmd" in
-            *"--task 0"*) role="task0" ;;
-            *"--task 1"*) role="task1" ;;
-            *step_loop*) role="client" ;;
-            *) continue ;;
-        esac
-        total="$(grep -m1 -E '^(totals|summary):' "$file" | awk '{ print $2 }')"
-        echo "$role $total"
-    done
+# Names a process of the run by its command line.
+role_of() {
+    case "$1" in
+        *"--task 0"*) echo task0 ;;
+        *"--task 1"*) echo task1 ;;
+        *step_loop*) echo client ;;
+    esac
 }
 
 run_callgrind "$STEPS"
 run_callgrind "$((2 * STEPS))"
 echo "instructions per step ($GRAPH graph; ($((2 * STEPS)) steps - $STEPS steps) / $STEPS):"
-join <(totals "$STEPS" | sort) <(totals "$((2 * STEPS))" | sort) |
-    awk -v n="$STEPS" '{ printf "  %-7s %10.0f\n", $1, ($3 - $2) / n }'
+callgrind_per_unit "$STEPS" "$OUT/callgrind-$GRAPH-$STEPS" "$OUT/callgrind-$GRAPH-$((2 * STEPS))"

@@ -16,39 +16,34 @@ source "$(dirname "$0")/common.sh"
 ROUNDS="${1:-2000}"
 TRANSPORT="${2:-shm}"
 
-command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
+require_valgrind
 build_profiling
 
 run_callgrind() {
-    rm -f "$OUT/callgrind-pingpong-$TRANSPORT-$1".*
-    valgrind --quiet --tool=callgrind --trace-children=yes \
-        --callgrind-out-file="$OUT/callgrind-pingpong-$TRANSPORT-$1.%p" -- \
+    callgrind_run "$OUT/callgrind-pingpong-$TRANSPORT-$1" \
         "$BIN" bench pingpong --transport "$TRANSPORT" --spin-us 0 --iterations "$1" >/dev/null
 }
 
-# Prints "role instructions" for each process of one run.
-totals() {
-    for file in "$OUT/callgrind-pingpong-$TRANSPORT-$1".*; do
-        local cmd role total
-        cmd="$(grep -m1 '^cmd:' "$file")"
-        case "$cmd" in
-            *"__net-peer rpc"*) role="ringflow-peer" ;;
-            *"__net-peer raw"*) role="raw-peer" ;;
-            *"bench pingpong"*) role="client" ;;
-            *) continue ;;
-        esac
-        total="$(grep -m1 -E '^(totals|summary):' "$file" | awk '{ print $2 }')"
-        echo "$role $total"
-        if [ "$role" = client ]; then
-            calls="$(callgrind_annotate --inclusive=yes "$file" 2>/dev/null |
-                awk '/RpcEcho::round_trip/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')"
-            echo "client-calls ${calls:-0}"
-        fi
-    done
+# Names a process of the run by its command line.
+role_of() {
+    case "$1" in
+        *"__net-peer rpc"*) echo ringflow-peer ;;
+        *"__net-peer raw"*) echo raw-peer ;;
+        *"bench pingpong"*) echo client ;;
+    esac
+}
+
+# The client's ringflow calls alone: `RpcEcho::round_trip`, inclusive.
+extra_of() {
+    [ "$1" = client ] || return 0
+    local calls
+    calls="$(callgrind_annotate --inclusive=yes "$2" 2>/dev/null |
+        awk '/RpcEcho::round_trip/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')"
+    echo "client-calls ${calls:-0}"
 }
 
 run_callgrind "$ROUNDS"
 run_callgrind "$((2 * ROUNDS))"
 echo "instructions per round trip (pingpong over $TRANSPORT; ($((2 * ROUNDS)) - $ROUNDS round trips) / $ROUNDS):"
-join <(totals "$ROUNDS" | sort) <(totals "$((2 * ROUNDS))" | sort) |
-    awk -v n="$ROUNDS" '{ printf "  %-14s %10.0f\n", $1, ($3 - $2) / n }'
+prefix="$OUT/callgrind-pingpong-$TRANSPORT"
+callgrind_per_unit "$ROUNDS" "$prefix-$ROUNDS" "$prefix-$((2 * ROUNDS))"

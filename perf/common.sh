@@ -24,3 +24,38 @@ build_profiling() {
 step_loop() {
     "$STEP_LOOP" "$BIN" "$1" "${2:-trivial}"
 }
+
+# Prints "role instructions" for each callgrind output file of one run
+# (`$1`, a file prefix), naming each process with the script's
+# `role_of CMDLINE` (no output: the file is skipped) and adding the lines
+# its optional `extra_of ROLE FILE` prints.
+callgrind_totals() {
+    local file cmd role
+    for file in "$1".*; do
+        cmd="$(grep -m1 '^cmd:' "$file")"
+        role="$(role_of "$cmd")"
+        [ -n "$role" ] || continue
+        echo "$role $(grep -m1 -E '^(totals|summary):' "$file" | awk '{ print $2 }')"
+        if declare -F extra_of >/dev/null; then extra_of "$role" "$file"; fi
+    done
+}
+
+# Prints each role's instructions per unit between a run of N units (file
+# prefix `$2`) and one of 2N (`$3`): (2N total - N total) / N.
+callgrind_per_unit() {
+    join <(callgrind_totals "$2" | sort) <(callgrind_totals "$3" | sort) |
+        awk -v n="$1" '{ printf "  %-14s %10.0f\n", $1, ($3 - $2) / n }'
+}
+
+require_valgrind() {
+    command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 1; }
+}
+
+# Runs CMD... under callgrind, its children traced, into PREFIX.<pid>
+# (earlier files of PREFIX removed): `callgrind_run PREFIX CMD...`.
+callgrind_run() {
+    local prefix="$1"
+    shift
+    rm -f "$prefix".*
+    valgrind --quiet --tool=callgrind --trace-children=yes --callgrind-out-file="$prefix.%p" -- "$@"
+}

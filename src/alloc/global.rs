@@ -43,25 +43,13 @@ unsafe impl GlobalAlloc for Mimalloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: mimalloc's allocation functions accept any size and
         // alignment a `Layout` can hold.
-        unsafe {
-            if plain(layout.size(), layout.align()) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as in `alloc`.
-        unsafe {
-            if plain(layout.size(), layout.align()) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        unsafe { allocate(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]
@@ -82,6 +70,28 @@ unsafe impl GlobalAlloc for Mimalloc {
             } else {
                 mi::mi_realloc_aligned(ptr.cast::<c_void>(), new_size, layout.align()).cast()
             }
+        }
+    }
+}
+
+/// A block for `layout` from mimalloc's `plain_entry` where the alignment
+/// is natural (see [`plain`]), else from its `aligned_entry`. Inlined, so
+/// each caller calls one of the two directly.
+///
+/// # Safety
+/// The entries are mimalloc's: any size and power-of-two alignment.
+#[inline(always)]
+unsafe fn allocate(
+    layout: Layout,
+    plain_entry: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_entry: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    // SAFETY: the caller's promise about the entries.
+    unsafe {
+        if plain(layout.size(), layout.align()) {
+            plain_entry(layout.size()).cast()
+        } else {
+            aligned_entry(layout.size(), layout.align()).cast()
         }
     }
 }
