@@ -119,8 +119,9 @@ pub fn count_shm_bytes(in_place: u64, copied: u64) {
 }
 
 /// A reader copied `bytes` of a frame's payloads out of a shared-memory
-/// ring on arrival instead of lending them: it already lent the most
-/// spans the ring lists (`net::shm::ring::HOLDS`).
+/// ring on arrival instead of lending them: the spans it already lent make
+/// as many ranges as the ring lists (`net::shm::ring::HOLDS`) or most of
+/// its bytes (`Consumer::should_copy_out`).
 pub fn count_shm_copied_out(bytes: u64) {
     SHM_BYTES_COPIED_OUT.fetch_add(bytes, Ordering::Relaxed);
 }

@@ -860,8 +860,9 @@ pub struct GetStatsResponse {
     /// heads, and payloads no kernel wrote there).
     pub shm_bytes_in_place: u64,
     pub shm_bytes_copied: u64,
-    /// Payload bytes readers copied out of rings on arrival because they
-    /// already lent the most spans a ring lists.
+    /// Payload bytes readers copied out of rings on arrival because the
+    /// spans they already lent made as many ranges as a ring lists, or
+    /// most of its bytes.
     pub shm_bytes_copied_out: u64,
     /// Live sessions now, and master sessions created since start.
     pub master_sessions: u64,

@@ -117,7 +117,7 @@ pub fn prometheus_text(s: &GetStatsResponse) -> String {
     metric(
         "ringflow_shm_bytes_copied_out_total",
         "counter",
-        "Payload bytes readers copied out of shared-memory rings on arrival (they already lent the most spans a ring lists).",
+        "Payload bytes readers copied out of shared-memory rings on arrival (what they already lent filled the ring's list of ranges or most of its bytes).",
         s.shm_bytes_copied_out,
     );
     metric("ringflow_master_sessions", "gauge", "Live master sessions.", s.master_sessions);

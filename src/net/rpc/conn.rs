@@ -42,7 +42,12 @@ impl SendDeadline {
 
     /// The instant, for a send that starts waiting now.
     fn resolve(self, send_timeout: Duration) -> Instant {
-        let timeout = Instant::now() + send_timeout;
+        self.resolve_from(Instant::now(), send_timeout)
+    }
+
+    /// The instant, for a send that started waiting at `now`.
+    fn resolve_from(self, now: Instant, send_timeout: Duration) -> Instant {
+        let timeout = now + send_timeout;
         self.cap.map_or(timeout, |cap| cap.min(timeout))
     }
 }
@@ -278,7 +283,7 @@ impl Conn {
             }
             let now = Instant::now();
             let wait = waiting.get_or_insert_with(|| {
-                let deadline = deadline.resolve(self.send_timeout);
+                let deadline = deadline.resolve_from(now, self.send_timeout);
                 ShmSendWait {
                     start: now,
                     deadline,

@@ -28,7 +28,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
 /// 2: slots carry their own publish word and small frames inline.
-/// 3: the holds line lists 32 spans (`ring::HOLDS`).
+/// 3: the holds line lists ranges of lent spans, up to `ring::HOLDS`.
 const LAYOUT_VERSION: u32 = 3;
 const PAGE: u64 = 4096;
 const CONTROL_OFFSETS: [u64; 2] = [1024, 2048];
