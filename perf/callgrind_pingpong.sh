@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Instructions per 64 B round trip under callgrind, per process: the bench
 # client, the ringflow peer and the raw peer, for `ringflow bench pingpong
-# --transport T`, at ROUNDS and 2*ROUNDS round trips, the difference divided
-# by ROUNDS. `--spin-us 0`: no wait spins, so only work is counted (a wait
-# goes straight to sleep, and the sleep's setup is counted with it). The
+# --transport T`, at ROUNDS and 2*ROUNDS measured round trips, the difference
+# divided by the difference in round trips (counted, warm-up included).
+# `--spin-us 0`: no wait spins, so only work is counted (a wait goes
+# straight to sleep, and the sleep's setup is counted with it). The
 # client's whole count also holds its raw round trips, whose client spins
 # without end and so varies from run to run; `client-calls` is its ringflow
 # calls alone (inclusive count of `RpcEcho::round_trip`), which repeats.
@@ -42,8 +43,19 @@ extra_of() {
     echo "client-calls ${calls:-0}"
 }
 
+# Round trips of a run, warm-up included: the client's calls to
+# `RpcEcho::round_trip` (the warm-up lasts a time, so under callgrind it
+# takes a different number of blocks from run to run).
+round_trips_of() {
+    local file
+    file="$(grep -l -m1 '^cmd:.*bench pingpong' "$1".*)"
+    callgrind_annotate --inclusive=yes "$file" 2>/dev/null |
+        sed -n 's/.*RpcEcho::round_trip (\([0-9,]*\)x).*/\1/p' | tr -d , | sort -n | tail -1
+}
+
 run_callgrind "$ROUNDS"
 run_callgrind "$((2 * ROUNDS))"
-echo "instructions per round trip (pingpong over $TRANSPORT; ($((2 * ROUNDS)) - $ROUNDS round trips) / $ROUNDS):"
 prefix="$OUT/callgrind-pingpong-$TRANSPORT"
-callgrind_per_unit "$ROUNDS" "$prefix-$ROUNDS" "$prefix-$((2 * ROUNDS))"
+rounds=$(($(round_trips_of "$prefix-$((2 * ROUNDS))") - $(round_trips_of "$prefix-$ROUNDS")))
+echo "instructions per round trip (pingpong over $TRANSPORT; the difference of two runs, $rounds round trips apart):"
+callgrind_per_unit "$rounds" "$prefix-$ROUNDS" "$prefix-$((2 * ROUNDS))"

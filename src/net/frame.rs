@@ -223,7 +223,7 @@ impl FrameHeader {
         Ok(header)
     }
 
-    fn check(&self, limits: &FrameLimits) -> Result<(), FrameError> {
+    pub(crate) fn check(&self, limits: &FrameLimits) -> Result<(), FrameError> {
         let frame_len = self.body_len.saturating_add(HEADER_BYTES as u64);
         if frame_len > limits.max_frame_bytes {
             return Err(FrameError::Oversized { len: frame_len, max: limits.max_frame_bytes });
@@ -263,32 +263,21 @@ impl FrameHeader {
         HEADER_BYTES as u64 + self.body_len
     }
 
-    pub fn layout(&self) -> BodyLayout {
-        body_layout(self.meta_len, self.table_len, self.payload_bytes).expect("decoded headers have a valid layout")
+    /// Bytes before the first payload: header, metadata and table, padded.
+    pub fn head_len(&self) -> usize {
+        HEADER_BYTES + self.layout().payload_offset as usize
     }
-}
 
-/// An encoded frame ready to send: one contiguous `head` (header, meta and
-/// table) and the payload tensors, sent by reference as a vectored write.
-pub struct OutgoingFrame {
-    pub header: FrameHeader,
-    head: Vec<u8>,
-    payloads: smallvec::SmallVec<[Tensor; 2]>,
-}
-
-static ZERO_PAD: [u8; PAYLOAD_ALIGN] = [0; PAYLOAD_ALIGN];
-
-impl OutgoingFrame {
-    /// Lays out a frame. Payload bytes are not copied: the frame keeps the
-    /// tensors alive until it is sent.
-    pub fn new(
+    /// The header of a frame carrying `meta` and `payloads`, checked
+    /// against `limits` as a received one would be.
+    pub fn for_parts(
         kind: FrameKind,
         method: u16,
         request_id: u64,
         meta: &[u8],
         payloads: &[Tensor],
         limits: &FrameLimits,
-    ) -> Result<OutgoingFrame, FrameError> {
+    ) -> Result<FrameHeader, FrameError> {
         let payload_count = u32::try_from(payloads.len()).ok().filter(|&n| n <= limits.max_payloads).ok_or(
             FrameError::TooManyPayloads {
                 count: payloads.len().min(u32::MAX as usize) as u32,
@@ -324,22 +313,51 @@ impl OutgoingFrame {
             body_len: layout.body_len,
         };
         header.check(limits)?;
-        let head_len = HEADER_BYTES + layout.payload_offset as usize;
+        Ok(header)
+    }
+
+    pub fn layout(&self) -> BodyLayout {
+        body_layout(self.meta_len, self.table_len, self.payload_bytes).expect("decoded headers have a valid layout")
+    }
+}
+
+/// An encoded frame ready to send: one contiguous `head` (header, meta and
+/// table) and the payload tensors, sent by reference as a vectored write.
+pub struct OutgoingFrame {
+    pub header: FrameHeader,
+    head: Vec<u8>,
+    payloads: smallvec::SmallVec<[Tensor; 2]>,
+}
+
+static ZERO_PAD: [u8; PAYLOAD_ALIGN] = [0; PAYLOAD_ALIGN];
+
+impl OutgoingFrame {
+    /// Lays out a frame. Payload bytes are not copied: the frame keeps the
+    /// tensors alive until it is sent.
+    pub fn new(
+        kind: FrameKind,
+        method: u16,
+        request_id: u64,
+        meta: &[u8],
+        payloads: &[Tensor],
+        limits: &FrameLimits,
+    ) -> Result<OutgoingFrame, FrameError> {
+        let header = FrameHeader::for_parts(kind, method, request_id, meta, payloads, limits)?;
+        Ok(Self::with_header(header, meta, payloads))
+    }
+
+    /// As [`new`](Self::new), with the header `FrameHeader::for_parts`
+    /// made for these parts.
+    pub fn with_header(header: FrameHeader, meta: &[u8], payloads: &[Tensor]) -> OutgoingFrame {
+        let head_len = header.head_len();
         let mut head = Vec::with_capacity(head_len);
-        head.extend_from_slice(&header.encode());
-        head.extend_from_slice(meta);
-        head.resize(HEADER_BYTES + layout.table_offset as usize, 0);
-        for tensor in payloads {
-            head.push(tensor.dtype().code());
-            head.push(tensor.rank() as u8);
-            head.extend_from_slice(&[0u8; 6]);
-            head.extend_from_slice(&(tensor.byte_len() as u64).to_le_bytes());
-            for &dim in tensor.dims() {
-                head.extend_from_slice(&(dim as u64).to_le_bytes());
-            }
+        // SAFETY: the vector's spare capacity is `head_len` writable bytes
+        // nobody else sees; `write_head` fills every one of them.
+        unsafe {
+            write_head(&header, meta, payloads, head.as_mut_ptr());
+            head.set_len(head_len);
         }
-        head.resize(head_len, 0);
-        Ok(OutgoingFrame { header, head, payloads: payloads.iter().cloned().collect() })
+        OutgoingFrame { header, head, payloads: payloads.iter().cloned().collect() }
     }
 
     /// The frame as slices in wire order (head, then each payload and its
@@ -379,6 +397,64 @@ impl OutgoingFrame {
     pub fn to_vec(&self) -> Vec<u8> {
         self.io_slices().iter().flat_map(|s| s.iter().copied()).collect()
     }
+}
+
+/// Writes a frame's head (`header.head_len()` bytes: header, `meta`, the
+/// payload table for `payloads`, zero padding) to `dst`, the one encoder
+/// of heads, whether into a vector or straight into a shared-memory slot.
+///
+/// # Safety
+/// `header` was made by [`FrameHeader::for_parts`] from these `meta` and
+/// `payloads`; `dst` has `header.head_len()` writable bytes that nobody
+/// else reads or writes meanwhile.
+pub unsafe fn write_head(header: &FrameHeader, meta: &[u8], payloads: &[Tensor], dst: *mut u8) {
+    // SAFETY: the caller's `head_len` bytes: the header's 64, then the
+    // body's head (`write_body_head`'s contract).
+    unsafe {
+        std::ptr::copy_nonoverlapping(header.encode().as_ptr(), dst, HEADER_BYTES);
+        write_body_head(header, meta, payloads, dst.add(HEADER_BYTES));
+    }
+}
+
+/// Writes the start of a frame's body (`header.layout().payload_offset`
+/// bytes: `meta`, the payload table for `payloads`, zero padding) to `dst`.
+///
+/// # Safety
+/// As [`write_head`], with `payload_offset` writable bytes at `dst`.
+pub unsafe fn write_body_head(header: &FrameHeader, meta: &[u8], payloads: &[Tensor], dst: *mut u8) {
+    /// Appends to the caller's bytes.
+    struct Head {
+        dst: *mut u8,
+        at: usize,
+        end: usize,
+    }
+    impl Head {
+        fn put(&mut self, bytes: &[u8]) {
+            assert!(bytes.len() <= self.end - self.at, "the head's parts fit its layout");
+            // SAFETY: inside the `end` bytes at `dst` (checked just above),
+            // which `write_body_head`'s caller gave us.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.dst.add(self.at), bytes.len()) };
+            self.at += bytes.len();
+        }
+    }
+    debug_assert_eq!(header.meta_len, meta.len() as u64);
+    let layout = header.layout();
+    let zeros = [0u8; PAYLOAD_ALIGN];
+    let mut head = Head { dst, at: 0, end: layout.payload_offset as usize };
+    head.put(meta);
+    head.put(&zeros[..layout.table_offset as usize - meta.len()]);
+    for tensor in payloads {
+        let mut fixed = [0u8; TABLE_ENTRY_FIXED_BYTES as usize];
+        fixed[0] = tensor.dtype().code();
+        fixed[1] = tensor.rank() as u8;
+        fixed[8..16].copy_from_slice(&(tensor.byte_len() as u64).to_le_bytes());
+        head.put(&fixed);
+        for &dim in tensor.dims() {
+            head.put(&(dim as u64).to_le_bytes());
+        }
+    }
+    let pad = head.end - head.at;
+    head.put(&zeros[..pad]);
 }
 
 /// Payload bytes of a received frame that lie outside its head: `len`
@@ -429,6 +505,23 @@ impl PayloadSource for OneBuffer {
 
     fn into_first(self) -> Option<Arc<IoBuf>> {
         Some(self.buf)
+    }
+}
+
+/// None: the head's buffer holds every payload byte.
+struct NothingPast;
+
+impl PayloadSource for NothingPast {
+    fn holding(&self, _len: usize) -> Result<usize, FrameError> {
+        Ok(0)
+    }
+
+    fn locate(&mut self, _at: usize, _padded: usize) -> Option<(&Arc<IoBuf>, usize)> {
+        None
+    }
+
+    fn into_first(self) -> Option<Arc<IoBuf>> {
+        None
     }
 }
 
@@ -484,9 +577,9 @@ pub struct ReceivedFrame {
     /// Holds the metadata and payload table, from `body_offset`.
     head_buf: Arc<IoBuf>,
     body_offset: usize,
-    /// Holds the payloads (the same buffer as `head_buf` unless the reader
-    /// gave a large frame's payloads their own).
-    payload_buf: Arc<IoBuf>,
+    /// Holds the payloads when the reader gave a large frame's payloads a
+    /// buffer of their own (`None`: `head_buf` holds them).
+    payload_buf: Option<Arc<IoBuf>>,
     payloads: Vec<Tensor>,
 }
 
@@ -501,8 +594,10 @@ impl ReceivedFrame {
     /// table, checks each entry against the header and the buffer, and makes
     /// tensors over the payload bytes (no copy).
     pub fn parse(header: FrameHeader, buf: Arc<IoBuf>, body_offset: usize) -> Result<ReceivedFrame, FrameError> {
-        let base = body_offset.saturating_add(header.layout().payload_offset as usize);
-        Self::parse_from(header, buf.clone(), body_offset, 0, OneBuffer { buf, base })
+        // Every payload byte follows the head in the same buffer.
+        let in_head = usize::try_from(header.payload_bytes)
+            .map_err(|_| FrameError::InconsistentLengths("payloads exceed address space".into()))?;
+        Self::parse_from(header, buf, body_offset, in_head, NothingPast)
     }
 
     /// Like [`parse`](Self::parse), with the metadata and table at
@@ -650,7 +745,7 @@ impl ReceivedFrame {
                 header.payload_bytes
             )));
         }
-        let payload_buf = source.into_first().unwrap_or_else(|| head_buf.clone());
+        let payload_buf = source.into_first();
         Ok(ReceivedFrame { header, head_buf, body_offset, payload_buf, payloads })
     }
 
@@ -676,7 +771,7 @@ impl ReceivedFrame {
 
     /// The receive buffer the payloads lie in (for no-copy checks).
     pub fn buffer(&self) -> &Arc<IoBuf> {
-        &self.payload_buf
+        self.payload_buf.as_ref().unwrap_or(&self.head_buf)
     }
 
     /// The receive buffer the metadata lies in.

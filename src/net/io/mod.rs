@@ -47,6 +47,32 @@ pub fn spin_pause(spin_start: std::time::Instant) {
         std::thread::yield_now();
     }
 }
+
+/// Polls a spin-wait makes between two looks at the clock when it may
+/// spin purely ([`spin_until`]).
+const POLL_BURST: u32 = 8;
+
+/// Like [`spin_pause`], for a wait whose condition is one load: while the
+/// wait may spin purely, polls `ready` up to [`POLL_BURST`] times with a
+/// pause between, so the clock is read once a burst instead of once a
+/// poll. A wait's round reads it three times (its deadline, the pure
+/// phase, the spare-core sampler), about 65 ns on these machines, and a
+/// spinner polling once a round sees a published frame half of that
+/// later on average. Returns at the first `true`.
+#[inline]
+pub fn spin_until(spin_start: std::time::Instant, mut ready: impl FnMut() -> bool) {
+    if spin_start.elapsed() < pure_spin() && crate::host::has_spare_core() {
+        for _ in 0..POLL_BURST {
+            if ready() {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 pub(crate) mod uring;
 
 use crate::alloc::Region;

@@ -21,7 +21,7 @@
 
 use super::TransportOptions;
 use super::conn::{Conn, NetError, SendDeadline};
-use super::server::{Reply, Request, Service};
+use super::server::{Origin, Reply, Request, Service};
 use crate::error::{Code, Result, Status};
 use crate::net::frame::{FrameKind, ReceivedFrame};
 use crate::net::io;
@@ -102,8 +102,8 @@ impl CallSlot {
 
 struct Inner {
     conn: Conn,
-    /// `conn.peer`, shared by the requests pushes arrive as.
-    peer: Arc<str>,
+    /// Where the pushes this client serves come from (`conn.peer`).
+    push_origin: Arc<Origin>,
     /// Serves the one-way frames the server pushes back on this connection
     /// (see `server::BackChannel`); without one, a push is a protocol error.
     inbound: Option<Weak<dyn Service>>,
@@ -184,7 +184,7 @@ impl Client {
         );
         Ok(Client {
             inner: Arc::new(Inner {
-                peer: Arc::from(conn.peer.as_str()),
+                push_origin: Origin::pushes_from(Arc::from(conn.peer.as_str())),
                 conn,
                 inbound,
                 reader: Mutex::new(reader),
@@ -263,7 +263,65 @@ impl Client {
 
     /// Sends a request and waits for its response until `deadline`.
     pub fn call(&self, method: Method, meta: &[u8], payloads: &[Tensor], deadline: Instant) -> Result<Response> {
+        if let Some(reader) = self.inner.reader.try_lock() {
+            return self.call_leading(reader, method, meta, payloads, deadline);
+        }
         self.start_call_by(method, meta, payloads, SendDeadline::at(deadline))?.wait(deadline)
+    }
+
+    /// A call whose caller holds the leader lock from the start (the usual
+    /// case: nobody else is reading): it sends, then reads until its own
+    /// response, with no call slot, no pending entry and no hand-off.
+    /// Calls started meanwhile register as usual and follow; whatever
+    /// answers them is delivered to them on the way. (So one call more
+    /// than `max_in_flight` may be outstanding: the leader's.)
+    fn call_leading(
+        &self,
+        mut reader: parking_lot::MutexGuard<'_, FrameReader>,
+        method: Method,
+        meta: &[u8],
+        payloads: &[Tensor],
+        deadline: Instant,
+    ) -> Result<Response> {
+        let inner = &self.inner;
+        let answer = (|| {
+            inner.check_alive()?;
+            let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let sent =
+                inner.conn.send_by(FrameKind::Request, method as u16, id, meta, payloads, SendDeadline::at(deadline));
+            if let Err(e) = sent {
+                return Err(inner.send_failed(e, method));
+            }
+            let spin = inner.options.spin();
+            loop {
+                let frame = match inner.conn.read_frame(&mut reader, spin, Some(deadline)) {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => {
+                        return Err(Status::deadline_exceeded(format!(
+                            "{method} to {} got no response before its deadline",
+                            inner.conn.peer
+                        )));
+                    }
+                    Err(e) => return Err(inner.read_failed(e)),
+                };
+                let answers_mine = frame.header.request_id == id
+                    && matches!(frame.header.kind, FrameKind::Response | FrameKind::Error);
+                if !answers_mine {
+                    if let Err(reason) = inner.deliver(frame) {
+                        return Err(inner.protocol_failed(&reason));
+                    }
+                    continue;
+                }
+                return match inner.answer(frame) {
+                    Ok(Some(answer)) => answer,
+                    Ok(None) => unreachable!("a response or an error frame is an answer"),
+                    Err(reason) => Err(inner.protocol_failed(&reason)),
+                };
+            }
+        })();
+        drop(reader);
+        inner.wake_followers();
+        answer
     }
 
     /// Sends a request and returns at once; [`PendingCall::wait`] collects
@@ -399,28 +457,42 @@ impl Inner {
             match self.conn.read_frame(reader, spin, Some(deadline)) {
                 Ok(Some(frame)) => {
                     if let Err(reason) = self.deliver(frame) {
-                        tracing::warn!("closing connection to {}: {reason}", self.conn.peer);
-                        self.fail_all(Status::unavailable(format!(
-                            "connection to {} closed: {reason}",
-                            self.conn.peer
-                        )));
+                        self.protocol_failed(&reason);
                     }
                 }
                 Ok(None) => return,
                 Err(e) => {
-                    if !matches!(e, NetError::Closed { .. }) {
-                        tracing::warn!("closing connection: {e}");
-                    }
-                    self.fail_all(Status::unavailable(e.to_string()));
+                    self.read_failed(e);
                     return;
                 }
             }
         }
     }
 
-    fn deliver(&self, mut frame: ReceivedFrame) -> std::result::Result<(), String> {
+    /// The server broke the protocol: the connection closes and every call
+    /// on it fails.
+    fn protocol_failed(&self, reason: &str) -> Status {
+        tracing::warn!("closing connection to {}: {reason}", self.conn.peer);
+        let status = Status::unavailable(format!("connection to {} closed: {reason}", self.conn.peer));
+        self.fail_all(status.clone());
+        status
+    }
+
+    /// Reading failed: the connection is gone and every call on it fails.
+    fn read_failed(&self, error: NetError) -> Status {
+        if !matches!(error, NetError::Closed { .. }) {
+            tracing::warn!("closing connection: {error}");
+        }
+        let status = Status::unavailable(error.to_string());
+        self.fail_all(status.clone());
+        status
+    }
+
+    /// What a response or error frame answers; `None` for a push, served
+    /// here. `Err` is a protocol violation.
+    fn answer(&self, mut frame: ReceivedFrame) -> std::result::Result<Option<Result<Response>>, String> {
         let header = frame.header;
-        let result = match header.kind {
+        Ok(Some(match header.kind {
             FrameKind::Response => {
                 let method = Method::from_u16(header.method)
                     .ok_or_else(|| format!("response for unknown method {}", header.method))?;
@@ -433,8 +505,19 @@ impl Inner {
                 Ok(err) => Err(Status::new(Code::from_u8(err.code), err.message.as_str())),
                 Err(status) => return Err(format!("bad error frame: {status}")),
             },
-            FrameKind::Push => return self.serve_push(frame),
+            FrameKind::Push => {
+                self.serve_push(frame)?;
+                return Ok(None);
+            }
             kind => return Err(format!("unexpected {kind:?} frame from a server")),
+        }))
+    }
+
+    /// Hands a frame to the call it answers (or serves a push).
+    fn deliver(&self, frame: ReceivedFrame) -> std::result::Result<(), String> {
+        let header = frame.header;
+        let Some(result) = self.answer(frame)? else {
+            return Ok(());
         };
         match self.pending.lock().remove(&header.request_id) {
             Some(slot) => slot.complete(result),
@@ -459,11 +542,11 @@ impl Inner {
             .ok_or_else(|| format!("push of unknown method {}", frame.header.method))?;
         let validated = message::validate_request(method, frame.meta_bytes())
             .map_err(|status| format!("{method} push: {}", status.message))?;
-        let request = Request::pushed(method, self.peer.clone(), frame, validated);
+        let request = Request::pushed(method, self.push_origin.clone(), frame, validated);
         let outcome =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, Reply::one_way())));
         if outcome.is_err() {
-            tracing::error!("handler for {method} pushed by {} panicked", self.peer);
+            tracing::error!("handler for {method} pushed by {} panicked", self.conn.peer);
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 
 use super::TransportOptions;
 use crate::error::{Code, Status};
-use crate::net::frame::{FrameError, FrameKind, FrameLimits, OutgoingFrame, ReceivedFrame};
+use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, OutgoingFrame, ReceivedFrame};
 use crate::net::io::{self, Driver, RecvOutcome, Wait};
 use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
@@ -108,6 +108,10 @@ pub(crate) struct Conn {
     /// Replies waiting for the socket while the writer thread drains them
     /// (see [`Conn::send_reply`]).
     outbox: Mutex<Outbox>,
+    /// `outbox.writer_running`, written with it: a holder of the send lock
+    /// reads it without the outbox lock (only such a holder starts the
+    /// writer, so `false` stays true while the lock is held).
+    writer_running: AtomicBool,
     pub(crate) limits: FrameLimits,
     pub(crate) spin: Duration,
     pub(crate) send_timeout: Duration,
@@ -130,6 +134,7 @@ impl Conn {
             peer,
             send_lock: Mutex::new(()),
             outbox: Mutex::new(Outbox::default()),
+            writer_running: AtomicBool::new(false),
             limits: options.frame_limits(),
             spin: options.spin(),
             send_timeout: Duration::from_millis(options.send_timeout_ms),
@@ -225,9 +230,61 @@ impl Conn {
         payloads: &[Tensor],
         deadline: SendDeadline,
     ) -> Result<(), NetError> {
-        let frame = OutgoingFrame::new(kind, method, request_id, meta, payloads, &self.limits)
-            .map_err(|source| NetError::Frame { peer: self.peer.clone(), source })?;
-        self.send_frame(&frame, deadline)
+        let header = self.header_for(kind, method, request_id, meta, payloads)?;
+        if self.sent_inline(&header, meta, payloads, false) {
+            return Ok(());
+        }
+        self.send_frame(&OutgoingFrame::with_header(header, meta, payloads), deadline)
+    }
+
+    fn header_for(
+        &self,
+        kind: FrameKind,
+        method: u16,
+        request_id: u64,
+        meta: &[u8],
+        payloads: &[Tensor],
+    ) -> Result<FrameHeader, NetError> {
+        FrameHeader::for_parts(kind, method, request_id, meta, payloads, &self.limits)
+            .map_err(|source| NetError::Frame { peer: self.peer.clone(), source })
+    }
+
+    /// Writes a frame that fits a shared-memory slot straight into the
+    /// peer's ring, when that needs no wait: the send lock is free, a slot
+    /// is free, and (`behind_outbox`, for replies) no queued reply must go
+    /// first. `false` leaves the frame to the general path, which waits,
+    /// queues or falls back to the socket as it must.
+    fn sent_inline(&self, header: &FrameHeader, meta: &[u8], payloads: &[Tensor], behind_outbox: bool) -> bool {
+        let Some(shm) = self.shm.get() else {
+            return false;
+        };
+        if shm::inline_len(header).is_none() || self.is_closed() {
+            return false;
+        }
+        let Some(_whole_frame) = self.send_lock.try_lock() else {
+            return false;
+        };
+        if behind_outbox && self.writer_running.load(Ordering::Acquire) {
+            return false;
+        }
+        shm.try_place_inline(header, meta, payloads) == Some(Placed::Sent)
+    }
+
+    /// Encodes and sends a reply (or a push back to a client) without
+    /// waiting on the peer (see [`send_reply`](Self::send_reply)).
+    pub(crate) fn reply(
+        self: &Arc<Self>,
+        kind: FrameKind,
+        method: u16,
+        request_id: u64,
+        meta: &[u8],
+        payloads: &[Tensor],
+    ) -> Result<(), NetError> {
+        let header = self.header_for(kind, method, request_id, meta, payloads)?;
+        if self.sent_inline(&header, meta, payloads, true) {
+            return Ok(());
+        }
+        self.send_reply(OutgoingFrame::with_header(header, meta, payloads))
     }
 
     /// Sends `frame` whole. Any I/O failure (a timeout included) closes the
@@ -373,6 +430,7 @@ impl Conn {
         outbox.queue.push_front(frame);
         outbox.head_sent = sent;
         outbox.writer_running = true;
+        self.writer_running.store(true, Ordering::Release);
         drop(outbox);
         let conn = self.clone();
         let spawned = std::thread::Builder::new().name("rf-writer".into()).spawn(move || conn.drain_outbox());
@@ -392,6 +450,7 @@ impl Conn {
                     Some(frame) => (frame, std::mem::take(&mut outbox.head_sent)),
                     None => {
                         outbox.writer_running = false;
+                        self.writer_running.store(false, Ordering::Release);
                         return;
                     }
                 }
@@ -413,6 +472,7 @@ impl Conn {
                 let mut outbox = self.outbox.lock();
                 outbox.queue.clear();
                 outbox.writer_running = false;
+                self.writer_running.store(false, Ordering::Release);
                 return;
             }
         }
@@ -421,9 +481,7 @@ impl Conn {
     pub(crate) fn send_error(self: &Arc<Self>, request_id: u64, method: u16, status: &Status) -> Result<(), NetError> {
         let meta = message::encode(&ErrorMeta { code: status.code as u8, message: status.message.clone() })
             .map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.into_message() })?;
-        let frame = OutgoingFrame::new(FrameKind::Error, method, request_id, &meta, &[], &self.limits)
-            .map_err(|source| NetError::Frame { peer: self.peer.clone(), source })?;
-        self.send_reply(frame)
+        self.reply(FrameKind::Error, method, request_id, &meta, &[])
     }
 
     /// The next frame: one already buffered, or received now. `Ok(None)`
@@ -493,7 +551,8 @@ impl Conn {
                 return Ok(None);
             }
             if now.duration_since(start) < spin {
-                io::spin_pause(start);
+                let consumer = &rx.consumer;
+                io::spin_until(start, || consumer.has_pending());
                 continue;
             }
             if let Some(seq) = rx.consumer.prepare_sleep() {

@@ -15,7 +15,7 @@
 use super::TransportOptions;
 use super::conn::{Conn, NetError};
 use crate::error::{Result, Status};
-use crate::net::frame::{FrameKind, OutgoingFrame, ReceivedFrame};
+use crate::net::frame::{FrameKind, ReceivedFrame};
 use crate::net::io::{self, Driver};
 use crate::net::message::{self, Method, OneWay, Validated};
 use crate::net::reader::FrameReader;
@@ -50,47 +50,69 @@ pub trait Http2Handoff: Send + Sync + 'static {
 /// tensors over the receive buffer.
 pub struct Request {
     method: Method,
-    peer: Arc<str>,
-    /// The name the peer gave in its hello (a server's task name).
-    peer_name: Arc<str>,
+    origin: Arc<Origin>,
     frame: ReceivedFrame,
     /// What `frame`'s metadata was checked as on arrival.
     validated: Validated,
     one_way: bool,
-    /// The connection it came on, when pushes can go back over it (a
-    /// request a server accepted; not a push a client received).
-    conn: Option<Arc<Conn>>,
     /// Zero-copy views into the receive buffer, in frame order.
     pub payloads: Vec<Tensor>,
+}
+
+/// Where requests come from: one per connection, shared by its requests
+/// and replies (one reference each, not one per field).
+pub(crate) struct Origin {
+    peer: Arc<str>,
+    /// The name the peer gave in its hello (a server's task name).
+    peer_name: Arc<str>,
+    /// The connection, when replies and pushes can go back over it (a
+    /// server's accepted one; not a client's, whose pushes need no answer).
+    conn: Option<Arc<Conn>>,
+    /// Requests answered later than they were handed over, at most
+    /// `max_in_flight`.
+    in_flight: AtomicUsize,
+}
+
+impl Origin {
+    /// A client's connection to `peer`, for the pushes it serves.
+    pub(crate) fn pushes_from(peer: Arc<str>) -> Arc<Origin> {
+        Arc::new(Origin { peer: peer.clone(), peer_name: peer, conn: None, in_flight: AtomicUsize::new(0) })
+    }
 }
 
 impl Request {
     /// A push that arrived on a client's connection, for the client's
     /// inbound [`Service`].
-    pub(crate) fn pushed(method: Method, peer: Arc<str>, mut frame: ReceivedFrame, validated: Validated) -> Request {
+    pub(crate) fn pushed(
+        method: Method,
+        origin: Arc<Origin>,
+        mut frame: ReceivedFrame,
+        validated: Validated,
+    ) -> Request {
         let payloads = frame.take_payloads();
-        Request { method, peer: peer.clone(), peer_name: peer, frame, validated, one_way: true, conn: None, payloads }
+        Request { method, origin, frame, validated, one_way: true, payloads }
     }
     pub fn method(&self) -> Method {
         self.method
     }
     pub fn peer(&self) -> &str {
-        &self.peer
+        &self.origin.peer
     }
     /// Who the peer said it is in its hello: a server's task name
     /// (`/job:J/replica:R/task:T`), or whatever name a client chose.
     pub fn peer_name(&self) -> &Arc<str> {
-        &self.peer_name
+        &self.origin.peer_name
     }
     /// Pushes to the peer over the connection this request came on (see
     /// [`BackChannel`]); `None` for a push a client received.
     pub fn back_channel(&self) -> Option<BackChannel> {
-        self.conn.as_ref().map(|conn| BackChannel { conn: conn.clone(), peer_name: self.peer_name.clone() })
+        let conn = self.origin.conn.as_ref()?;
+        Some(BackChannel { conn: conn.clone(), peer_name: self.origin.peer_name.clone() })
     }
     /// Memory the answer to this request may carry tensors from without
     /// a copy (the client's shared-memory ring), if the connection has one.
     pub fn output_placement(&self) -> Option<crate::tensor::placement::SharedPlacement> {
-        self.conn.as_ref()?.output_placement()
+        self.origin.conn.as_ref()?.output_placement()
     }
     pub fn request_id(&self) -> u64 {
         self.frame.header.request_id
@@ -151,9 +173,7 @@ impl BackChannel {
         M: OneWay + message::Encode,
     {
         let meta = message::encode(msg)?;
-        let frame = OutgoingFrame::new(FrameKind::Push, M::METHOD as u16, 0, &meta, payloads, &self.conn.limits)
-            .map_err(|source| NetError::Frame { peer: self.conn.peer.clone(), source }.to_status())?;
-        self.conn.send_reply(frame).map_err(|e| e.to_status())
+        self.conn.reply(FrameKind::Push, M::METHOD as u16, 0, &meta, payloads).map_err(|e| e.to_status())
     }
 }
 
@@ -165,10 +185,10 @@ pub struct Reply {
 }
 
 struct ReplyTarget {
-    conn: Arc<Conn>,
+    /// A server's connection: `conn` is set.
+    origin: Arc<Origin>,
     request_id: u64,
     method: Method,
-    in_flight: Arc<AtomicUsize>,
 }
 
 impl Reply {
@@ -187,16 +207,7 @@ impl Reply {
         let Some(target) = self.target.take() else {
             return;
         };
-        let frame = OutgoingFrame::new(
-            FrameKind::Response,
-            target.method as u16,
-            target.request_id,
-            meta,
-            payloads,
-            &target.conn.limits,
-        )
-        .map_err(|source| NetError::Frame { peer: target.conn.peer.clone(), source });
-        let sent = frame.and_then(|frame| target.conn.send_reply(frame));
+        let sent = target.conn().reply(FrameKind::Response, target.method as u16, target.request_id, meta, payloads);
         match sent {
             Ok(()) => {}
             Err(NetError::Frame { source, .. }) => {
@@ -205,21 +216,25 @@ impl Reply {
             }
             Err(e) => tracing::debug!("reply to {}: {e}", target.method),
         }
-        target.in_flight.fetch_sub(1, Ordering::AcqRel);
+        target.origin.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Sends an error response.
     pub fn err(mut self, status: Status) {
         if let Some(target) = self.target.take() {
             target.send_error(&status);
-            target.in_flight.fetch_sub(1, Ordering::AcqRel);
+            target.origin.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
 
 impl ReplyTarget {
+    fn conn(&self) -> &Arc<Conn> {
+        self.origin.conn.as_ref().expect("replies go back over a server's connection")
+    }
+
     fn send_error(&self, status: &Status) {
-        if let Err(e) = self.conn.send_error(self.request_id, self.method as u16, status) {
+        if let Err(e) = self.conn().send_error(self.request_id, self.method as u16, status) {
             tracing::debug!("error reply to {}: {e}", self.method);
         }
     }
@@ -229,7 +244,7 @@ impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(target) = self.target.take() {
             target.send_error(&Status::internal(format!("{} request was dropped without a reply", target.method)));
-            target.in_flight.fetch_sub(1, Ordering::AcqRel);
+            target.origin.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -382,8 +397,12 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
             return;
         }
     };
-    let peer: Arc<str> = Arc::from(conn.peer.as_str());
-    let in_flight = Arc::new(AtomicUsize::new(0));
+    let origin = Arc::new(Origin {
+        peer: Arc::from(conn.peer.as_str()),
+        peer_name,
+        conn: Some(conn.clone()),
+        in_flight: AtomicUsize::new(0),
+    });
     let mut first_frame = true;
     loop {
         let frame = match conn.read_frame(&mut reader, conn.spin, None) {
@@ -413,7 +432,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
             }
             continue;
         }
-        if let Err(reason) = dispatch(conn, shared, (&peer, &peer_name), &in_flight, frame) {
+        if let Err(reason) = dispatch(conn, shared, &origin, frame) {
             tracing::warn!("closing connection from {}: {reason}", conn.peer);
             return;
         }
@@ -425,11 +444,11 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
 fn dispatch(
     conn: &Arc<Conn>,
     shared: &Shared,
-    (peer, peer_name): (&Arc<str>, &Arc<str>),
-    in_flight: &Arc<AtomicUsize>,
+    origin: &Arc<Origin>,
     mut frame: ReceivedFrame,
 ) -> std::result::Result<(), String> {
     let header = frame.header;
+    let peer = &origin.peer;
     let one_way = match header.kind {
         FrameKind::Request => false,
         FrameKind::Push => true,
@@ -458,15 +477,9 @@ fn dispatch(
     let reply = if one_way {
         Reply::one_way()
     } else {
-        let outstanding = in_flight.fetch_add(1, Ordering::AcqRel);
-        let reply = Reply {
-            target: Some(ReplyTarget {
-                conn: conn.clone(),
-                request_id: header.request_id,
-                method,
-                in_flight: in_flight.clone(),
-            }),
-        };
+        let outstanding = origin.in_flight.fetch_add(1, Ordering::AcqRel);
+        let reply =
+            Reply { target: Some(ReplyTarget { origin: origin.clone(), request_id: header.request_id, method }) };
         if outstanding >= shared.options.max_in_flight {
             reply.err(Status::resource_exhausted(format!(
                 "{outstanding} requests in flight from {peer} (max_in_flight)"
@@ -476,16 +489,7 @@ fn dispatch(
         reply
     };
     let payloads = frame.take_payloads();
-    let request = Request {
-        method,
-        peer: peer.clone(),
-        peer_name: peer_name.clone(),
-        frame,
-        validated,
-        one_way,
-        conn: Some(conn.clone()),
-        payloads,
-    };
+    let request = Request { method, origin: origin.clone(), frame, validated, one_way, payloads };
     let service = &shared.service;
     // A panicking handler drops its Reply while unwinding (which answers
     // Internal); the connection keeps serving.

@@ -218,6 +218,40 @@ fn many_concurrent_calls_on_one_connection_complete_out_of_order() {
     }
 }
 
+/// Blocking calls (each leads the connection while nobody else reads)
+/// and started calls (which register and may follow) mixed on one
+/// connection: every caller gets its own answer, whoever read it.
+#[test]
+fn blocking_and_started_calls_mixed_on_one_connection_each_get_their_answer() {
+    for kind in kinds() {
+        let (server, _) = start(kind);
+        let client = Arc::new(Client::connect(&server.local_addr().to_string(), options(kind)).unwrap());
+        let threads: Vec<_> = (0..6u8)
+            .map(|t| {
+                let client = client.clone();
+                std::thread::spawn(move || {
+                    for round in 0..12u8 {
+                        let delay = (t * 5 + round * 3) % 7;
+                        let meta = [b's', b'l', b'o', b'w', delay, t, round, 0];
+                        let payload = Tensor::from_slice::<i32>([2], &[t as i32, round as i32]).unwrap();
+                        let resp = match (t + round) % 3 {
+                            0 => client.start_call(Method::Ping, &meta, &[payload]).unwrap().wait(soon()),
+                            _ => client.call(Method::Ping, &meta, &[payload], soon()),
+                        }
+                        .unwrap();
+                        assert_eq!(resp.meta_bytes(), &meta, "{kind:?}: thread {t} round {round}");
+                        assert_eq!(resp.payloads[0].as_slice::<i32>().unwrap(), &[t as i32, round as i32]);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        server.shutdown();
+    }
+}
+
 #[test]
 fn pushes_arrive_one_way() {
     for kind in kinds() {

@@ -190,7 +190,9 @@ mod tests {
     /// sends to a peer whose head we then scribble on, garbage published.
     fn seed() -> Vec<u8> {
         let limits = FrameLimits::default();
-        let small = OutgoingFrame::new(FrameKind::Request, 1, 7, b"hello", &[], &limits).unwrap().to_vec();
+        let small = crate::net::shm::inline_frame_bytes(
+            &OutgoingFrame::new(FrameKind::Request, 1, 7, b"hello", &[], &limits).unwrap(),
+        );
         let tensor = Tensor::build::<f32>([2048], |s| s.fill(2.0)).unwrap();
         let large = OutgoingFrame::new(FrameKind::Request, 1, 8, b"big", &[tensor], &limits).unwrap().to_vec();
         let slots = 4096;

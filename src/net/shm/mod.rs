@@ -157,11 +157,40 @@ pub enum Side {
     Server,
 }
 
-/// The receiving end's state: the consumer and how many frames it owes the
-/// socket (a via-socket marker was taken, its frame not yet read).
+/// The receiving end's state: the consumer, how many frames it owes the
+/// socket (a via-socket marker was taken, its frame not yet read), and the
+/// buffer the last inline frame was copied into.
 pub(crate) struct RxState {
     pub(crate) consumer: Consumer,
     pub(crate) socket_frames_due: usize,
+    inline_buf: InlineBuf,
+}
+
+/// The buffer inline frames are copied out into, reused while nothing
+/// else holds it: a call's request or response is usually dropped before
+/// the next one arrives, so a small round trip allocates nothing. One
+/// still held (a kept request, a tensor over its bytes) is left to its
+/// holders and a fresh buffer takes its place.
+struct InlineBuf(Option<Arc<IoBuf>>);
+
+impl InlineBuf {
+    /// Bytes of an inline frame's body at most (a slot less the compact
+    /// head), rounded to whole lines.
+    const BYTES: usize = (ring::INLINE_BYTES - INLINE_HEAD_BYTES).next_multiple_of(64);
+
+    /// A buffer of [`Self::BYTES`] that nobody else holds.
+    fn take(&mut self) -> Result<Arc<IoBuf>, FrameError> {
+        if let Some(buf) = self.0.as_mut()
+            && Arc::get_mut(buf).is_some()
+        {
+            return Ok(buf.clone());
+        }
+        let fresh = Arc::new(
+            IoBuf::for_receive(Self::BYTES).map_err(|e| FrameError::Alloc(Self::BYTES as u64, e.to_string()))?,
+        );
+        self.0 = Some(fresh.clone());
+        Ok(fresh)
+    }
 }
 
 /// One connection's shared-memory channel, both directions.
@@ -287,7 +316,7 @@ impl ShmChannel {
             hangup: Arc::new(watch::HangupSignal::new(region.clone(), receive)),
             tx: tx.clone(),
             region,
-            rx: Mutex::new(RxState { consumer, socket_frames_due: 0 }),
+            rx: Mutex::new(RxState { consumer, socket_frames_due: 0, inline_buf: InlineBuf(None) }),
             rx_direction: receive,
             watched: None,
             stalled_at_progress: AtomicU64::new(NOT_STALLED),
@@ -425,20 +454,22 @@ impl ShmChannel {
                 false => ring::HeadAt::Slot(plan.head_len),
             };
             if tx.publish_split_parts(&parts, head) {
-                if tx.consumer_may_sleep() {
-                    doorbell::ring(&tx.memory().doorbell().seq);
-                }
-                drop(tx);
                 let in_slot = if plan.head_in_span { 0 } else { plan.head_len as u64 };
-                self.count_sent(in_place, in_slot + plan.copied_bytes);
-                return Placed::Sent;
+                return self.published(tx, in_place, in_slot + plan.copied_bytes);
             }
         }
-        if len <= ring::INLINE_BYTES as u64 {
+        if let Some(inline_len) = inline_len(&frame.header) {
+            let body_head = &frame.head()[HEADER_BYTES..];
             // SAFETY: a free slot's inline bytes are ours until published,
-            // and the frame fits them.
-            unsafe { write_frame(frame, tx.inline_bytes(), len) };
-            tx.publish_inline(len as usize);
+            // and the frame fits them (`inline_len`); the body's head is
+            // the frame's encoded one, as long as the layout says.
+            unsafe {
+                write_inline(tx.inline_bytes(), &frame.header, frame.payloads(), |dst| {
+                    std::ptr::copy_nonoverlapping(body_head.as_ptr(), dst, body_head.len())
+                })
+            };
+            tx.publish_inline(inline_len);
+            return self.published(tx, 0, inline_len as u64);
         } else {
             if len > tx.capacity() {
                 return Placed::NoSpace { too_large: true };
@@ -452,11 +483,42 @@ impl ShmChannel {
             unsafe { write_frame(frame, tx.bytes(at), len) };
             tx.publish(Some(at));
         }
+        self.published(tx, 0, len)
+    }
+
+    /// Writes a frame that fits a slot straight into it, its head encoded
+    /// there (no frame is built first), publishes it and rings the doorbell
+    /// when the peer may sleep: `None` when the frame does not fit a slot,
+    /// `Some(Placed::NoSlot)` when the peer has released no slot. The
+    /// caller holds the connection's send lock.
+    pub(crate) fn try_place_inline(&self, header: &FrameHeader, meta: &[u8], payloads: &[Tensor]) -> Option<Placed> {
+        let len = inline_len(header)?;
+        // No payload of a frame this small is a span held in the ring (a
+        // placed output is at least `PLACE_MIN_BYTES`): nothing to split.
+        let mut tx = self.tx.producer.lock();
+        if !tx.has_slot() {
+            return Some(Placed::NoSlot);
+        }
+        // SAFETY: a free slot's inline bytes are ours until published; the
+        // frame fits them (`inline_len`), and `header` was made for these
+        // parts by the caller.
+        unsafe {
+            write_inline(tx.inline_bytes(), header, payloads, |dst| {
+                crate::net::frame::write_body_head(header, meta, payloads, dst)
+            })
+        };
+        tx.publish_inline(len);
+        Some(self.published(tx, 0, len as u64))
+    }
+
+    /// A frame was published: wakes the peer if it may sleep and counts
+    /// what went through the ring.
+    fn published(&self, tx: parking_lot::MutexGuard<'_, Producer>, in_place: u64, copied: u64) -> Placed {
         if tx.consumer_may_sleep() {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
         drop(tx);
-        self.count_sent(0, len);
+        self.count_sent(in_place, copied);
         Placed::Sent
     }
 
@@ -597,7 +659,8 @@ impl ShmChannel {
     pub(crate) fn poll(&self, rx: &mut RxState) -> Result<Polled, ShmError> {
         // SAFETY: `poll` hands over `len` bytes inside the slot, readable
         // until it returns.
-        let polled = rx.consumer.poll(|at, len| unsafe { self.decode_copy(at, len) })?;
+        let RxState { consumer, inline_buf, .. } = rx;
+        let polled = consumer.poll(|at, len| unsafe { self.decode_inline(at, len, inline_buf) })?;
         let lend = match &polled {
             Some(Received::Frame { .. }) => !rx.consumer.should_copy_out(1),
             Some(Received::Split { spans, .. }) => !rx.consumer.should_copy_out(spans.len()),
@@ -646,15 +709,33 @@ impl ShmChannel {
         Ok(header)
     }
 
-    /// A frame copied whole out of the ring (a slot's inline bytes).
+    /// A slot's inline frame (its compact head, then its body), the body
+    /// copied into `buf`'s buffer.
     ///
     /// # Safety
-    /// `len` readable bytes at `at`.
-    unsafe fn decode_copy(&self, at: *const u8, len: usize) -> Result<ReceivedFrame, FrameError> {
-        // SAFETY: the caller's promise.
-        let header = unsafe { self.header_at(at, len)? };
-        // SAFETY: as above; `header_at` checked that `len` is its length.
-        unsafe { Self::copy_whole(at, header) }
+    /// `len` readable bytes at `at`, at most [`ring::INLINE_BYTES`].
+    unsafe fn decode_inline(
+        &self,
+        at: *const u8,
+        len: usize,
+        buf: &mut InlineBuf,
+    ) -> Result<ReceivedFrame, FrameError> {
+        if len < INLINE_HEAD_BYTES {
+            return Err(FrameError::InconsistentLengths(format!("an inline frame of {len} bytes")));
+        }
+        let mut head = [0u8; INLINE_HEAD_BYTES];
+        // SAFETY: the caller's promise, and `len` >= INLINE_HEAD_BYTES.
+        // Copied before it is checked: the peer can still write the slot.
+        unsafe { std::ptr::copy_nonoverlapping(at, head.as_mut_ptr(), INLINE_HEAD_BYTES) };
+        let body_len = len - INLINE_HEAD_BYTES;
+        let header = decode_inline_head(&head, body_len as u64, &self.limits)?;
+        assert!(body_len <= InlineBuf::BYTES, "an inline frame's body fits the inline buffer");
+        let body = buf.take()?;
+        // SAFETY: the body is the rest of the caller's `len` bytes and fits
+        // the buffer, which nobody else holds (`take`), so no frame or
+        // tensor reads what is overwritten.
+        unsafe { std::ptr::copy_nonoverlapping(at.add(INLINE_HEAD_BYTES), body.as_mut_ptr(), body_len) };
+        ReceivedFrame::parse(header, body, 0)
     }
 
     /// The frame at `at`, whose `header` was checked, copied whole.
@@ -932,6 +1013,97 @@ impl OutputPlacement for RingPlacement {
         let ptr = NonNull::new(producer.bytes(at))?;
         drop(producer);
         Some(PlacedBytes { ptr, keep: Arc::new(HeldBytes { held, _region: self.tx.region.clone() }) })
+    }
+}
+
+/// Bytes of an inline frame's compact head: a slot carries a frame's body
+/// after 24 bytes that say what the 64-byte frame header would (the
+/// region's header already names the protocol; the body's length is the
+/// slot's), so a request with 64 bytes of metadata lies in the slot's
+/// first two cache lines (publish word, descriptor and head in the first),
+/// not three.
+///
+/// ```text
+/// kind u8 | flags u8 | method u16 | payload_count u32 | request_id u64 | meta_len u32 | table_len u32
+/// ```
+pub const INLINE_HEAD_BYTES: usize = 24;
+
+/// A slot's bytes for a frame with this header (compact head and body),
+/// when they fit it.
+pub(crate) fn inline_len(header: &FrameHeader) -> Option<usize> {
+    let len = INLINE_HEAD_BYTES as u64 + header.body_len;
+    (len <= ring::INLINE_BYTES as u64).then_some(len as usize)
+}
+
+fn encode_inline_head(header: &FrameHeader) -> [u8; INLINE_HEAD_BYTES] {
+    let mut out = [0u8; INLINE_HEAD_BYTES];
+    out[0] = header.kind as u8;
+    out[1] = header.flags;
+    out[2..4].copy_from_slice(&header.method.to_le_bytes());
+    out[4..8].copy_from_slice(&header.payload_count.to_le_bytes());
+    out[8..16].copy_from_slice(&header.request_id.to_le_bytes());
+    // An inline frame's lengths are below the slot's, so they fit 32 bits.
+    out[16..20].copy_from_slice(&(header.meta_len as u32).to_le_bytes());
+    out[20..24].copy_from_slice(&(header.table_len as u32).to_le_bytes());
+    out
+}
+
+/// The header of an inline frame with a `body_len`-byte body, checked as
+/// a frame header read off a socket is (kind, limits, lengths that add up).
+pub(crate) fn decode_inline_head(
+    bytes: &[u8; INLINE_HEAD_BYTES],
+    body_len: u64,
+    limits: &FrameLimits,
+) -> Result<FrameHeader, FrameError> {
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes in bounds"));
+    let kind = FrameKind::from_u8(bytes[0]).ok_or(FrameError::UnknownKind(bytes[0]))?;
+    let meta_len = u64::from(u32_at(16));
+    let table_len = u64::from(u32_at(20));
+    let lengths =
+        || format!("an inline frame's metadata ({meta_len} B) and table ({table_len} B) in a {body_len}-byte body");
+    let payload_offset = crate::net::frame::body_layout(meta_len, table_len, 0)
+        .ok_or_else(|| FrameError::InconsistentLengths(lengths()))?
+        .payload_offset;
+    let payload_bytes =
+        body_len.checked_sub(payload_offset).ok_or_else(|| FrameError::InconsistentLengths(lengths()))?;
+    let header = FrameHeader {
+        kind,
+        flags: bytes[1],
+        method: u16::from_le_bytes([bytes[2], bytes[3]]),
+        payload_count: u32_at(4),
+        request_id: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes in bounds")),
+        meta_len,
+        table_len,
+        payload_bytes,
+        body_len,
+    };
+    header.check(limits)?;
+    Ok(header)
+}
+
+/// An inline frame's slot bytes for `frame` (tests and fuzz seeds).
+pub fn inline_frame_bytes(frame: &OutgoingFrame) -> Vec<u8> {
+    let mut bytes = encode_inline_head(&frame.header).to_vec();
+    bytes.extend_from_slice(&frame.to_vec()[HEADER_BYTES..]);
+    bytes
+}
+
+/// Writes an inline frame to a slot's bytes at `dst`: its compact head,
+/// the body's head (`body_head` writes `header.layout().payload_offset`
+/// bytes where it is told), then the payloads, padded.
+///
+/// # Safety
+/// `inline_len(header)` writable bytes at `dst` that nobody else reads or
+/// writes meanwhile; `header` describes `payloads` and what `body_head`
+/// writes.
+unsafe fn write_inline(dst: *mut u8, header: &FrameHeader, payloads: &[Tensor], body_head: impl FnOnce(*mut u8)) {
+    let payload_offset = header.layout().payload_offset as usize;
+    // SAFETY: the caller's bytes: the compact head, the body's head and
+    // the padded payloads add up to `inline_len(header)`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(encode_inline_head(header).as_ptr(), dst, INLINE_HEAD_BYTES);
+        body_head(dst.add(INLINE_HEAD_BYTES));
+        write_payloads(payloads, dst.add(INLINE_HEAD_BYTES + payload_offset), header.payload_bytes);
     }
 }
 

@@ -29,7 +29,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
 /// 2: slots carry their own publish word and small frames inline.
 /// 3: the holds line lists ranges of lent spans, up to `ring::HOLDS`.
-const LAYOUT_VERSION: u32 = 3;
+/// 4: inline frames carry a compact head (`shm::INLINE_HEAD_BYTES`).
+const LAYOUT_VERSION: u32 = 4;
 const PAGE: u64 = 4096;
 const CONTROL_OFFSETS: [u64; 2] = [1024, 2048];
 // Each direction's control block ends before the next one (or the slots).

@@ -4,7 +4,7 @@
 use super::region::{Direction, Layout, SharedRegion};
 use super::ring::Producer;
 use super::*;
-use crate::net::frame::{FrameKind, FrameLimits, OutgoingFrame};
+use crate::net::frame::{FrameHeader, FrameKind, FrameLimits, OutgoingFrame};
 use crate::tensor::Tensor;
 
 /// A server-side channel over a fresh region, and a raw producer for the
@@ -110,11 +110,22 @@ fn a_good_frame_then_garbage_frames_and_lengths_are_refused() {
     let (channel, _producer, region) = hostile_pair(1 << 16);
     let inline = |len| ring::Descriptor { kind: ring::DESC_INLINE, len, ..Default::default() };
     super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(256), &[0xAB; 256]);
-    assert!(poll_error(&channel).contains("magic"), "{}", poll_error_hint());
-    let small = OutgoingFrame::new(FrameKind::Request, 1, 9, b"meta", &[], &FrameLimits::default()).unwrap().to_vec();
+    assert!(poll_error(&channel).contains("unknown frame kind 171"), "{}", poll_error_hint());
+    let small = OutgoingFrame::new(FrameKind::Request, 1, 9, b"meta", &[], &FrameLimits::default()).unwrap();
+    let small = inline_frame_bytes(&small);
     let (channel, _producer, region) = hostile_pair(1 << 16);
     super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(small.len() as u64 - 64), &small);
-    assert!(poll_error(&channel).contains("ring span"));
+    assert!(poll_error(&channel).contains("inline frame's metadata (4 B) and table (0 B) in a 0-byte body"));
+    // A head claiming more metadata than the body holds, and a body that
+    // is not whole lines.
+    let (channel, _producer, region) = hostile_pair(1 << 16);
+    let mut long_meta = small.clone();
+    long_meta[16..20].copy_from_slice(&400u32.to_le_bytes());
+    super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(small.len() as u64), &long_meta);
+    assert!(poll_error(&channel).contains("metadata (400 B)"));
+    let (channel, _producer, region) = hostile_pair(1 << 16);
+    super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(small.len() as u64 - 8), &small);
+    assert!(poll_error(&channel).contains("inconsistent lengths"), "{}", poll_error(&channel));
     let (channel, _producer, region) = hostile_pair(1 << 16);
     super::fuzzing::publish_raw(region.ring(Direction::ClientToServer), 0, inline(1 << 20), &small);
     assert!(poll_error(&channel).contains("inline frame of 1048576 bytes"));
@@ -520,4 +531,47 @@ fn a_reader_keeping_what_it_receives_is_lent_what_the_ring_can_list_and_gets_cop
         assert_eq!(copied_out, copied as u64 * sent[0].byte_len() as u64, "keeping every {keep_every}");
         assert!(client.stats().space_stalls == 0 && client.stats().socket_frames == 0);
     }
+}
+
+/// A frame encoded straight into a slot reads back as the same frame
+/// built whole; an inline frame's receive buffer is reused once nothing
+/// holds it, and never while a received frame or tensor still does.
+#[test]
+fn inline_frames_are_encoded_in_the_slot_and_their_buffer_reused_only_when_free() {
+    let (client, server) = placing_pair();
+    let limits = FrameLimits::default();
+    let scalar = Tensor::scalar(7i64);
+    let pair = Tensor::from_slice::<f32>([2], &[1.5, -2.0]).unwrap();
+    let payloads = [scalar.clone(), pair.clone()];
+    let send = |id: u64, meta: &[u8]| {
+        let header = FrameHeader::for_parts(FrameKind::Request, 3, id, meta, &payloads, &limits).unwrap();
+        assert_eq!(client.try_place_inline(&header, meta, &payloads), Some(Placed::Sent));
+    };
+    send(1, b"first");
+    let first = receive_intact(&server, &payloads, "first");
+    let whole = OutgoingFrame::new(FrameKind::Request, 3, 1, b"first", &payloads, &limits).unwrap();
+    assert_eq!(first.header, whole.header);
+    assert_eq!(first.meta_bytes(), b"first");
+    // Kept across the next receive: the next frame gets a buffer of its own.
+    send(2, b"second");
+    let second = receive_intact(&server, &payloads, "second");
+    assert!(!Arc::ptr_eq(first.meta_buffer(), second.meta_buffer()));
+    assert_eq!(first.meta_bytes(), b"first", "a kept frame's bytes were overwritten");
+    let kept_tensor = second.payloads()[1].clone();
+    drop(second);
+    // A tensor over the second buffer still holds it.
+    send(3, b"third");
+    let third = receive_intact(&server, &payloads, "third");
+    assert!(kept_tensor.bit_eq(&pair), "a kept tensor's bytes were overwritten");
+    let third_buf = Arc::as_ptr(third.meta_buffer());
+    drop((first, third, kept_tensor));
+    // Nothing holds the last buffer: the next frame reuses it.
+    send(4, b"fourth");
+    let fourth = receive_intact(&server, &payloads, "fourth");
+    assert_eq!(Arc::as_ptr(fourth.meta_buffer()), third_buf, "a free inline buffer was not reused");
+    assert_eq!((fourth.header.request_id, fourth.meta_bytes()), (4, &b"fourth"[..]));
+    // Too large for a slot: left to the general path.
+    let big = vec![0u8; ring::INLINE_BYTES];
+    let header = FrameHeader::for_parts(FrameKind::Request, 3, 5, &big, &[], &limits).unwrap();
+    assert_eq!(client.try_place_inline(&header, &big, &[]), None);
 }
