@@ -111,7 +111,8 @@ struct Inner {
     reader: Mutex<FrameReader>,
     pending: Mutex<HashMap<u64, Arc<CallSlot>>>,
     next_id: AtomicU64,
-    failure: Mutex<Option<Status>>,
+    /// Why the connection failed, set once (read without a lock by every call).
+    failure: std::sync::OnceLock<Status>,
     options: TransportOptions,
     peer_hello: Hello,
 }
@@ -190,7 +191,7 @@ impl Client {
                 reader: Mutex::new(reader),
                 pending: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
-                failure: Mutex::new(None),
+                failure: std::sync::OnceLock::new(),
                 options,
                 peer_hello,
             }),
@@ -237,7 +238,7 @@ impl Client {
 
     /// True once the connection has failed; a new `Client` is needed.
     pub fn is_dead(&self) -> bool {
-        self.inner.failure.lock().is_some()
+        self.inner.failure.get().is_some()
     }
 
     /// Checks, without blocking, whether the server closed the connection
@@ -395,7 +396,7 @@ impl Client {
 
 impl Inner {
     fn check_alive(&self) -> Result<()> {
-        match &*self.failure.lock() {
+        match self.failure.get() {
             Some(status) => Err(status.clone()),
             None => Ok(()),
         }
@@ -427,12 +428,8 @@ impl Inner {
 
     /// Marks the connection failed and fails every pending call.
     fn fail_all(&self, status: Status) {
-        {
-            let mut failure = self.failure.lock();
-            if failure.is_none() {
-                *failure = Some(status.clone());
-            }
-        }
+        // The first failure stays the reason.
+        let _ = self.failure.set(status.clone());
         self.conn.close();
         let drained: Vec<_> = self.pending.lock().drain().collect();
         for (_, slot) in drained {
