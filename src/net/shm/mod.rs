@@ -14,8 +14,9 @@
 //! `rpc::conn` decides when to use the channel; the layers above never see
 //! which path a frame took.
 //!
-//! The seam: the connection needs only "place this frame where the peer
-//! reads it", "the next frame, or wait" and "wake the reader". An RDMA
+//! The seam: the connection needs only "place this frame (or a small
+//! one's parts, encoded in place) where the peer reads it", "the next
+//! frame, or wait" and "wake the reader". An RDMA
 //! verbs backend implements the same three over registered memory regions
 //! (see `src/net/README.md`).
 
