@@ -301,6 +301,12 @@ impl FrameHeader {
         let meta_len = meta.len() as u64;
         let layout = body_layout(meta_len, table_len, payload_bytes)
             .ok_or_else(|| FrameError::InconsistentLengths("frame overflows".into()))?;
+        let frame_len = layout.body_len.saturating_add(HEADER_BYTES as u64);
+        if frame_len > limits.max_frame_bytes {
+            return Err(FrameError::Oversized { len: frame_len, max: limits.max_frame_bytes });
+        }
+        // The lengths agree by construction (`check` would find what the
+        // peer's decoder finds: nothing); only the limits were left.
         let header = FrameHeader {
             kind,
             flags: 0,
@@ -312,7 +318,7 @@ impl FrameHeader {
             payload_bytes,
             body_len: layout.body_len,
         };
-        header.check(limits)?;
+        debug_assert_eq!(header.check(limits), Ok(()));
         Ok(header)
     }
 
@@ -594,6 +600,19 @@ impl ReceivedFrame {
     /// table, checks each entry against the header and the buffer, and makes
     /// tensors over the payload bytes (no copy).
     pub fn parse(header: FrameHeader, buf: Arc<IoBuf>, body_offset: usize) -> Result<ReceivedFrame, FrameError> {
+        if header.payload_count == 0 && header.payload_bytes == 0 && header.table_len == 0 {
+            // Metadata alone (most requests and replies): nothing to scan.
+            let head_end = usize::try_from(header.meta_len.next_multiple_of(8))
+                .ok()
+                .and_then(|head_len| body_offset.checked_add(head_len));
+            if body_offset % PAYLOAD_ALIGN != 0 || head_end.is_none_or(|end| end > buf.len()) {
+                return Err(FrameError::Truncated {
+                    need: header.body_len,
+                    have: buf.len().saturating_sub(body_offset) as u64,
+                });
+            }
+            return Ok(ReceivedFrame { header, head_buf: buf, body_offset, payload_buf: None, payloads: Vec::new() });
+        }
         // Every payload byte follows the head in the same buffer.
         let in_head = usize::try_from(header.payload_bytes)
             .map_err(|_| FrameError::InconsistentLengths("payloads exceed address space".into()))?;
@@ -823,6 +842,26 @@ mod tests {
         // SAFETY: a fresh buffer of exactly `bytes.len()` bytes, ours alone.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr(), bytes.len()) };
         Arc::new(buf)
+    }
+
+    /// A frame of metadata alone parses without a table scan, and a
+    /// buffer or offset that cannot hold its metadata is refused as the
+    /// general parse refuses it.
+    #[test]
+    fn a_metadata_only_frame_parses_in_place_and_a_short_one_is_refused() {
+        let meta = vec![7u8; 100];
+        let frame = OutgoingFrame::new(FrameKind::Response, 2, 5, &meta, &[], &limits()).unwrap();
+        let body = buffer_of(&frame.to_vec()[HEADER_BYTES..]);
+        let parsed = ReceivedFrame::parse(frame.header, body.clone(), 0).unwrap();
+        assert_eq!((parsed.meta_bytes(), parsed.payloads().len()), (&meta[..], 0));
+        assert!(Arc::ptr_eq(parsed.buffer(), &body) && Arc::ptr_eq(parsed.meta_buffer(), &body));
+        let short = buffer_of(&frame.to_vec()[HEADER_BYTES..HEADER_BYTES + 100]);
+        assert!(matches!(ReceivedFrame::parse(frame.header, short, 0), Err(FrameError::Truncated { .. })));
+        let wide = buffer_of(&[0u8; 256]);
+        for offset in [8, 192] {
+            let parsed = ReceivedFrame::parse(frame.header, wide.clone(), offset);
+            assert!(matches!(parsed, Err(FrameError::Truncated { .. })), "body at {offset}");
+        }
     }
 
     /// The sample tensors in a frame with `meta`, its wire bytes, and the
