@@ -268,16 +268,10 @@ impl FrameHeader {
         HEADER_BYTES + self.layout().payload_offset as usize
     }
 
-    /// The header of a frame carrying `meta` and `payloads`, checked
-    /// against `limits` as a received one would be.
-    pub fn for_parts(
-        kind: FrameKind,
-        method: u16,
-        request_id: u64,
-        meta: &[u8],
-        payloads: &[Tensor],
-        limits: &FrameLimits,
-    ) -> Result<FrameHeader, FrameError> {
+    /// The header of a frame carrying `parts`, checked against `limits`
+    /// as a received one would be.
+    pub fn for_parts(parts: &FrameParts<'_>, limits: &FrameLimits) -> Result<FrameHeader, FrameError> {
+        let FrameParts { kind, method, request_id, meta, payloads } = *parts;
         let payload_count = u32::try_from(payloads.len()).ok().filter(|&n| n <= limits.max_payloads).ok_or(
             FrameError::TooManyPayloads {
                 count: payloads.len().min(u32::MAX as usize) as u32,
@@ -327,6 +321,16 @@ impl FrameHeader {
     }
 }
 
+/// What a frame carries, before it is laid out.
+#[derive(Clone, Copy)]
+pub struct FrameParts<'a> {
+    pub kind: FrameKind,
+    pub method: u16,
+    pub request_id: u64,
+    pub meta: &'a [u8],
+    pub payloads: &'a [Tensor],
+}
+
 /// An encoded frame ready to send: one contiguous `head` (header, meta and
 /// table) and the payload tensors, sent by reference as a vectored write.
 pub struct OutgoingFrame {
@@ -348,7 +352,8 @@ impl OutgoingFrame {
         payloads: &[Tensor],
         limits: &FrameLimits,
     ) -> Result<OutgoingFrame, FrameError> {
-        let header = FrameHeader::for_parts(kind, method, request_id, meta, payloads, limits)?;
+        let parts = FrameParts { kind, method, request_id, meta, payloads };
+        let header = FrameHeader::for_parts(&parts, limits)?;
         Ok(Self::with_header(header, meta, payloads))
     }
 

@@ -23,7 +23,7 @@ use super::TransportOptions;
 use super::conn::{Conn, NetError, SendDeadline};
 use super::server::{Origin, Reply, Request, Service};
 use crate::error::{Code, Result, Status};
-use crate::net::frame::{FrameKind, ReceivedFrame};
+use crate::net::frame::{FrameKind, FrameParts, ReceivedFrame};
 use crate::net::io;
 use crate::net::message::{self, ErrorMeta, Hello, Method, Validated};
 use crate::net::message::{OneWay, Rpc};
@@ -288,8 +288,7 @@ impl Client {
         let answer = (|| {
             inner.check_alive()?;
             let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-            let sent =
-                inner.conn.send_by(FrameKind::Request, method as u16, id, meta, payloads, SendDeadline::at(deadline));
+            let sent = inner.conn.send_by(request_parts(method, id, meta, payloads), SendDeadline::at(deadline));
             if let Err(e) = sent {
                 return Err(inner.send_failed(e, method));
             }
@@ -356,7 +355,7 @@ impl Client {
             pending.insert(id, slot.clone());
         }
         let call = PendingCall { inner: inner.clone(), id, method, slot };
-        if let Err(e) = inner.conn.send_by(FrameKind::Request, method as u16, id, meta, payloads, send_deadline) {
+        if let Err(e) = inner.conn.send_by(request_parts(method, id, meta, payloads), send_deadline) {
             return Err(inner.send_failed(e, method));
         }
         Ok(call)
@@ -384,7 +383,7 @@ impl Client {
         self.inner.check_alive()?;
         self.inner
             .conn
-            .send(FrameKind::Push, method as u16, 0, meta, payloads)
+            .send(FrameParts { kind: FrameKind::Push, method: method as u16, request_id: 0, meta, payloads })
             .map_err(|e| self.inner.send_failed(e, method))
     }
 
@@ -547,6 +546,11 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A request's frame: call `id` of `method`.
+fn request_parts<'a>(method: Method, id: u64, meta: &'a [u8], payloads: &'a [Tensor]) -> FrameParts<'a> {
+    FrameParts { kind: FrameKind::Request, method: method as u16, request_id: id, meta, payloads }
 }
 
 /// A request sent and not yet answered. Dropping it abandons the call (a

@@ -7,12 +7,11 @@
 
 use super::TransportOptions;
 use crate::error::{Code, Status};
-use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, OutgoingFrame, ReceivedFrame};
+use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, FrameParts, OutgoingFrame, ReceivedFrame};
 use crate::net::io::{self, Driver, RecvOutcome, Wait};
 use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
 use crate::net::shm::{self, Placed, Polled, ShmChannel};
-use crate::tensor::Tensor;
 use crate::tensor::placement::SharedPlacement;
 use parking_lot::Mutex;
 use std::net::TcpStream;
@@ -209,43 +208,21 @@ impl Conn {
 
     /// Encodes and sends one frame, whole, on the calling thread, within
     /// the send timeout.
-    pub(crate) fn send(
-        &self,
-        kind: FrameKind,
-        method: u16,
-        request_id: u64,
-        meta: &[u8],
-        payloads: &[Tensor],
-    ) -> Result<(), NetError> {
-        self.send_by(kind, method, request_id, meta, payloads, SendDeadline::TIMEOUT)
+    pub(crate) fn send(&self, parts: FrameParts<'_>) -> Result<(), NetError> {
+        self.send_by(parts, SendDeadline::TIMEOUT)
     }
 
     /// Like [`send`](Self::send), giving up at `deadline`.
-    pub(crate) fn send_by(
-        &self,
-        kind: FrameKind,
-        method: u16,
-        request_id: u64,
-        meta: &[u8],
-        payloads: &[Tensor],
-        deadline: SendDeadline,
-    ) -> Result<(), NetError> {
-        let header = self.header_for(kind, method, request_id, meta, payloads)?;
-        if self.sent_inline(&header, meta, payloads, false) {
+    pub(crate) fn send_by(&self, parts: FrameParts<'_>, deadline: SendDeadline) -> Result<(), NetError> {
+        let header = self.header_for(&parts)?;
+        if self.sent_inline(&header, &parts, false) {
             return Ok(());
         }
-        self.send_frame(&OutgoingFrame::with_header(header, meta, payloads), deadline)
+        self.send_frame(&OutgoingFrame::with_header(header, parts.meta, parts.payloads), deadline)
     }
 
-    fn header_for(
-        &self,
-        kind: FrameKind,
-        method: u16,
-        request_id: u64,
-        meta: &[u8],
-        payloads: &[Tensor],
-    ) -> Result<FrameHeader, NetError> {
-        FrameHeader::for_parts(kind, method, request_id, meta, payloads, &self.limits)
+    fn header_for(&self, parts: &FrameParts<'_>) -> Result<FrameHeader, NetError> {
+        FrameHeader::for_parts(parts, &self.limits)
             .map_err(|source| NetError::Frame { peer: self.peer.clone(), source })
     }
 
@@ -254,7 +231,7 @@ impl Conn {
     /// is free, and (`behind_outbox`, for replies) no queued reply must go
     /// first. `false` leaves the frame to the general path, which waits,
     /// queues or falls back to the socket as it must.
-    fn sent_inline(&self, header: &FrameHeader, meta: &[u8], payloads: &[Tensor], behind_outbox: bool) -> bool {
+    fn sent_inline(&self, header: &FrameHeader, parts: &FrameParts<'_>, behind_outbox: bool) -> bool {
         let Some(shm) = self.shm.get() else {
             return false;
         };
@@ -267,24 +244,17 @@ impl Conn {
         if behind_outbox && self.writer_running.load(Ordering::Acquire) {
             return false;
         }
-        shm.try_place_inline(header, meta, payloads) == Some(Placed::Sent)
+        shm.try_place_inline(header, parts.meta, parts.payloads) == Some(Placed::Sent)
     }
 
     /// Encodes and sends a reply (or a push back to a client) without
     /// waiting on the peer (see [`send_reply`](Self::send_reply)).
-    pub(crate) fn reply(
-        self: &Arc<Self>,
-        kind: FrameKind,
-        method: u16,
-        request_id: u64,
-        meta: &[u8],
-        payloads: &[Tensor],
-    ) -> Result<(), NetError> {
-        let header = self.header_for(kind, method, request_id, meta, payloads)?;
-        if self.sent_inline(&header, meta, payloads, true) {
+    pub(crate) fn reply(self: &Arc<Self>, parts: FrameParts<'_>) -> Result<(), NetError> {
+        let header = self.header_for(&parts)?;
+        if self.sent_inline(&header, &parts, true) {
             return Ok(());
         }
-        self.send_reply(OutgoingFrame::with_header(header, meta, payloads))
+        self.send_reply(OutgoingFrame::with_header(header, parts.meta, parts.payloads))
     }
 
     /// Sends `frame` whole. Any I/O failure (a timeout included) closes the
@@ -481,7 +451,7 @@ impl Conn {
     pub(crate) fn send_error(self: &Arc<Self>, request_id: u64, method: u16, status: &Status) -> Result<(), NetError> {
         let meta = message::encode(&ErrorMeta { code: status.code as u8, message: status.message.clone() })
             .map_err(|s| NetError::Handshake { peer: self.peer.clone(), reason: s.into_message() })?;
-        self.reply(FrameKind::Error, method, request_id, &meta, &[])
+        self.reply(FrameParts { kind: FrameKind::Error, method, request_id, meta: &meta, payloads: &[] })
     }
 
     /// The next frame: one already buffered, or received now. `Ok(None)`
@@ -630,7 +600,8 @@ impl shm::ControlChannel for ConnControl<'_> {
     }
 
     fn send_control(&self, meta: &[u8]) -> Result<(), String> {
-        self.conn.send(FrameKind::Transport, 0, 0, meta, &[]).map_err(|e| e.to_string())
+        let parts = FrameParts { kind: FrameKind::Transport, method: 0, request_id: 0, meta, payloads: &[] };
+        self.conn.send(parts).map_err(|e| e.to_string())
     }
 
     fn recv_control(&mut self, deadline: Instant) -> Result<Vec<u8>, String> {

@@ -15,7 +15,7 @@
 use super::TransportOptions;
 use super::conn::{Conn, NetError};
 use crate::error::{Result, Status};
-use crate::net::frame::{FrameKind, ReceivedFrame};
+use crate::net::frame::{FrameKind, FrameParts, ReceivedFrame};
 use crate::net::io::{self, Driver};
 use crate::net::message::{self, Method, OneWay, Validated};
 use crate::net::reader::FrameReader;
@@ -173,7 +173,9 @@ impl BackChannel {
         M: OneWay + message::Encode,
     {
         let meta = message::encode(msg)?;
-        self.conn.reply(FrameKind::Push, M::METHOD as u16, 0, &meta, payloads).map_err(|e| e.to_status())
+        let parts =
+            FrameParts { kind: FrameKind::Push, method: M::METHOD as u16, request_id: 0, meta: &meta, payloads };
+        self.conn.reply(parts).map_err(|e| e.to_status())
     }
 }
 
@@ -207,7 +209,13 @@ impl Reply {
         let Some(target) = self.target.take() else {
             return;
         };
-        let sent = target.conn().reply(FrameKind::Response, target.method as u16, target.request_id, meta, payloads);
+        let sent = target.conn().reply(FrameParts {
+            kind: FrameKind::Response,
+            method: target.method as u16,
+            request_id: target.request_id,
+            meta,
+            payloads,
+        });
         match sent {
             Ok(()) => {}
             Err(NetError::Frame { source, .. }) => {

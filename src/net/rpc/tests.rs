@@ -179,36 +179,16 @@ fn typed_request_and_response_in_place() {
     }
 }
 
-#[test]
-fn many_concurrent_calls_on_one_connection_complete_out_of_order() {
+/// Runs `calls(client, t)` on six threads sharing one client of a fresh
+/// server, for every transport.
+fn on_six_threads(calls: fn(&Client, u8)) {
     for kind in kinds() {
         let (server, _) = start(kind);
         let client = Arc::new(Client::connect(&server.local_addr().to_string(), options(kind)).unwrap());
         let threads: Vec<_> = (0..6u8)
             .map(|t| {
                 let client = client.clone();
-                std::thread::spawn(move || {
-                    // Overlapping calls from this thread too (start, then wait).
-                    for round in 0..8u8 {
-                        let pending: Vec<_> = (0..3u8)
-                            .map(|k| {
-                                let delay = (t * 7 + round * 3 + k * 5) % 10;
-                                let meta = [b's', b'l', b'o', b'w', delay, t, round, k];
-                                let payload =
-                                    Tensor::from_slice::<i32>([3], &[t as i32, round as i32, k as i32]).unwrap();
-                                (meta, client.start_call(Method::Ping, &meta, &[payload]).unwrap())
-                            })
-                            .collect();
-                        for (meta, call) in pending.into_iter().rev() {
-                            let resp = call.wait(soon()).unwrap();
-                            assert_eq!(resp.meta_bytes(), &meta);
-                            assert_eq!(
-                                resp.payloads[0].as_slice::<i32>().unwrap(),
-                                &[meta[5] as i32, meta[6] as i32, meta[7] as i32]
-                            );
-                        }
-                    }
-                })
+                std::thread::spawn(move || calls(&client, t))
             })
             .collect();
         for t in threads {
@@ -218,38 +198,50 @@ fn many_concurrent_calls_on_one_connection_complete_out_of_order() {
     }
 }
 
+#[test]
+fn many_concurrent_calls_on_one_connection_complete_out_of_order() {
+    on_six_threads(|client, t| {
+        // Overlapping calls from this thread too (start, then wait).
+        for round in 0..8u8 {
+            let pending: Vec<_> = (0..3u8)
+                .map(|k| {
+                    let delay = (t * 7 + round * 3 + k * 5) % 10;
+                    let meta = [b's', b'l', b'o', b'w', delay, t, round, k];
+                    let payload = Tensor::from_slice::<i32>([3], &[t as i32, round as i32, k as i32]).unwrap();
+                    (meta, client.start_call(Method::Ping, &meta, &[payload]).unwrap())
+                })
+                .collect();
+            for (meta, call) in pending.into_iter().rev() {
+                let resp = call.wait(soon()).unwrap();
+                assert_eq!(resp.meta_bytes(), &meta);
+                assert_eq!(
+                    resp.payloads[0].as_slice::<i32>().unwrap(),
+                    &[meta[5] as i32, meta[6] as i32, meta[7] as i32]
+                );
+            }
+        }
+    });
+}
+
 /// Blocking calls (each leads the connection while nobody else reads)
 /// and started calls (which register and may follow) mixed on one
 /// connection: every caller gets its own answer, whoever read it.
 #[test]
 fn blocking_and_started_calls_mixed_on_one_connection_each_get_their_answer() {
-    for kind in kinds() {
-        let (server, _) = start(kind);
-        let client = Arc::new(Client::connect(&server.local_addr().to_string(), options(kind)).unwrap());
-        let threads: Vec<_> = (0..6u8)
-            .map(|t| {
-                let client = client.clone();
-                std::thread::spawn(move || {
-                    for round in 0..12u8 {
-                        let delay = (t * 5 + round * 3) % 7;
-                        let meta = [b's', b'l', b'o', b'w', delay, t, round, 0];
-                        let payload = Tensor::from_slice::<i32>([2], &[t as i32, round as i32]).unwrap();
-                        let resp = match (t + round) % 3 {
-                            0 => client.start_call(Method::Ping, &meta, &[payload]).unwrap().wait(soon()),
-                            _ => client.call(Method::Ping, &meta, &[payload], soon()),
-                        }
-                        .unwrap();
-                        assert_eq!(resp.meta_bytes(), &meta, "{kind:?}: thread {t} round {round}");
-                        assert_eq!(resp.payloads[0].as_slice::<i32>().unwrap(), &[t as i32, round as i32]);
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
+    on_six_threads(|client, t| {
+        for round in 0..12u8 {
+            let delay = (t * 5 + round * 3) % 7;
+            let meta = [b's', b'l', b'o', b'w', delay, t, round, 0];
+            let payload = Tensor::from_slice::<i32>([2], &[t as i32, round as i32]).unwrap();
+            let resp = match (t + round) % 3 {
+                0 => client.start_call(Method::Ping, &meta, &[payload]).unwrap().wait(soon()),
+                _ => client.call(Method::Ping, &meta, &[payload], soon()),
+            }
+            .unwrap();
+            assert_eq!(resp.meta_bytes(), &meta, "thread {t} round {round}");
+            assert_eq!(resp.payloads[0].as_slice::<i32>().unwrap(), &[t as i32, round as i32]);
         }
-        server.shutdown();
-    }
+    });
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use super::region::{Direction, Layout, SharedRegion};
 use super::ring::Producer;
 use super::*;
-use crate::net::frame::{FrameHeader, FrameKind, FrameLimits, OutgoingFrame};
+use crate::net::frame::{FrameHeader, FrameKind, FrameLimits, FrameParts, OutgoingFrame};
 use crate::tensor::Tensor;
 
 /// A server-side channel over a fresh region, and a raw producer for the
@@ -544,7 +544,8 @@ fn inline_frames_are_encoded_in_the_slot_and_their_buffer_reused_only_when_free(
     let pair = Tensor::from_slice::<f32>([2], &[1.5, -2.0]).unwrap();
     let payloads = [scalar.clone(), pair.clone()];
     let send = |id: u64, meta: &[u8]| {
-        let header = FrameHeader::for_parts(FrameKind::Request, 3, id, meta, &payloads, &limits).unwrap();
+        let parts = FrameParts { kind: FrameKind::Request, method: 3, request_id: id, meta, payloads: &payloads };
+        let header = FrameHeader::for_parts(&parts, &limits).unwrap();
         assert_eq!(client.try_place_inline(&header, meta, &payloads), Some(Placed::Sent));
     };
     send(1, b"first");
@@ -572,6 +573,7 @@ fn inline_frames_are_encoded_in_the_slot_and_their_buffer_reused_only_when_free(
     assert_eq!((fourth.header.request_id, fourth.meta_bytes()), (4, &b"fourth"[..]));
     // Too large for a slot: left to the general path.
     let big = vec![0u8; ring::INLINE_BYTES];
-    let header = FrameHeader::for_parts(FrameKind::Request, 3, 5, &big, &[], &limits).unwrap();
+    let parts = FrameParts { kind: FrameKind::Request, method: 3, request_id: 5, meta: &big, payloads: &[] };
+    let header = FrameHeader::for_parts(&parts, &limits).unwrap();
     assert_eq!(client.try_place_inline(&header, &big, &[]), None);
 }
