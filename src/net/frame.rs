@@ -394,6 +394,11 @@ impl OutgoingFrame {
         &self.head
     }
 
+    /// The metadata, as encoded in the head.
+    pub fn meta(&self) -> &[u8] {
+        &self.head[HEADER_BYTES..HEADER_BYTES + self.header.meta_len as usize]
+    }
+
     /// The tensors whose bytes follow the head.
     pub fn payloads(&self) -> &[Tensor] {
         &self.payloads

@@ -296,12 +296,7 @@ impl Client {
             loop {
                 let frame = match inner.conn.read_frame(&mut reader, spin, Some(deadline)) {
                     Ok(Some(frame)) => frame,
-                    Ok(None) => {
-                        return Err(Status::deadline_exceeded(format!(
-                            "{method} to {} got no response before its deadline",
-                            inner.conn.peer
-                        )));
-                    }
+                    Ok(None) => return Err(inner.no_response(method)),
                     Err(e) => return Err(inner.read_failed(e)),
                 };
                 let answers_mine = frame.header.request_id == id
@@ -465,6 +460,10 @@ impl Inner {
         }
     }
 
+    fn no_response(&self, method: Method) -> Status {
+        Status::deadline_exceeded(format!("{method} to {} got no response before its deadline", self.conn.peer))
+    }
+
     /// The server broke the protocol: the connection closes and every call
     /// on it fails.
     fn protocol_failed(&self, reason: &str) -> Status {
@@ -599,10 +598,7 @@ impl PendingCall {
                         self.method, inner.conn.peer
                     )));
                 }
-                return Err(Status::deadline_exceeded(format!(
-                    "{} to {} got no response before its deadline",
-                    self.method, inner.conn.peer
-                )));
+                return Err(inner.no_response(self.method));
             }
             let slice = deadline.min(now + ABANDON_POLL);
             if let Some(mut reader) = inner.reader.try_lock() {

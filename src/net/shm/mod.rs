@@ -394,6 +394,9 @@ impl ShmChannel {
     /// data ring), publishes it and rings the doorbell when the peer may
     /// sleep. The caller holds the connection's send lock.
     pub(crate) fn try_place(&self, frame: &OutgoingFrame) -> Placed {
+        if let Some(placed) = self.try_place_inline(&frame.header, frame.meta(), frame.payloads()) {
+            return placed;
+        }
         let mut tx = self.tx.producer.lock();
         if !tx.has_slot() {
             return Placed::NoSlot;
@@ -459,31 +462,17 @@ impl ShmChannel {
                 return self.published(tx, in_place, in_slot + plan.copied_bytes);
             }
         }
-        if let Some(inline_len) = inline_len(&frame.header) {
-            let body_head = &frame.head()[HEADER_BYTES..];
-            // SAFETY: a free slot's inline bytes are ours until published,
-            // and the frame fits them (`inline_len`); the body's head is
-            // the frame's encoded one, as long as the layout says.
-            unsafe {
-                write_inline(tx.inline_bytes(), &frame.header, frame.payloads(), |dst| {
-                    std::ptr::copy_nonoverlapping(body_head.as_ptr(), dst, body_head.len())
-                })
-            };
-            tx.publish_inline(inline_len);
-            return self.published(tx, 0, inline_len as u64);
-        } else {
-            if len > tx.capacity() {
-                return Placed::NoSpace { too_large: true };
-            }
-            let Some(at) = tx.reserve(len) else {
-                return Placed::NoSpace { too_large: false };
-            };
-            self.tx.note_placed(at, tx.capacity());
-            // SAFETY: the reservation is `len` bytes inside the peer's data
-            // ring that the peer released and reads only after `publish`.
-            unsafe { write_frame(frame, tx.bytes(at), len) };
-            tx.publish(Some(at));
+        if len > tx.capacity() {
+            return Placed::NoSpace { too_large: true };
         }
+        let Some(at) = tx.reserve(len) else {
+            return Placed::NoSpace { too_large: false };
+        };
+        self.tx.note_placed(at, tx.capacity());
+        // SAFETY: the reservation is `len` bytes inside the peer's data
+        // ring that the peer released and reads only after `publish`.
+        unsafe { write_frame(frame, tx.bytes(at), len) };
+        tx.publish(Some(at));
         self.published(tx, 0, len)
     }
 
@@ -503,11 +492,7 @@ impl ShmChannel {
         // SAFETY: a free slot's inline bytes are ours until published; the
         // frame fits them (`inline_len`), and `header` was made for these
         // parts by the caller.
-        unsafe {
-            write_inline(tx.inline_bytes(), header, payloads, |dst| {
-                crate::net::frame::write_body_head(header, meta, payloads, dst)
-            })
-        };
+        unsafe { write_inline(tx.inline_bytes(), header, meta, payloads) };
         tx.publish_inline(len);
         Some(self.published(tx, 0, len as u64))
     }
@@ -1090,20 +1075,18 @@ pub fn inline_frame_bytes(frame: &OutgoingFrame) -> Vec<u8> {
 }
 
 /// Writes an inline frame to a slot's bytes at `dst`: its compact head,
-/// the body's head (`body_head` writes `header.layout().payload_offset`
-/// bytes where it is told), then the payloads, padded.
+/// the body's head (metadata and table), then the payloads, padded.
 ///
 /// # Safety
 /// `inline_len(header)` writable bytes at `dst` that nobody else reads or
-/// writes meanwhile; `header` describes `payloads` and what `body_head`
-/// writes.
-unsafe fn write_inline(dst: *mut u8, header: &FrameHeader, payloads: &[Tensor], body_head: impl FnOnce(*mut u8)) {
+/// writes meanwhile; `header` was made for `meta` and `payloads`.
+unsafe fn write_inline(dst: *mut u8, header: &FrameHeader, meta: &[u8], payloads: &[Tensor]) {
     let payload_offset = header.layout().payload_offset as usize;
     // SAFETY: the caller's bytes: the compact head, the body's head and
     // the padded payloads add up to `inline_len(header)`.
     unsafe {
         std::ptr::copy_nonoverlapping(encode_inline_head(header).as_ptr(), dst, INLINE_HEAD_BYTES);
-        body_head(dst.add(INLINE_HEAD_BYTES));
+        crate::net::frame::write_body_head(header, meta, payloads, dst.add(INLINE_HEAD_BYTES));
         write_payloads(payloads, dst.add(INLINE_HEAD_BYTES + payload_offset), header.payload_bytes);
     }
 }
