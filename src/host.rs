@@ -100,8 +100,14 @@ pub const CALM_WINDOW: Duration = Duration::from_millis(50);
 /// /proc/pressure/cpu. True until a first window has been measured, and
 /// where /proc/stat cannot be read.
 pub fn has_spare_core() -> bool {
+    has_spare_core_at(Instant::now())
+}
+
+/// [`has_spare_core`], asked at `now` (a spinner that has just read the
+/// clock saves a second read).
+pub fn has_spare_core_at(now: Instant) -> bool {
     static SAMPLER: OnceLock<SpareCore> = OnceLock::new();
-    SAMPLER.get_or_init(SpareCore::new).answer(Instant::now())
+    SAMPLER.get_or_init(SpareCore::new).answer(now)
 }
 
 /// An open /proc file read at most once a period, and its last reading.

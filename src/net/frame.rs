@@ -455,6 +455,14 @@ pub unsafe fn write_body_head(header: &FrameHeader, meta: &[u8], payloads: &[Ten
     }
     debug_assert_eq!(header.meta_len, meta.len() as u64);
     let layout = header.layout();
+    if payloads.is_empty() && meta.len() as u64 == layout.payload_offset {
+        // Metadata alone, a whole number of lines (a small call's usual
+        // body): one copy.
+        // SAFETY: `payload_offset` == `meta.len()` bytes at `dst`, the
+        // caller's promise.
+        unsafe { std::ptr::copy_nonoverlapping(meta.as_ptr(), dst, meta.len()) };
+        return;
+    }
     let zeros = [0u8; PAYLOAD_ALIGN];
     let mut head = Head { dst, at: 0, end: layout.payload_offset as usize };
     head.put(meta);

@@ -92,9 +92,33 @@ impl Method {
         Method::GetStats,
     ];
 
+    /// The method numbered `value`: one indexed load (every received
+    /// frame asks, and a scan of [`Method::ALL`] took up to 24 compares).
     pub fn from_u16(value: u16) -> Option<Method> {
-        Method::ALL.iter().copied().find(|m| *m as u16 == value)
+        const BY_NUMBER: [Option<Method>; Method::NUMBERS] = {
+            let mut table = [None; Method::NUMBERS];
+            let mut i = 0;
+            while i < Method::ALL.len() {
+                table[Method::ALL[i] as usize] = Some(Method::ALL[i]);
+                i += 1;
+            }
+            table
+        };
+        BY_NUMBER.get(usize::from(value)).copied().flatten()
     }
+
+    /// One past the highest method number.
+    const NUMBERS: usize = {
+        let mut most = 0;
+        let mut i = 0;
+        while i < Method::ALL.len() {
+            if Method::ALL[i] as usize > most {
+                most = Method::ALL[i] as usize;
+            }
+            i += 1;
+        }
+        most + 1
+    };
 
     pub fn name(self) -> &'static str {
         match self {
@@ -898,6 +922,8 @@ mod tests {
         assert_eq!(seen.len(), Method::ALL.len());
         assert_eq!(Method::from_u16(43), None, "43 (Logging) is retired, never reused");
         assert_eq!(Method::from_u16(999), None);
+        let numbered = (0..=u16::MAX).filter(|&n| Method::from_u16(n).is_some()).count();
+        assert_eq!(numbered, Method::ALL.len(), "only listed methods have numbers");
     }
 
     #[test]

@@ -41,27 +41,34 @@ fn pure_spin() -> std::time::Duration {
 /// yielding every round.
 #[inline]
 pub fn spin_pause(spin_start: std::time::Instant) {
-    if spin_start.elapsed() < pure_spin() && crate::host::has_spare_core() {
+    if may_spin_purely(spin_start, std::time::Instant::now()) {
         std::hint::spin_loop();
     } else {
         std::thread::yield_now();
     }
 }
 
+/// Whether a spin-wait that began at `spin_start` is, at `now`, still in
+/// its pure phase with a spare core to spin on.
+#[inline]
+fn may_spin_purely(spin_start: std::time::Instant, now: std::time::Instant) -> bool {
+    now.saturating_duration_since(spin_start) < pure_spin() && crate::host::has_spare_core_at(now)
+}
+
 /// Polls a spin-wait makes between two looks at the clock when it may
 /// spin purely ([`spin_until`]).
 const POLL_BURST: u32 = 8;
 
-/// Like [`spin_pause`], for a wait whose condition is one load: while the
+/// Like [`spin_pause`], for a wait whose condition is one load and whose
+/// round has just read the clock (`now`, for its deadline): while the
 /// wait may spin purely, polls `ready` up to [`POLL_BURST`] times with a
-/// pause between, so the clock is read once a burst instead of once a
-/// poll. A wait's round reads it three times (its deadline, the pure
-/// phase, the spare-core sampler), about 65 ns on these machines, and a
-/// spinner polling once a round sees a published frame half of that
-/// later on average. Returns at the first `true`.
+/// pause between. So a round reads the clock once (about 35 ns here), for
+/// its deadline, the pure phase and the spare-core sampler together,
+/// instead of three times for every poll, and a spinner sees a published
+/// frame that much sooner. Returns at the first `true`.
 #[inline]
-pub fn spin_until(spin_start: std::time::Instant, mut ready: impl FnMut() -> bool) {
-    if spin_start.elapsed() < pure_spin() && crate::host::has_spare_core() {
+pub fn spin_until(spin_start: std::time::Instant, now: std::time::Instant, mut ready: impl FnMut() -> bool) {
+    if may_spin_purely(spin_start, now) {
         for _ in 0..POLL_BURST {
             if ready() {
                 return;

@@ -486,7 +486,9 @@ impl Conn {
         deadline: Option<Instant>,
     ) -> Result<Option<ReceivedFrame>, NetError> {
         let mut rx = shm.rx.lock();
-        let start = Instant::now();
+        // Read at the first empty poll: a frame already there costs no
+        // clock read (about 35 ns here), an empty ring one instead of two.
+        let mut start = None;
         loop {
             if rx.socket_frames_due > 0 {
                 let frame = self.read_socket_frame(reader, spin, deadline)?;
@@ -520,9 +522,10 @@ impl Conn {
             if deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }
+            let start = *start.get_or_insert(now);
             if now.duration_since(start) < spin {
                 let consumer = &rx.consumer;
-                io::spin_until(start, || consumer.has_pending());
+                io::spin_until(start, now, || consumer.has_pending());
                 continue;
             }
             if let Some(seq) = rx.consumer.prepare_sleep() {
