@@ -9,7 +9,12 @@
 //! - Where (the one-input form; SelectV2 lives in `math`) in [`where_true`];
 //! - Cumsum and Cumprod in [`scan`], TopKV2 in [`top_k`];
 //! - ReverseV2, SpaceToBatchND/BatchToSpaceND and MatrixDiag* in [`layout`];
-//! - Pad, PadV2 and MirrorPad in [`pad`].
+//! - Pad, PadV2 and MirrorPad in [`pad`];
+//! - BroadcastTo and BroadcastArgs in [`broadcast_to`], MatrixBandPart in
+//!   [`band_part`];
+//! - GatherNd, ScatterNd and TensorScatterUpdate/Add/Sub/Max/Min in
+//!   [`scatter_nd`];
+//! - DepthToSpace and SpaceToDepth in [`depth_space`].
 //!
 //! Owns: these kernels and their signatures, plus the few helpers the
 //! submodules share (below). Shape-manipulating ops that never index
@@ -17,12 +22,16 @@
 //! and ArgMin in `reduce`. Must not hold state beyond parsed attributes
 //! (ResourceGather looks its variable up on every run).
 
+pub mod band_part;
+pub mod broadcast_to;
+pub mod depth_space;
 pub mod gather;
 pub mod layout;
 pub mod one_hot;
 pub mod pad;
 pub mod range;
 pub mod scan;
+pub mod scatter_nd;
 pub mod split;
 pub mod strided_slice;
 pub mod top_k;

@@ -55,6 +55,17 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Ceil", unary_signature, build_float_unary::<Ceil>),
     OpDef::kernel("Erf", unary_signature, build_float_unary::<Erf>),
     OpDef::kernel("Erfc", unary_signature, build_float_unary::<Erfc>),
+    OpDef::kernel("Tan", unary_signature, build_float_unary::<Tan>),
+    OpDef::kernel("Asin", unary_signature, build_float_unary::<Asin>),
+    OpDef::kernel("Acos", unary_signature, build_float_unary::<Acos>),
+    OpDef::kernel("Atan", unary_signature, build_float_unary::<Atan>),
+    OpDef::kernel("Sinh", unary_signature, build_float_unary::<Sinh>),
+    OpDef::kernel("Cosh", unary_signature, build_float_unary::<Cosh>),
+    OpDef::kernel("Asinh", unary_signature, build_float_unary::<Asinh>),
+    OpDef::kernel("Acosh", unary_signature, build_float_unary::<Acosh>),
+    OpDef::kernel("Atanh", unary_signature, build_float_unary::<Atanh>),
+    // Half to even, as Round; TensorFlow defines it on floats only.
+    OpDef::kernel("Rint", unary_signature, build_float_unary::<Round>),
     // Float predicates.
     OpDef::kernel("IsNan", predicate_signature, build_predicate::<IsNan>),
     OpDef::kernel("IsFinite", predicate_signature, build_predicate::<IsFinite>),
@@ -76,6 +87,11 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Minimum", binary_signature, build_real_binary::<Minimum>),
     OpDef::kernel("Pow", binary_signature, build_real_binary::<Pow>),
     OpDef::kernel("SquaredDifference", binary_signature, build_real_binary::<SquaredDifference>),
+    // Binary, float only.
+    OpDef::kernel("Atan2", binary_signature, build_float_only_binary::<Atan2>),
+    OpDef::kernel("Xlogy", binary_signature, build_float_only_binary::<Xlogy>),
+    OpDef::kernel("Xlog1py", binary_signature, build_float_only_binary::<Xlog1py>),
+    OpDef::kernel("Xdivy", binary_signature, build_float_only_binary::<Xdivy>),
     // Comparisons.
     OpDef::kernel("Less", compare_signature, build_compare::<Less>),
     OpDef::kernel("LessEqual", compare_signature, build_compare::<LessEqual>),
@@ -227,6 +243,15 @@ unary_ops! {
     /// Eigen's for every input, and exactly 0 or 1 where it saturates.
     Sigmoid<Float>: |x| T::ONE.div(T::ONE.add(x.neg().exp()));
     Sin<Float>: |x| x.sin();
+    Tan<Float>: |x| x.tan();
+    Asin<Float>: |x| x.asin();
+    Acos<Float>: |x| x.acos();
+    Atan<Float>: |x| x.atan();
+    Sinh<Float>: |x| x.sinh();
+    Cosh<Float>: |x| x.cosh();
+    Asinh<Float>: |x| x.asinh();
+    Acosh<Float>: |x| x.acosh();
+    Atanh<Float>: |x| x.atanh();
     Cos<Float>: |x| x.cos();
     Floor<Float>: |x| x.floor();
     Ceil<Float>: |x| x.ceil();
@@ -479,6 +504,43 @@ binary_ops! {
     Minimum: |a, b| a.min_nan(b);
     Pow: |a, b| a.pow(b), check check_pow_exponents;
     SquaredDifference: |a, b| { let d = a.sub(b); d.mul(d) };
+}
+
+/// A binary op defined on floats only.
+macro_rules! float_binary_ops {
+    ($($(#[$doc:meta])* $name:ident: |$a:ident, $b:ident| $body:expr;)+) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+            impl<T: Float> Binary<T> for $name {
+                #[inline(always)]
+                fn apply($a: T, $b: T) -> T {
+                    $body
+                }
+            }
+        )+
+    };
+}
+
+float_binary_ops! {
+    /// atan(y / x) in the quadrant of (x, y); the op's inputs are y, x.
+    Atan2: |y, x| y.atan2(x);
+    /// x * log(y), and 0 where x is 0 (even where log(y) is not finite).
+    Xlogy: |x, y| if x == T::ZERO { T::ZERO } else { x.mul(y.ln()) };
+    /// x * log(1 + y), and 0 where x is 0.
+    Xlog1py: |x, y| if x == T::ZERO { T::ZERO } else { x.mul(y.ln_1p()) };
+    /// x / y, and 0 where x is 0.
+    Xdivy: |x, y| if x == T::ZERO { T::ZERO } else { x.div(y) };
+}
+
+fn build_float_only_binary<Op: Binary<f32> + Binary<f64>>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let compute: ComputeFn = match dtype {
+        DType::F32 => compute_binary::<f32, Op>,
+        DType::F64 => compute_binary::<f64, Op>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, FLOAT)),
+    };
+    Ok(FnKernel::boxed(compute))
 }
 
 // ---------------------------------------------------------------------------
@@ -922,6 +984,54 @@ mod tests {
             assert_eq!(got.dtype(), DType::F32);
             close(&got, want);
         }
+    }
+
+    #[test]
+    // numpy's float32 results, some of which round to named constants.
+    #[allow(clippy::approx_constant)]
+    fn trigonometric_and_hyperbolic_unaries_match_numpy() {
+        let x = f32s(&[4], &[0.5, 1.0, 2.0, 4.0]);
+        let unit = f32s(&[4], &[0.1, 0.5, 0.9, -0.3]);
+        // numpy float32; Acosh of x + 1 (its domain starts at 1).
+        let cases: &[(&str, &Tensor, [f32; 4])] = &[
+            ("Tan", &x, [0.5463025, 1.5574077, -2.18504, 1.1578212]),
+            ("Atan", &x, [0.4636476, 0.7853982, 1.1071488, 1.3258177]),
+            ("Sinh", &x, [0.5210953, 1.1752012, 3.6268604, 27.289917]),
+            ("Cosh", &x, [1.127626, 1.5430807, 3.7621956, 27.308235]),
+            ("Asinh", &x, [0.4812118, 0.8813736, 1.4436355, 2.0947125]),
+            ("Asin", &unit, [0.10016742, 0.5235988, 1.1197696, -0.30469266]),
+            ("Acos", &unit, [1.470629, 1.0471976, 0.45102686, 1.875489]),
+            ("Atanh", &unit, [0.10033535, 0.54930615, 1.4722193, -0.30951962]),
+        ];
+        for (name, input, want) in cases {
+            let got = run1(&op(name, DType::F32), &[(*input).clone()]).unwrap();
+            close(&got, want);
+        }
+        let acosh = run1(&op("Acosh", DType::F32), &[f32s(&[4], &[1.5, 2.0, 3.0, 5.0])]).unwrap();
+        close(&acosh, &[0.9624236, 1.316958, 1.7627472, 2.2924316]);
+        let rint = run1(&op("Rint", DType::F32), &[f32s(&[5], &[0.5, 1.5, 2.5, -0.5, -1.7])]).unwrap();
+        assert_eq!(rint.as_slice::<f32>().unwrap(), &[0.0, 2.0, 2.0, -0.0, -2.0], "half to even");
+        assert!(run1(&op("Tan", DType::I32), &[i32s(&[1], &[1])]).unwrap_err().message.contains("int32"));
+    }
+
+    #[test]
+    fn atan2_and_the_x_ops_follow_tensorflow() {
+        let ys = f32s(&[4], &[1.0, -1.0, 1.0, -1.0]);
+        let xs = f32s(&[4], &[1.0, 1.0, -1.0, -1.0]);
+        let quadrants = run1(&op("Atan2", DType::F32), &[ys, xs]).unwrap();
+        let (quarter, three_quarters) = (std::f32::consts::FRAC_PI_4, 3.0 * std::f32::consts::FRAC_PI_4);
+        close(&quadrants, &[quarter, -quarter, three_quarters, -three_quarters]);
+        // Where x is 0 the result is 0, whatever log(y) or 1/y would be.
+        let x = f32s(&[4], &[0.0, 0.0, 2.0, -1.0]);
+        let y = f32s(&[4], &[0.0, -1.0, 3.0, 0.5]);
+        let xlogy = run1(&op("Xlogy", DType::F32), &[x.clone(), y.clone()]).unwrap();
+        close(&xlogy, &[0.0, 0.0, 2.0 * 3.0f32.ln(), std::f32::consts::LN_2]);
+        let xdivy = run1(&op("Xdivy", DType::F32), &[x.clone(), y.clone()]).unwrap();
+        close(&xdivy, &[0.0, 0.0, 2.0 / 3.0, -2.0]);
+        let xlog1py = run1(&op("Xlog1py", DType::F32), &[x, y]).unwrap();
+        close(&xlog1py, &[0.0, 0.0, 2.0 * 4.0f32.ln(), -(1.5f32.ln())]);
+        let err = run1(&op("Xlogy", DType::I64), &[Tensor::scalar(1i64), Tensor::scalar(1i64)]).unwrap_err();
+        assert!(err.message.contains("int64"), "{err}");
     }
 
     #[test]

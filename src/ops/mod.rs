@@ -17,6 +17,7 @@ pub mod control_flow;
 mod fast_math;
 #[cfg(test)]
 mod golden_tests;
+pub mod image;
 pub mod io;
 pub mod list;
 pub mod math;

@@ -74,6 +74,17 @@ pub trait Float: Num {
     fn cos(self) -> Self;
     fn floor(self) -> Self;
     fn ceil(self) -> Self;
+    fn tan(self) -> Self;
+    fn asin(self) -> Self;
+    fn acos(self) -> Self;
+    fn atan(self) -> Self;
+    fn sinh(self) -> Self;
+    fn cosh(self) -> Self;
+    fn asinh(self) -> Self;
+    fn acosh(self) -> Self;
+    fn atanh(self) -> Self;
+    /// The angle of the point (`rhs`, `self`): `self` is y.
+    fn atan2(self, rhs: Self) -> Self;
     fn is_finite(self) -> bool;
     fn is_infinite(self) -> bool;
 }
@@ -226,6 +237,46 @@ macro_rules! impl_float {
             #[inline(always)]
             fn ceil(self) -> Self {
                 <$t>::ceil(self)
+            }
+            #[inline(always)]
+            fn tan(self) -> Self {
+                <$t>::tan(self)
+            }
+            #[inline(always)]
+            fn asin(self) -> Self {
+                <$t>::asin(self)
+            }
+            #[inline(always)]
+            fn acos(self) -> Self {
+                <$t>::acos(self)
+            }
+            #[inline(always)]
+            fn atan(self) -> Self {
+                <$t>::atan(self)
+            }
+            #[inline(always)]
+            fn sinh(self) -> Self {
+                <$t>::sinh(self)
+            }
+            #[inline(always)]
+            fn cosh(self) -> Self {
+                <$t>::cosh(self)
+            }
+            #[inline(always)]
+            fn asinh(self) -> Self {
+                <$t>::asinh(self)
+            }
+            #[inline(always)]
+            fn acosh(self) -> Self {
+                <$t>::acosh(self)
+            }
+            #[inline(always)]
+            fn atanh(self) -> Self {
+                <$t>::atanh(self)
+            }
+            #[inline(always)]
+            fn atan2(self, rhs: Self) -> Self {
+                <$t>::atan2(self, rhs)
             }
             #[inline(always)]
             fn is_finite(self) -> bool {

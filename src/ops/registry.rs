@@ -84,16 +84,21 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::DEFS,
             super::control_flow::DEFS,
             super::control_flow::stack::DEFS,
+            super::array::band_part::DEFS,
+            super::array::broadcast_to::DEFS,
+            super::array::depth_space::DEFS,
             super::array::gather::DEFS,
             super::array::layout::DEFS,
             super::array::one_hot::DEFS,
             super::array::pad::DEFS,
             super::array::range::DEFS,
             super::array::scan::DEFS,
+            super::array::scatter_nd::DEFS,
             super::array::split::DEFS,
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,
             super::array::where_true::DEFS,
+            super::image::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
             super::list::DEFS,
@@ -244,6 +249,16 @@ mod tests {
             "Ceil",
             "Erf",
             "Erfc",
+            "Tan",
+            "Asin",
+            "Acos",
+            "Atan",
+            "Sinh",
+            "Cosh",
+            "Asinh",
+            "Acosh",
+            "Atanh",
+            "Rint",
             "Relu",
             "Relu6",
             "Elu",
@@ -280,6 +295,10 @@ mod tests {
             "Minimum",
             "Pow",
             "SquaredDifference",
+            "Atan2",
+            "Xlogy",
+            "Xlog1py",
+            "Xdivy",
             "BiasAdd",
             "BiasAddV1",
             "MatMul",
@@ -450,6 +469,22 @@ mod tests {
         rows.push(("Pad", t("Pad").attr("Tpaddings", ty(DType::I64)), vec![F, I64], vec![F]));
         rows.push(("PadV2", t("PadV2"), vec![F, I32, F], vec![F]));
         rows.push(("MirrorPad", t("MirrorPad").attr("mode", s("REFLECT")), vec![F, I32], vec![F]));
+        rows.push(("BroadcastTo", t("BroadcastTo"), vec![F, I32], vec![F]));
+        rows.push(("BroadcastArgs", NodeSpec::new("n", "BroadcastArgs"), vec![I32, I32], vec![I32]));
+        rows.push(("BroadcastArgs", t("BroadcastArgs").attr("T", ty(DType::I64)), vec![I64, I64], vec![I64]));
+        rows.push(("MatrixBandPart", t("MatrixBandPart"), vec![F, I64, I64], vec![F]));
+        rows.push(("GatherNd", NodeSpec::new("n", "GatherNd").attr("Tparams", ty(DType::F32)), vec![F, I32], vec![F]));
+        rows.push(("ScatterNd", t("ScatterNd").attr("Tindices", ty(DType::I64)), vec![I64, F, I64], vec![F]));
+        for op in
+            ["TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub", "TensorScatterMax", "TensorScatterMin"]
+        {
+            rows.push((op, t(op), vec![F, I32, F], vec![F]));
+        }
+        for op in ["DepthToSpace", "SpaceToDepth"] {
+            rows.push((op, t(op).attr("block_size", AttrValue::Int(2)), vec![F], vec![F]));
+        }
+        rows.push(("ResizeBilinear", t("ResizeBilinear").attr("T", ty(DType::I32)), vec![I32, I32], vec![F]));
+        rows.push(("ResizeNearestNeighbor", t("ResizeNearestNeighbor"), vec![F, I32], vec![F]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         // Training: gradients.
@@ -560,7 +595,8 @@ mod tests {
     /// The optimizer and scatter ops: they rewrite variables.
     fn is_training_update(op: &str) -> bool {
         let op = op.strip_prefix("Resource").unwrap_or(op);
-        ["Apply", "SparseApply", "Scatter"].iter().any(|p| op.starts_with(p))
+        // ScatterNd makes a new tensor; it updates nothing.
+        op != "ScatterNd" && ["Apply", "SparseApply", "Scatter"].iter().any(|p| op.starts_with(p))
     }
 
     #[test]

@@ -48,11 +48,25 @@ and Identity output names are TF's):
   keras_attention  transformer block: MultiHeadAttention(2 heads, key_dim 8) self
                    attention (Einsum, BatchMatMulV2, Softmax), Add, LayerNormalization,
                    Dense gelu exact (Erfc), Dense, Add, LayerNormalization.
+  keras_causal_attention  decoder block: Normalization layer (Sub, Sqrt of the
+                   variance, RealDiv), MultiHeadAttention(2 heads, key_dim 8) with
+                   use_causal_mask (MatrixBandPart of ones), LayerNormalization, Dense.
+  keras_unet       small U-Net: Conv2D, MaxPool, SeparableConv2D, bilinear
+                   UpSampling2D and Resizing (ResizeBilinear, half-pixel centers),
+                   Conv2DTranspose, Concatenate, nearest Resizing
+                   (ResizeNearestNeighbor), sigmoid head.
 Frozen tf.functions:
   array_ops        StridedSlice with every mask, GatherV2 (axis 0 and batch_dims),
                    OneHot, Cumsum (exclusive, reverse), TopKV2, ArgMax (axis 0, -1),
                    Range (fed limit), Split, SplitV, Unpack, Where (1-arg), Pad, PadV2,
                    MirrorPad REFLECT and SYMMETRIC.
+  nd_ops           BroadcastTo, BroadcastArgs (tf.linspace), MatrixBandPart (three
+                   bands), GatherNd (elements, rows), ScatterNd (duplicates),
+                   TensorScatterUpdate/Add/Sub/Max/Min, DepthToSpace, SpaceToDepth,
+                   ResizeBilinear and ResizeNearestNeighbor in every convention
+                   (legacy, align_corners, half_pixel_centers).
+  math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
+                   Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
                    diagonal, trace, transpose, outer, attention scores, sum-out.
   nn_ops           tf.nn ops keras 3 does not emit: FusedBatchNormV3 (inference),
@@ -435,9 +449,137 @@ def case_keras_attention(out_dir):
                tolerance=LOOSE_TOL, outputs={outs[0]: "block output [2,8,16]"}, eager=eager)
 
 
+def case_keras_causal_attention(out_dir):
+    L = keras.layers
+    inp = keras.Input((8, 16), name="tokens")
+    x = L.Normalization(mean=0.25, variance=2.0, name="norm")(inp)
+    a = L.MultiHeadAttention(num_heads=2, key_dim=8, name="mha")(x, x, use_causal_mask=True)
+    x = L.LayerNormalization(name="ln")(L.Add(name="res")([x, a]))
+    out = L.Dense(16, name="proj")(x)
+    model = keras.Model(inp, out, name="decoder")
+    set_weights(model, 404)
+
+    serve = tf.function(lambda tokens: model(tokens, training=False))
+    frozen, gd = freeze(serve, tf.TensorSpec([2, 8, 16], tf.float32, name="tokens"))
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(7)
+    feeds = [[rng.standard_normal([2, 8, 16]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "keras_causal_attention", gd, steps,
+               "frozen keras 3 decoder block on [2,8,16]: Normalization(mean 0.25, variance 2: Sub, Sqrt of "
+               "the variance, RealDiv), MultiHeadAttention(2 heads, key_dim 8, use_causal_mask: the mask is "
+               "MatrixBandPart(ones, -1, 0) of the sequence length), Add, LayerNormalization, Dense(16). "
+               "tolerance rtol 1e-4 / atol 1e-5 as keras_attention (Eigen's Exp and Rsqrt approximations)",
+               tolerance=LOOSE_TOL, outputs={outs[0]: "decoder output [2,8,16]"}, eager=eager)
+
+
+def case_keras_unet(out_dir):
+    L = keras.layers
+    inp = keras.Input((16, 16, 3), name="image")
+    c1 = L.Conv2D(8, 3, padding="same", activation="relu", name="enc1")(inp)
+    p1 = L.MaxPool2D(name="pool1")(c1)
+    c2 = L.SeparableConv2D(16, 3, padding="same", activation="relu", name="enc2")(p1)
+    u1 = L.UpSampling2D(interpolation="bilinear", name="up_bilinear")(c2)
+    t1 = L.Conv2DTranspose(8, 3, padding="same", name="dec1")(u1)
+    m = L.Concatenate(name="skip")([c1, t1])
+    head = L.Conv2D(2, 1, activation="sigmoid", name="head")(m)
+    small = L.Resizing(11, 7, interpolation="bilinear", name="resize_bilinear")(head)
+    big = L.Resizing(21, 19, interpolation="nearest", name="resize_nearest")(head)
+    model = keras.Model(inp, [small, big], name="unet")
+    set_weights(model, 505)
+
+    serve = tf.function(lambda image: model(image, training=False))
+    frozen, gd = freeze(serve, tf.TensorSpec([2, 16, 16, 3], tf.float32, name="image"))
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(8)
+    feeds = [[rng.standard_normal([2, 16, 16, 3]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "keras_unet", gd, steps,
+               "frozen keras 3 U-Net on [2,16,16,3]: Conv2D relu, MaxPool, SeparableConv2D (depthwise then "
+               "1x1), UpSampling2D bilinear (ResizeBilinear, half-pixel centers), Conv2DTranspose "
+               "(Conv2DBackpropInput), Concatenate skip, 1x1 Conv2D sigmoid head, resized down by Resizing "
+               "bilinear to [11,7] and up by Resizing nearest to [21,19] (ResizeNearestNeighbor)",
+               outputs=dict(zip(outs, ["head resized bilinear [2,11,7,2]", "head resized nearest [2,21,19,2]"])),
+               eager=eager)
+
+
 # ----------------------------------------------------------------------------
 # frozen tf.functions
 # ----------------------------------------------------------------------------
+
+def case_math_ops(out_dir):
+    @tf.function
+    def f(x, unit, y):
+        return [
+            tf.tan(x), tf.atan(x), tf.sinh(x), tf.cosh(x), tf.asinh(x), tf.acosh(tf.abs(x) + 1.0),
+            tf.asin(unit), tf.acos(unit), tf.atanh(unit),
+            tf.math.atan2(unit, x),
+            tf.math.rint(x * 2.5),
+            tf.math.xlogy(tf.round(unit * 2.0), tf.abs(y) + 0.1),
+            tf.math.xlog1py(tf.round(unit * 2.0), tf.abs(y)),
+            tf.math.xdivy(tf.round(unit * 2.0), y),
+        ]
+
+    specs = [tf.TensorSpec([3, 5], tf.float32, name="x"), tf.TensorSpec([3, 5], tf.float32, name="unit"),
+             tf.TensorSpec([3, 5], tf.float32, name="y")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(9)
+    feeds = [[rng.uniform(-1.4, 1.4, [3, 5]).astype(np.float32), rng.uniform(-0.95, 0.95, [3, 5]).astype(np.float32),
+              rng.standard_normal([3, 5]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    names = ["Tan", "Atan", "Sinh", "Cosh", "Asinh", "Acosh(|x|+1)", "Asin", "Acos", "Atanh", "Atan2(unit, x)",
+             "Rint(2.5x)", "Xlogy(round(2 unit), |y|+0.1)", "Xlog1py(round(2 unit), |y|)", "Xdivy(round(2 unit), y)"]
+    write_case(out_dir, "math_ops", gd, steps,
+               "frozen tf.function of elementwise math on x in (-1.4, 1.4), unit in (-0.95, 0.95) and a normal y: "
+               + "; ".join(names) + ". The x ops' first operand is 0 at about a fifth of the elements",
+               outputs=dict(zip(outs, names)), eager=eager)
+
+
+def case_nd_ops(out_dir):
+    @tf.function
+    def f(x, img, small):
+        outs = {}
+        outs["broadcast_to"] = tf.broadcast_to(x[:, :1], [2, 4, 5])
+        outs["linspace"] = tf.linspace(x[0, :2], x[1, :2], 4)       # BroadcastArgs + BroadcastTo
+        square = tf.reshape(x, [4, 5])[:, :4]
+        outs["band_lower"] = tf.linalg.band_part(square, -1, 0)
+        outs["band_tridiagonal"] = tf.linalg.band_part(square, 1, 1)
+        outs["band_upper2"] = tf.linalg.band_part(square, 0, 2)
+        outs["gather_nd_elements"] = tf.gather_nd(x, [[0, 1], [3, 4], [2, 0]])
+        outs["gather_nd_rows"] = tf.gather_nd(img, [[[1, 2]], [[0, 0]]])
+        outs["scatter_nd"] = tf.scatter_nd([[1], [3], [1]], x[:3], [5, 5])
+        outs["tensor_scatter_update"] = tf.tensor_scatter_nd_update(x, [[2], [0]], x[1:3] * 10.0)
+        outs["tensor_scatter_add"] = tf.tensor_scatter_nd_add(x, [[1, 1], [1, 1]], [1.5, 2.5])
+        outs["tensor_scatter_sub"] = tf.tensor_scatter_nd_sub(x, [[3]], x[:1])
+        outs["tensor_scatter_max"] = tf.tensor_scatter_nd_max(x, [[0, 0], [2, 3]], [0.0, 0.5])
+        outs["tensor_scatter_min"] = tf.tensor_scatter_nd_min(x, [[0, 0], [2, 3]], [0.0, 0.5])
+        outs["depth_to_space"] = tf.nn.depth_to_space(small, 2)
+        outs["space_to_depth"] = tf.nn.space_to_depth(img, 2)
+        outs["bilinear_half_pixel"] = tf.image.resize(img, [7, 5], method="bilinear")
+        outs["bilinear_legacy"] = tf.compat.v1.image.resize_bilinear(img, [7, 9])
+        outs["bilinear_corners"] = tf.compat.v1.image.resize_bilinear(img, [3, 9], align_corners=True)
+        outs["nearest_half_pixel"] = tf.image.resize(img, [9, 3], method="nearest")
+        outs["nearest_legacy"] = tf.compat.v1.image.resize_nearest_neighbor(img, [7, 9])
+        outs["nearest_corners"] = tf.compat.v1.image.resize_nearest_neighbor(img, [5, 7], align_corners=True)
+        return outs
+
+    specs = [tf.TensorSpec([4, 5], tf.float32, name="x"), tf.TensorSpec([2, 4, 6, 3], tf.float32, name="img"),
+             tf.TensorSpec([2, 3, 2, 8], tf.float32, name="small")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    keys = sorted(f.get_concrete_function(*specs).structured_outputs)
+    rng = np.random.default_rng(10)
+    feeds = [[rng.standard_normal(s.shape.as_list()).astype(np.float32) for s in specs]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "nd_ops", gd, steps,
+               "frozen tf.function of ops that index by the innermost dimension, broadcast, band, move depth "
+               "and resize: BroadcastTo, tf.linspace (BroadcastArgs), MatrixBandPart (-1,0; 1,1; 0,2), GatherNd "
+               "(elements; rows of an image), ScatterNd (a duplicate index summed), TensorScatterUpdate/Add "
+               "(duplicate)/Sub/Max/Min, DepthToSpace and SpaceToDepth (block 2), ResizeBilinear "
+               "(tf.image.resize half-pixel; v1 legacy; v1 align_corners) and ResizeNearestNeighbor (the same "
+               "three conventions)",
+               outputs=dict(zip(outs, keys)), eager=eager)
 
 def case_array_ops(out_dir):
     @tf.function
@@ -910,7 +1052,8 @@ def case_cond_v2_two_tasks(out_dir):
 # ----------------------------------------------------------------------------
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
-ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "array_ops", "einsum_ops", "nn_ops",
+ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "array_ops",
+         "nd_ops", "math_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]
