@@ -159,6 +159,7 @@ golden_remote!(
     mlp3_two_tasks,
     ref_variable,
     ring_four_tasks,
+    sequence_and_segment_ops,
     shapes
 );
 

@@ -48,6 +48,7 @@ golden!(
     nd_ops,
     nn_ops,
     ref_variable,
+    sequence_and_segment_ops,
     shapes,
     while_v1,
     while_v2,

@@ -14,7 +14,10 @@
 //!   [`band_part`];
 //! - GatherNd, ScatterNd and TensorScatterUpdate/Add/Sub/Max/Min in
 //!   [`scatter_nd`];
-//! - DepthToSpace and SpaceToDepth in [`depth_space`].
+//! - DepthToSpace and SpaceToDepth in [`depth_space`];
+//! - Roll and ReverseSequence in [`roll`]; MatrixDiagPart* and
+//!   MatrixSetDiag* in [`diag`];
+//! - LowerBound, UpperBound and Bucketize in [`search`].
 //!
 //! Owns: these kernels and their signatures, plus the few helpers the
 //! submodules share (below). Shape-manipulating ops that never index
@@ -25,13 +28,16 @@
 pub mod band_part;
 pub mod broadcast_to;
 pub mod depth_space;
+pub mod diag;
 pub mod gather;
 pub mod layout;
 pub mod one_hot;
 pub mod pad;
 pub mod range;
+pub mod roll;
 pub mod scan;
 pub mod scatter_nd;
+pub mod search;
 pub mod split;
 pub mod strided_slice;
 pub mod top_k;

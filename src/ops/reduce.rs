@@ -17,7 +17,7 @@
 //! integers). float32 sums accumulate in f64; Max and Min propagate NaN.
 
 use super::math::REAL;
-use super::numeric::Num;
+use super::numeric::{Float, Num};
 use super::registry::OpDef;
 use super::{
     KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values, unsupported_dtype,
@@ -34,6 +34,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Prod", reduction_signature, build_numeric::<ProdR>),
     OpDef::kernel("Max", reduction_signature, build_numeric::<MaxR>),
     OpDef::kernel("Min", reduction_signature, build_numeric::<MinR>),
+    OpDef::kernel("EuclideanNorm", reduction_signature, build_float::<EuclideanR>),
     OpDef::kernel("All", logical_reduction_signature, build_logical::<AllR>),
     OpDef::kernel("Any", logical_reduction_signature, build_logical::<AnyR>),
     OpDef::kernel("ArgMax", arg_signature, build_arg::<false>),
@@ -133,6 +134,26 @@ impl<T: Num> Reducer<T> for ProdR {
     }
     fn empty() -> T {
         T::ONE
+    }
+}
+
+/// The square root of the sum of squares (`EuclideanNorm`), on floats.
+pub struct EuclideanR;
+impl<T: Float> Reducer<T> for EuclideanR {
+    type Acc = T::Acc;
+    fn init() -> T::Acc {
+        <T::Acc as Num>::ZERO
+    }
+    #[inline(always)]
+    fn step(acc: T::Acc, x: T) -> T::Acc {
+        let x = x.widen();
+        acc.add(x.mul(x))
+    }
+    fn finish(acc: T::Acc, _count: usize) -> T {
+        T::narrow(acc).sqrt()
+    }
+    fn empty() -> T {
+        T::ZERO
     }
 }
 
@@ -369,6 +390,20 @@ where
     Ok(Box::new(ReduceKernel { compute, keep_dims }))
 }
 
+fn build_float<R>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>>
+where
+    R: Reducer<f32> + Reducer<f64>,
+{
+    let dtype = init.node.attr_dtype("T")?;
+    let keep_dims = init.node.attr_bool_or("keep_dims", false)?;
+    let compute: fn(&Tensor, &Tensor, bool) -> Result<Tensor> = match dtype {
+        DType::F32 => reduce::<f32, R>,
+        DType::F64 => reduce::<f64, R>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, super::math::FLOAT)),
+    };
+    Ok(Box::new(ReduceKernel { compute, keep_dims }))
+}
+
 fn build_logical<R: Reducer<bool>>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let keep_dims = init.node.attr_bool_or("keep_dims", false)?;
     Ok(Box::new(ReduceKernel { compute: reduce::<bool, R>, keep_dims }))
@@ -487,6 +522,18 @@ mod tests {
     /// 2x3x4 of 0..24.
     fn cube() -> Tensor {
         f32s(&[2, 3, 4], &(0..24).map(|i| i as f32).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn euclidean_norm_is_the_root_of_the_sum_of_squares() {
+        let x = f32s(&[2, 2], &[3.0, 4.0, -5.0, 12.0]);
+        let rows = run1(&op("EuclideanNorm", DType::F32, false), &[x.clone(), axes(&[1])]).unwrap();
+        assert_eq!(rows.as_slice::<f32>().unwrap(), &[5.0, 13.0]);
+        let all = run1(&op("EuclideanNorm", DType::F32, true), &[x, axes(&[0, 1])]).unwrap();
+        assert_eq!(all.dims(), &[1, 1]);
+        assert!((all.as_slice::<f32>().unwrap()[0] - 194f32.sqrt()).abs() < 1e-5);
+        let ints = Tensor::from_slice::<i32>([2], &[3, 4]).unwrap();
+        assert!(run1(&op("EuclideanNorm", DType::I32, false), &[ints, axes(&[0])]).is_err());
     }
 
     #[test]

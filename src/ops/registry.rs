@@ -87,13 +87,16 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::band_part::DEFS,
             super::array::broadcast_to::DEFS,
             super::array::depth_space::DEFS,
+            super::array::diag::DEFS,
             super::array::gather::DEFS,
             super::array::layout::DEFS,
             super::array::one_hot::DEFS,
             super::array::pad::DEFS,
             super::array::range::DEFS,
             super::array::scan::DEFS,
+            super::array::roll::DEFS,
             super::array::scatter_nd::DEFS,
+            super::array::search::DEFS,
             super::array::split::DEFS,
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,
@@ -485,6 +488,23 @@ mod tests {
         }
         rows.push(("ResizeBilinear", t("ResizeBilinear").attr("T", ty(DType::I32)), vec![I32, I32], vec![F]));
         rows.push(("ResizeNearestNeighbor", t("ResizeNearestNeighbor"), vec![F, I32], vec![F]));
+        rows.push(("Roll", t("Roll"), vec![F, I32, I32], vec![F]));
+        rows.push(("ReverseSequence", t("ReverseSequence").attr("seq_dim", AttrValue::Int(1)), vec![F, I64], vec![F]));
+        rows.push(("MatrixDiagPart", t("MatrixDiagPart"), vec![F], vec![F]));
+        for op in ["MatrixDiagPartV2", "MatrixDiagPartV3"] {
+            rows.push((op, t(op), vec![F, I32, F], vec![F]));
+        }
+        rows.push(("MatrixSetDiag", t("MatrixSetDiag"), vec![F, F], vec![F]));
+        for op in ["MatrixSetDiagV2", "MatrixSetDiagV3"] {
+            rows.push((op, t(op), vec![F, F, I32], vec![F]));
+        }
+        rows.push(("LowerBound", t("LowerBound"), vec![F, F], vec![I32]));
+        rows.push(("UpperBound", t("UpperBound").attr("out_type", ty(DType::I64)), vec![F, F], vec![I64]));
+        rows.push(("Bucketize", t("Bucketize"), vec![F], vec![I32]));
+        rows.push(("EuclideanNorm", t("EuclideanNorm"), vec![F, I32], vec![F]));
+        for op in ["SegmentSum", "SegmentMean", "SegmentProd", "SegmentMax", "SegmentMin"] {
+            rows.push((op, t(op), vec![F, I32], vec![F]));
+        }
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         // Training: gradients.

@@ -65,6 +65,10 @@ Frozen tf.functions:
                    TensorScatterUpdate/Add/Sub/Max/Min, DepthToSpace, SpaceToDepth,
                    ResizeBilinear and ResizeNearestNeighbor in every convention
                    (legacy, align_corners, half_pixel_centers).
+  sequence_and_segment_ops  Roll, ReverseSequence, MatrixDiagPartV3 (one diagonal,
+                   a band in two alignments; tf.linalg.trace), MatrixSetDiagV3,
+                   LowerBound/UpperBound (tf.searchsorted), Bucketize, EuclideanNorm,
+                   SegmentSum/Mean/Prod/Max/Min with an empty segment.
   math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
                    Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
@@ -534,6 +538,51 @@ def case_math_ops(out_dir):
                "frozen tf.function of elementwise math on x in (-1.4, 1.4), unit in (-0.95, 0.95) and a normal y: "
                + "; ".join(names) + ". The x ops' first operand is 0 at about a fifth of the elements",
                outputs=dict(zip(outs, names)), eager=eager)
+
+
+def case_sequence_and_segment_ops(out_dir):
+    @tf.function
+    def f(x, seq, lengths):
+        outs = {}
+        outs["roll"] = tf.roll(x, shift=[2, -1], axis=[1, 0])
+        outs["reverse_sequence"] = tf.reverse_sequence(seq, lengths, seq_axis=1, batch_axis=0)
+        outs["diag_part"] = tf.linalg.diag_part(x)
+        outs["diag_part_offset"] = tf.linalg.diag_part(x, k=2)
+        outs["diag_band_right_left"] = tf.linalg.diag_part(x, k=(-2, 1), padding_value=-9.0)
+        outs["diag_band_left_right"] = tf.linalg.diag_part(x, k=(-1, 2), padding_value=7.0, align="LEFT_RIGHT")
+        outs["trace"] = tf.linalg.trace(x)
+        outs["set_diag"] = tf.linalg.set_diag(x, tf.ones([4, 5]))
+        outs["set_diag_band"] = tf.linalg.set_diag(x, tf.zeros([4, 2, 5]), k=(0, 1))
+        row_sorted = tf.sort(x[:, 0, :], axis=-1)
+        outs["searchsorted_left"] = tf.searchsorted(row_sorted, x[:, 1, :3])
+        outs["searchsorted_right"] = tf.searchsorted(row_sorted, tf.round(x[:, 2, :3]), side="right",
+                                                     out_type=tf.int64)
+        outs["bucketize"] = tf.raw_ops.Bucketize(input=x[0], boundaries=[-1.0, 0.0, 0.5, 2.0])
+        outs["euclidean_norm"] = tf.math.reduce_euclidean_norm(x, axis=[1, 2])
+        ids = [0, 0, 2, 2, 2, 3]
+        rows = tf.reshape(x, [6, -1])[:, :4]
+        outs["segment_sum"] = tf.math.segment_sum(rows, ids)
+        outs["segment_mean"] = tf.math.segment_mean(rows, ids)
+        outs["segment_prod"] = tf.math.segment_prod(rows, ids)
+        outs["segment_max"] = tf.math.segment_max(rows, ids)
+        outs["segment_min"] = tf.math.segment_min(rows, ids)
+        return outs
+
+    specs = [tf.TensorSpec([4, 5, 6], tf.float32, name="x"), tf.TensorSpec([3, 7, 2], tf.float32, name="seq"),
+             tf.TensorSpec([3], tf.int64, name="lengths")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    keys = sorted(f.get_concrete_function(*specs).structured_outputs)
+    rng = np.random.default_rng(11)
+    feeds = [[rng.standard_normal([4, 5, 6]).astype(np.float32), rng.standard_normal([3, 7, 2]).astype(np.float32),
+              np.array([7, 0, 4], np.int64)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "sequence_and_segment_ops", gd, steps,
+               "frozen tf.function: Roll (two axes), ReverseSequence (lengths 7, 0, 4), MatrixDiagPartV3 (main, k=2, "
+               "band (-2,1) RIGHT_LEFT with padding, band (-1,2) LEFT_RIGHT), tf.linalg.trace, MatrixSetDiagV3 (main; "
+               "band (0,1)), LowerBound and UpperBound (tf.searchsorted left, right with int64), Bucketize, "
+               "EuclideanNorm, SegmentSum/Mean/Prod/Max/Min over ids [0,0,2,2,2,3] (segment 1 empty)",
+               outputs=dict(zip(outs, keys)), eager=eager)
 
 
 def case_nd_ops(out_dir):
@@ -1053,7 +1102,7 @@ def case_cond_v2_two_tasks(out_dir):
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "array_ops",
-         "nd_ops", "math_ops", "einsum_ops", "nn_ops",
+         "nd_ops", "sequence_and_segment_ops", "math_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

@@ -15,6 +15,7 @@ use super::broadcast_to::shape_values;
 use crate::bail;
 use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
+use crate::ops::training::flat_position;
 use crate::tensor::{DType, Element, Shape, Tensor};
 
 pub const DEFS: &[OpDef] = &[
@@ -68,7 +69,7 @@ fn slices(indices: &Tensor, dims: &[usize], what: &str) -> Result<Slices> {
                 _ => bail!(
                     invalid_argument,
                     "indices{} = {:?} does not index into {what} {}",
-                    position(row, outer_dims),
+                    flat_position(&Shape::new(outer_dims), row),
                     coords,
                     Shape::new(dims)
                 ),
@@ -77,17 +78,6 @@ fn slices(indices: &Tensor, dims: &[usize], what: &str) -> Result<Slices> {
         offsets.push(offset);
     }
     Ok(Slices { offsets, slice, outer_dims: outer_dims.to_vec(), slice_dims })
-}
-
-/// Row `row` of the index tensor's outer dimensions, as `[i,j]`.
-fn position(mut row: usize, outer: &[usize]) -> String {
-    let mut at = vec![0usize; outer.len()];
-    for (axis, &d) in outer.iter().enumerate().rev() {
-        at[axis] = row % d.max(1);
-        row /= d.max(1);
-    }
-    let parts: Vec<String> = at.iter().map(usize::to_string).collect();
-    format!("[{}]", parts.join(","))
 }
 
 fn element_size(t: &Tensor, op: &str) -> Result<usize> {

@@ -5,6 +5,10 @@
 //!   `data` below `ids`' dimensions; negative ids are dropped, as TensorFlow
 //!   drops them; empty segments hold the reduction's identity (for Max and
 //!   Min, the dtype's lowest and highest finite values, not infinities).
+//! - `SegmentSum`, `SegmentMean`, `SegmentProd`, `SegmentMax`,
+//!   `SegmentMin`: the same over ids sorted ascending (checked), one output
+//!   row per id up to the last; a segment no row falls in holds 0 (1 for
+//!   the product).
 //! - `Unique`: the distinct elements of a vector in order of first
 //!   appearance, and each element's position among them.
 //!
@@ -28,6 +32,11 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("UnsortedSegmentMax", segment_signature, build_segment::<MaxSeg>),
     OpDef::kernel("UnsortedSegmentMin", segment_signature, build_segment::<MinSeg>),
     OpDef::kernel("UnsortedSegmentProd", segment_signature, build_segment::<ProdSeg>),
+    OpDef::kernel("SegmentSum", sorted_segment_signature, build_sorted_segment::<SumSeg, false>),
+    OpDef::kernel("SegmentMean", sorted_segment_signature, build_sorted_segment::<SumSeg, true>),
+    OpDef::kernel("SegmentProd", sorted_segment_signature, build_sorted_segment::<ProdSeg, false>),
+    OpDef::kernel("SegmentMax", sorted_segment_signature, build_sorted_segment::<MaxSeg, false>),
+    OpDef::kernel("SegmentMin", sorted_segment_signature, build_sorted_segment::<MinSeg, false>),
     OpDef::kernel("Unique", unique_signature, build_unique),
 ];
 
@@ -73,6 +82,11 @@ impl SegmentElement for i64 {
 pub trait SegmentReducer: 'static {
     fn identity<T: SegmentElement>() -> T;
     fn fold<T: SegmentElement>(acc: T, x: T) -> T;
+    /// What a sorted segment reduction (`SegmentSum`...) gives a segment
+    /// no row falls in: 0, whatever the reduction.
+    fn sorted_empty<T: SegmentElement>() -> T {
+        T::ZERO
+    }
 }
 
 pub struct SumSeg;
@@ -92,6 +106,9 @@ impl SegmentReducer for ProdSeg {
     }
     fn fold<T: SegmentElement>(acc: T, x: T) -> T {
         acc.mul(x)
+    }
+    fn sorted_empty<T: SegmentElement>() -> T {
+        T::ONE
     }
 }
 
@@ -179,6 +196,92 @@ fn segment<R: SegmentReducer, T: SegmentElement>(ctx: &mut OpContext<'_>) -> Res
             super::flat_position(ids.shape(), i)
         );
     }
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Sorted segment reductions
+
+/// `[T, Tindices] -> [T]`.
+fn sorted_segment_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("T")?);
+    let ids = attr_index_type_or(node, "Tindices", DType::I32)?;
+    Ok(OpSignature::new(vec![t, ValueType::Tensor(ids)], vec![t]))
+}
+
+fn build_sorted_segment<R: SegmentReducer, const MEAN: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let compute: ComputeFn = match dtype {
+        DType::F32 => sorted_segment::<R, f32, MEAN>,
+        DType::F64 => sorted_segment::<R, f64, MEAN>,
+        DType::I32 => sorted_segment::<R, i32, MEAN>,
+        DType::I64 => sorted_segment::<R, i64, MEAN>,
+        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+    };
+    Ok(FnKernel::boxed(compute))
+}
+
+/// `output[ids[i]] op= data[i]` over the rows of `data`, where `ids` is
+/// sorted and the output has `ids[last] + 1` rows (`MEAN`: the sum divided
+/// by the rows folded in).
+fn sorted_segment<R: SegmentReducer, T: SegmentElement, const MEAN: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let (data, ids) = (ctx.input(0)?, ctx.input(1)?);
+    if ids.rank() != 1 {
+        bail!(invalid_argument, "segment_ids should be a vector, not shape {}", ids.shape());
+    }
+    let Some((&rows, row_dims)) = data.dims().split_first() else {
+        bail!(invalid_argument, "data must be at least a vector, got shape {}", data.shape());
+    };
+    if ids.num_elements() != rows {
+        bail!(
+            invalid_argument,
+            "segment_ids should be the same size as dimension 0 of input, got {} and {rows}",
+            ids.num_elements()
+        );
+    }
+    let ids_values = index_values(ids, "segment_ids")?;
+    for (i, pair) in ids_values.windows(2).enumerate() {
+        if pair[1] < pair[0] {
+            bail!(
+                invalid_argument,
+                "segment ids are not increasing: segment_ids[{}] = {} after {}",
+                i + 1,
+                pair[1],
+                pair[0]
+            );
+        }
+    }
+    if let Some(&first) = ids_values.first().filter(|&&id| id < 0) {
+        bail!(invalid_argument, "segment ids must be >= 0, got {first}");
+    }
+    let segments = ids_values.last().map_or(0, |&last| last as usize + 1);
+    let inner: usize = row_dims.iter().product();
+    let out_dims: Vec<usize> = std::iter::once(segments).chain(row_dims.iter().copied()).collect();
+    let data = data.as_slice::<T>()?;
+    let out = Tensor::build::<T>(Shape::from_vec(out_dims), |out| {
+        out.fill(R::sorted_empty::<T>());
+        if inner == 0 {
+            return;
+        }
+        let mut start = 0;
+        while start < rows {
+            let id = ids_values[start];
+            let end = start + ids_values[start..].iter().take_while(|&&x| x == id).count();
+            let segment = &mut out[id as usize * inner..][..inner];
+            segment.fill(R::identity::<T>());
+            for row in data[start * inner..end * inner].chunks_exact(inner) {
+                for (o, &x) in segment.iter_mut().zip(row) {
+                    *o = R::fold(*o, x);
+                }
+            }
+            if MEAN {
+                let count = T::from_usize(end - start);
+                segment.iter_mut().for_each(|o| *o = o.div(count));
+            }
+            start = end;
+        }
+    })?;
     ctx.set_output(0, out);
     Ok(())
 }
@@ -310,6 +413,36 @@ mod tests {
     fn run(n: &NodeSpec, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let values = inputs.iter().cloned().map(Value::Tensor).collect();
         run_kernel_once(n, values, &ResourceMgr::default())?.into_iter().map(Value::into_tensor).collect()
+    }
+
+    #[test]
+    fn sorted_segments_reduce_runs_of_equal_ids() {
+        let data = Tensor::from_slice::<f32>([4, 2], &[1., 2., 3., 4., 5., 6., 7., 8.]).unwrap();
+        let ids = Tensor::from_slice::<i32>([4], &[0, 0, 2, 2]).unwrap();
+        let cases: &[(&str, [f32; 6])] = &[
+            ("SegmentSum", [4., 6., 0., 0., 12., 14.]),
+            ("SegmentMean", [2., 3., 0., 0., 6., 7.]),
+            ("SegmentProd", [3., 8., 1., 1., 35., 48.]),
+            ("SegmentMax", [3., 4., 0., 0., 7., 8.]),
+            ("SegmentMin", [1., 2., 0., 0., 5., 6.]),
+        ];
+        for (op, want) in cases {
+            let out = run(&seg(op, DType::F32, DType::I32), &[data.clone(), ids.clone()]).unwrap();
+            assert_eq!(out[0].dims(), &[3, 2], "{op}");
+            assert_eq!(out[0].as_slice::<f32>().unwrap(), want, "{op}");
+        }
+        let mean = run(
+            &seg("SegmentMean", DType::I64, DType::I32),
+            &[Tensor::from_slice::<i64>([3], &[1, 2, 7]).unwrap(), Tensor::from_slice::<i32>([3], &[1, 1, 1]).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(mean[0].as_slice::<i64>().unwrap(), &[0, 3], "integer means truncate");
+        let unsorted = Tensor::from_slice::<i32>([4], &[0, 2, 1, 2]).unwrap();
+        let err = run(&seg("SegmentSum", DType::F32, DType::I32), &[data.clone(), unsorted]).unwrap_err();
+        assert!(err.message.contains("not increasing"), "{err}");
+        let short = Tensor::from_slice::<i32>([3], &[0, 0, 1]).unwrap();
+        let err = run(&seg("SegmentSum", DType::F32, DType::I32), &[data, short]).unwrap_err();
+        assert!(err.message.contains("same size as dimension 0"), "{err}");
     }
 
     fn ids(v: &[i64]) -> Tensor {
