@@ -135,6 +135,7 @@ golden_remote!(
     keras_attention,
     keras_causal_attention,
     keras_cnn,
+    keras_conv3d,
     keras_embedding,
     keras_lstm,
     keras_gru,

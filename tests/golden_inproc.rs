@@ -36,6 +36,7 @@ golden!(
     keras_bidirectional_lstm,
     keras_causal_attention,
     keras_cnn,
+    keras_conv3d,
     keras_embedding,
     keras_gru,
     keras_lstm,

@@ -1,7 +1,8 @@
 //! Neural-network ops: activations (Relu, Relu6, Elu, Softplus, Softsign,
 //! LeakyRelu), BiasAdd, Softmax and LogSoftmax here; convolutions
 //! ([`conv`], [`depthwise`], their gradients in [`conv_grad`]), pooling
-//! ([`pool`]) and batch normalisation ([`batch_norm`]) in the submodules,
+//! ([`pool`]), 3-D convolution and pooling ([`volume`]) and batch
+//! normalisation ([`batch_norm`]) in the submodules,
 //! each with its own `DEFS`, sharing one window geometry (`window`).
 //!
 //! Owns: these kernels and their signatures. Elementwise activations reuse
@@ -15,6 +16,7 @@ pub mod conv_grad;
 pub mod depthwise;
 pub mod pool;
 pub mod pool_grad;
+pub mod volume;
 mod window;
 
 use super::math::{FLOAT, REAL, Unary, build_float_unary, build_real_unary, unary_signature};

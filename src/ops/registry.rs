@@ -115,6 +115,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::conv_grad::DEFS,
             super::nn::depthwise::DEFS,
             super::nn::pool::DEFS,
+            super::nn::volume::DEFS,
             super::nn::pool_grad::DEFS,
             super::random::DEFS,
             super::reduce::DEFS,
@@ -504,6 +505,15 @@ mod tests {
         rows.push(("EuclideanNorm", t("EuclideanNorm"), vec![F, I32], vec![F]));
         for op in ["SegmentSum", "SegmentMean", "SegmentProd", "SegmentMax", "SegmentMin"] {
             rows.push((op, t(op), vec![F, I32], vec![F]));
+        }
+        let conv3d = t("Conv3D").attr("strides", AttrValue::List(AttrList::Int(vec![1; 5]))).attr("padding", s("SAME"));
+        rows.push(("Conv3D", conv3d, vec![F, F], vec![F]));
+        for op in ["MaxPool3D", "AvgPool3D"] {
+            let pool = t(op)
+                .attr("ksize", AttrValue::List(AttrList::Int(vec![1, 2, 2, 2, 1])))
+                .attr("strides", AttrValue::List(AttrList::Int(vec![1, 2, 2, 2, 1])))
+                .attr("padding", s("VALID"));
+            rows.push((op, pool, vec![F], vec![F]));
         }
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));

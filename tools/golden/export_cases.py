@@ -55,6 +55,9 @@ and Identity output names are TF's):
                    UpSampling2D and Resizing (ResizeBilinear, half-pixel centers),
                    Conv2DTranspose, Concatenate, nearest Resizing
                    (ResizeNearestNeighbor), sigmoid head.
+  keras_conv3d     video classifier on [2,6,8,8,3]: Conv3D same, MaxPooling3D,
+                   Conv3D valid stride 2, AveragePooling3D same (padding not
+                   counted), GlobalAveragePooling3D, Dense softmax.
 Frozen tf.functions:
   array_ops        StridedSlice with every mask, GatherV2 (axis 0 and batch_dims),
                    OneHot, Cumsum (exclusive, reverse), TopKV2, ArgMax (axis 0, -1),
@@ -505,6 +508,31 @@ def case_keras_unet(out_dir):
                "bilinear to [11,7] and up by Resizing nearest to [21,19] (ResizeNearestNeighbor)",
                outputs=dict(zip(outs, ["head resized bilinear [2,11,7,2]", "head resized nearest [2,21,19,2]"])),
                eager=eager)
+
+
+def case_keras_conv3d(out_dir):
+    L = keras.layers
+    inp = keras.Input((6, 8, 8, 3), name="clip")
+    x = L.Conv3D(4, 3, padding="same", activation="relu", name="conv1")(inp)
+    x = L.MaxPooling3D(pool_size=(1, 2, 2), name="pool1")(x)
+    x = L.Conv3D(6, (2, 3, 3), strides=2, padding="valid", activation="relu", name="conv2")(x)
+    x = L.AveragePooling3D(pool_size=2, padding="same", name="pool2")(x)
+    x = L.GlobalAveragePooling3D(name="gap")(x)
+    out = L.Dense(5, activation="softmax", name="classes")(x)
+    model = keras.Model(inp, out, name="video")
+    set_weights(model, 606)
+
+    serve = tf.function(lambda clip: model(clip, training=False))
+    frozen, gd = freeze(serve, tf.TensorSpec([2, 6, 8, 8, 3], tf.float32, name="clip"))
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(12)
+    feeds = [[rng.standard_normal([2, 6, 8, 8, 3]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "keras_conv3d", gd, steps,
+               "frozen keras 3 video classifier on [2,6,8,8,3]: Conv3D(4, 3, same, relu), MaxPooling3D (1,2,2), "
+               "Conv3D(6, (2,3,3), stride 2, valid, relu), AveragePooling3D(2, same: the padded taps are not "
+               "counted), GlobalAveragePooling3D (Mean), Dense(5, softmax)",
+               outputs={outs[0]: "class probabilities [2,5]"}, eager=eager)
 
 
 # ----------------------------------------------------------------------------
@@ -1101,7 +1129,8 @@ def case_cond_v2_two_tasks(out_dir):
 # ----------------------------------------------------------------------------
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
-ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "array_ops",
+ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
+         "array_ops",
          "nd_ops", "sequence_and_segment_ops", "math_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
