@@ -144,6 +144,7 @@ golden_remote!(
     keras_mobilenet_v2,
     keras_transformer_encoder,
     keras_unet,
+    linalg_ops,
     math_ops,
     nd_ops,
     nn_ops,

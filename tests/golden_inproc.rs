@@ -44,6 +44,7 @@ golden!(
     keras_simple_rnn,
     keras_transformer_encoder,
     keras_unet,
+    linalg_ops,
     math_ops,
     mlp2_frozen,
     nd_ops,

@@ -19,6 +19,7 @@ mod fast_math;
 mod golden_tests;
 pub mod image;
 pub mod io;
+pub mod linalg;
 pub mod list;
 pub mod math;
 pub mod matmul;

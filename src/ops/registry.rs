@@ -104,6 +104,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::image::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
+            super::linalg::DEFS,
             super::list::DEFS,
             super::math::DEFS,
             super::math::einsum::DEFS,
@@ -514,6 +515,13 @@ mod tests {
                 .attr("strides", AttrValue::List(AttrList::Int(vec![1, 2, 2, 2, 1])))
                 .attr("padding", s("VALID"));
             rows.push((op, pool, vec![F], vec![F]));
+        }
+        for op in ["MatrixInverse", "MatrixDeterminant", "Cholesky"] {
+            rows.push((op, t(op), vec![F], vec![F]));
+        }
+        rows.push(("LogMatrixDeterminant", t("LogMatrixDeterminant"), vec![F], vec![F, F]));
+        for op in ["MatrixSolve", "MatrixTriangularSolve"] {
+            rows.push((op, t(op), vec![F, F], vec![F]));
         }
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));

@@ -72,6 +72,9 @@ Frozen tf.functions:
                    a band in two alignments; tf.linalg.trace), MatrixSetDiagV3,
                    LowerBound/UpperBound (tf.searchsorted), Bucketize, EuclideanNorm,
                    SegmentSum/Mean/Prod/Max/Min with an empty segment.
+  linalg_ops       MatrixInverse (and adjoint), MatrixDeterminant, LogMatrixDeterminant,
+                   MatrixSolve, MatrixTriangularSolve (lower, upper by adjoint),
+                   Cholesky on a batch of well-conditioned float32 and float64 matrices.
   math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
                    Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
@@ -613,6 +616,47 @@ def case_sequence_and_segment_ops(out_dir):
                outputs=dict(zip(outs, keys)), eager=eager)
 
 
+def case_linalg_ops(out_dir):
+    @tf.function
+    def f(a, b, a64):
+        spd = tf.matmul(a, a, transpose_b=True) + 4.0 * tf.eye(4)
+        chol = tf.linalg.cholesky(spd)
+        sign, logdet = tf.linalg.slogdet(a)
+        return [
+            tf.linalg.inv(a),
+            tf.linalg.inv(a, adjoint=True),
+            tf.linalg.det(a),
+            sign, logdet,
+            tf.linalg.solve(a, b),
+            tf.linalg.solve(a, b, adjoint=True),
+            chol,
+            tf.linalg.triangular_solve(chol, b),
+            tf.linalg.triangular_solve(chol, b, adjoint=True),
+            tf.linalg.inv(a64),
+            tf.linalg.det(a64),
+        ]
+
+    specs = [tf.TensorSpec([3, 4, 4], tf.float32, name="a"), tf.TensorSpec([3, 4, 2], tf.float32, name="b"),
+             tf.TensorSpec([2, 3, 3], tf.float64, name="a64")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(13)
+    # Diagonally dominant: well conditioned, so float32 answers agree with
+    # any stable factorization to float rounding.
+    a = rng.standard_normal([3, 4, 4]) + 5.0 * np.eye(4) * np.array([1, -1, 1])[:, None, None]
+    a64 = rng.standard_normal([2, 3, 3]) + 4.0 * np.eye(3)
+    feeds = [[a.astype(np.float32), rng.standard_normal([3, 4, 2]).astype(np.float32), a64]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    names = ["MatrixInverse", "MatrixInverse adjoint", "MatrixDeterminant", "LogMatrixDeterminant sign",
+             "LogMatrixDeterminant log", "MatrixSolve", "MatrixSolve adjoint", "Cholesky of a a^T + 4I",
+             "MatrixTriangularSolve lower", "MatrixTriangularSolve adjoint (upper)", "MatrixInverse float64",
+             "MatrixDeterminant float64"]
+    write_case(out_dir, "linalg_ops", gd, steps,
+               "frozen tf.function of tf.linalg on a batch of 3 diagonally dominant 4x4 float32 matrices (one with "
+               "a negative determinant), 2 right-hand sides, and 2 float64 3x3 matrices: " + "; ".join(names),
+               outputs=dict(zip(outs, names)), eager=eager)
+
+
 def case_nd_ops(out_dir):
     @tf.function
     def f(x, img, small):
@@ -1131,7 +1175,7 @@ def case_cond_v2_two_tasks(out_dir):
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
          "array_ops",
-         "nd_ops", "sequence_and_segment_ops", "math_ops", "einsum_ops", "nn_ops",
+         "nd_ops", "sequence_and_segment_ops", "linalg_ops", "math_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]
