@@ -29,6 +29,7 @@ golden!(
     cond_v1,
     cond_v2,
     counter_resource_var,
+    detection_ops,
     einsum_ops,
     function_call,
     function_call_stateful,

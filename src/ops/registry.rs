@@ -523,6 +523,11 @@ mod tests {
         for op in ["MatrixSolve", "MatrixTriangularSolve"] {
             rows.push((op, t(op), vec![F, F], vec![F]));
         }
+        rows.push(("CropAndResize", t("CropAndResize"), vec![F, F, I32, I32], vec![F]));
+        rows.push(("NonMaxSuppressionV2", t("NonMaxSuppressionV2"), vec![F, F, I32, F], vec![I32]));
+        rows.push(("NonMaxSuppressionV3", t("NonMaxSuppressionV3"), vec![F, F, I32, F, F], vec![I32]));
+        rows.push(("NonMaxSuppressionV4", t("NonMaxSuppressionV4"), vec![F, F, I32, F, F], vec![I32, I32]));
+        rows.push(("NonMaxSuppressionV5", t("NonMaxSuppressionV5"), vec![F, F, I32, F, F, F], vec![I32, F, I32]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         // Training: gradients.

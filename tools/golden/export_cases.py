@@ -75,6 +75,10 @@ Frozen tf.functions:
   linalg_ops       MatrixInverse (and adjoint), MatrixDeterminant, LogMatrixDeterminant,
                    MatrixSolve, MatrixTriangularSolve (lower, upper by adjoint),
                    Cholesky on a batch of well-conditioned float32 and float64 matrices.
+  detection_ops    CropAndResize (bilinear, nearest, boxes running off the image),
+                   NonMaxSuppressionV2/V3/V5 (soft-NMS) on fed boxes with overlaps,
+                   equal scores and a score threshold; non_max_suppression_padded
+                   (TF 2 builds it as a v1 while loop of its own, not V4).
   math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
                    Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
@@ -657,6 +661,50 @@ def case_linalg_ops(out_dir):
                outputs=dict(zip(outs, names)), eager=eager)
 
 
+def case_detection_ops(out_dir):
+    @tf.function
+    def f(image, boxes, scores):
+        crop_boxes = tf.clip_by_value(boxes[:5], -0.2, 1.2)
+        outs = {}
+        outs["crop_bilinear"] = tf.image.crop_and_resize(image, crop_boxes, [0, 1, 1, 0, 1], [5, 4])
+        outs["crop_nearest"] = tf.image.crop_and_resize(image, crop_boxes, [1, 0, 1, 0, 0], [3, 6], method="nearest",
+                                                        extrapolation_value=-2.0)
+        outs["nms_v2"] = tf.raw_ops.NonMaxSuppressionV2(boxes=boxes, scores=scores, max_output_size=6,
+                                                        iou_threshold=0.4)
+        outs["nms_v3"] = tf.image.non_max_suppression(boxes, scores, 8, iou_threshold=0.3, score_threshold=0.2)
+        idx, valid = tf.image.non_max_suppression_padded(boxes, scores, 10, iou_threshold=0.5,
+                                                          pad_to_max_output_size=True)
+        outs["nms_v4_indices"], outs["nms_v4_valid"] = idx, valid
+        sel, sel_scores = tf.image.non_max_suppression_with_scores(boxes, scores, 7, iou_threshold=1.0,
+                                                                   score_threshold=0.1, soft_nms_sigma=0.5)
+        outs["nms_v5_indices"], outs["nms_v5_scores"] = sel, sel_scores
+        return outs
+
+    specs = [tf.TensorSpec([2, 7, 9, 3], tf.float32, name="image"), tf.TensorSpec([12, 4], tf.float32, name="boxes"),
+             tf.TensorSpec([12], tf.float32, name="scores")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    keys = sorted(f.get_concrete_function(*specs).structured_outputs)
+    rng = np.random.default_rng(14)
+    corners = rng.uniform(0.0, 1.0, [12, 2])
+    sizes = rng.uniform(0.1, 0.6, [12, 2])
+    boxes = np.ascontiguousarray(np.concatenate([corners, corners + sizes], axis=1), dtype=np.float32)
+    boxes[7] = boxes[6] + 0.02          # a near-duplicate
+    boxes[9] = boxes[9][[2, 3, 0, 1]]   # corners given in the other order
+    scores = rng.uniform(0.0, 1.0, [12]).astype(np.float32)
+    scores[4] = scores[5]               # equal scores: the lower index first
+    feeds = [[rng.standard_normal([2, 7, 9, 3]).astype(np.float32), boxes, scores]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, "detection_ops", gd, steps,
+               "frozen tf.function of detection post-processing on 12 fed boxes ([y1,x1,y2,x2], one near-duplicate, "
+               "one with its corners swapped, two equal scores) and a [2,7,9,3] image: CropAndResize bilinear [5,4] "
+               "and nearest [3,6] with extrapolation -2 (boxes clipped to [-0.2,1.2], so some run off the image), "
+               "NonMaxSuppressionV2 (iou 0.4), V3 (iou 0.3, score threshold 0.2), non_max_suppression_padded to 10 "
+               "(a v1 while loop TensorFlow builds in Python, not NonMaxSuppressionV4), V5 soft-NMS (sigma 0.5, "
+               "score threshold 0.1)",
+               outputs=dict(zip(outs, keys)), eager=eager)
+
+
 def case_nd_ops(out_dir):
     @tf.function
     def f(x, img, small):
@@ -1175,7 +1223,8 @@ def case_cond_v2_two_tasks(out_dir):
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
          "array_ops",
-         "nd_ops", "sequence_and_segment_ops", "linalg_ops", "math_ops", "einsum_ops", "nn_ops",
+         "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
+         "math_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]
