@@ -26,6 +26,7 @@ golden!(
     add_scalar,
     array_ops,
     broadcast_reduce,
+    color_and_lrn_ops,
     cond_v1,
     cond_v2,
     counter_resource_var,

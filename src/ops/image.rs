@@ -4,7 +4,8 @@
 //! `half_pixel_centers` conventions), cropping boxes to a fixed size
 //! (`CropAndResize`, two-stage detectors' region pooling) and greedy
 //! non-max suppression of scored boxes (`NonMaxSuppressionV2`..`V5`,
-//! soft-NMS included: detectors' post-processing).
+//! soft-NMS included: detectors' post-processing); colour spaces and
+//! contrast in [`color`].
 //!
 //! Owns: these kernels and the source coordinates they sample. Arithmetic
 //! follows TensorFlow's CPU kernels step for step in float32 (the scale,
@@ -13,6 +14,8 @@
 //! and suppression keeps TensorFlow's order (higher score first, the lower
 //! index among equal scores). Must not hold state beyond parsed
 //! attributes.
+
+pub mod color;
 
 use super::registry::OpDef;
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values};

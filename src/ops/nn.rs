@@ -1,8 +1,8 @@
 //! Neural-network ops: activations (Relu, Relu6, Elu, Softplus, Softsign,
 //! LeakyRelu), BiasAdd, Softmax and LogSoftmax here; convolutions
 //! ([`conv`], [`depthwise`], their gradients in [`conv_grad`]), pooling
-//! ([`pool`]), 3-D convolution and pooling ([`volume`]) and batch
-//! normalisation ([`batch_norm`]) in the submodules,
+//! ([`pool`]), 3-D convolution and pooling ([`volume`]), batch
+//! normalisation ([`batch_norm`]) and LRN ([`lrn`]) in the submodules,
 //! each with its own `DEFS`, sharing one window geometry (`window`).
 //!
 //! Owns: these kernels and their signatures. Elementwise activations reuse
@@ -14,6 +14,7 @@ pub mod batch_norm_grad;
 pub mod conv;
 pub mod conv_grad;
 pub mod depthwise;
+pub mod lrn;
 pub mod pool;
 pub mod pool_grad;
 pub mod volume;

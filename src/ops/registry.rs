@@ -102,6 +102,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::top_k::DEFS,
             super::array::where_true::DEFS,
             super::image::DEFS,
+            super::image::color::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
             super::linalg::DEFS,
@@ -117,6 +118,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::depthwise::DEFS,
             super::nn::pool::DEFS,
             super::nn::volume::DEFS,
+            super::nn::lrn::DEFS,
             super::nn::pool_grad::DEFS,
             super::random::DEFS,
             super::reduce::DEFS,
@@ -528,6 +530,11 @@ mod tests {
         rows.push(("NonMaxSuppressionV3", t("NonMaxSuppressionV3"), vec![F, F, I32, F, F], vec![I32]));
         rows.push(("NonMaxSuppressionV4", t("NonMaxSuppressionV4"), vec![F, F, I32, F, F], vec![I32, I32]));
         rows.push(("NonMaxSuppressionV5", t("NonMaxSuppressionV5"), vec![F, F, I32, F, F, F], vec![I32, F, I32]));
+        for op in ["RGBToHSV", "HSVToRGB"] {
+            rows.push((op, t(op), vec![F], vec![F]));
+        }
+        rows.push(("AdjustContrastv2", t("AdjustContrastv2"), vec![F, F], vec![F]));
+        rows.push(("LRN", t("LRN"), vec![F], vec![F]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         // Training: gradients.

@@ -79,6 +79,8 @@ Frozen tf.functions:
                    NonMaxSuppressionV2/V3/V5 (soft-NMS) on fed boxes with overlaps,
                    equal scores and a score threshold; non_max_suppression_padded
                    (TF 2 builds it as a v1 while loop of its own, not V4).
+  color_and_lrn_ops  RGBToHSV, HSVToRGB, AdjustContrastv2, LRN (default and custom
+                   radius, bias, alpha, beta).
   math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
                    Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
@@ -705,6 +707,34 @@ def case_detection_ops(out_dir):
                outputs=dict(zip(outs, keys)), eager=eager)
 
 
+def case_color_and_lrn_ops(out_dir):
+    @tf.function
+    def f(image, features):
+        hsv = tf.image.rgb_to_hsv(image)
+        return [
+            hsv,
+            tf.image.hsv_to_rgb(tf.clip_by_value(hsv * [1.0, 0.5, 1.0] + [0.1, 0.0, 0.0], 0.0, 1.0)),
+            tf.image.adjust_contrast(image, 1.7),
+            tf.nn.local_response_normalization(features),
+            tf.nn.local_response_normalization(features, depth_radius=2, bias=2.0, alpha=1e-2, beta=0.75),
+        ]
+
+    specs = [tf.TensorSpec([2, 5, 4, 3], tf.float32, name="image"), tf.TensorSpec([2, 3, 3, 16], tf.float32, name="features")]
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    rng = np.random.default_rng(15)
+    image = rng.uniform(0.0, 1.0, [2, 5, 4, 3]).astype(np.float32)
+    image[0, 0, 0] = [0.5, 0.5, 0.5]   # grey: no hue, no saturation
+    image[0, 0, 1] = [0.9, 0.9, 0.1]   # red and green tie for the maximum
+    feeds = [[image, rng.standard_normal([2, 3, 3, 16]).astype(np.float32)]]
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    names = ["RGBToHSV", "HSVToRGB of a shifted, desaturated HSV", "AdjustContrastv2 1.7",
+             "LRN defaults (radius 5, bias 1, alpha 1, beta 0.5)", "LRN radius 2, bias 2, alpha 0.01, beta 0.75"]
+    write_case(out_dir, "color_and_lrn_ops", gd, steps,
+               "frozen tf.function on an RGB batch in [0,1] (a grey pixel, a red-green tie) and 16-channel "
+               "features: " + "; ".join(names), outputs=dict(zip(outs, names)), eager=eager)
+
+
 def case_nd_ops(out_dir):
     @tf.function
     def f(x, img, small):
@@ -1224,7 +1254,7 @@ CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if na
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
-         "math_ops", "einsum_ops", "nn_ops",
+         "color_and_lrn_ops", "math_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]
