@@ -165,6 +165,12 @@ impl OpKernel for NoOpKernel {
 // ---------------------------------------------------------------------------
 // Helpers shared by the submodules
 
+/// Bytes per element of `t`, for the ops here that move fixed-width
+/// elements as bytes; a string tensor is an error naming `op`.
+pub(crate) fn element_size(t: &Tensor, op: &str) -> Result<usize> {
+    t.dtype().size().ok_or_else(|| Status::invalid_argument(format!("{op} does not support dtype {}", t.dtype())))
+}
+
 /// A required index-type attribute (`Tindices`, `Index`, ...): int32 or
 /// int64.
 fn index_type_attr(node: &NodeSpec, key: &str) -> Result<DType> {

@@ -10,7 +10,7 @@ use super::super::{
     FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values,
 };
 use crate::bail;
-use crate::error::{Result, Status};
+use crate::error::Result;
 use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Tensor};
 
@@ -52,10 +52,7 @@ fn band_part(ctx: &mut OpContext<'_>) -> Result<()> {
             "num_upper must be negative or less or equal to number of columns ({cols}) got: {upper}"
         );
     }
-    let size = x
-        .dtype()
-        .size()
-        .ok_or_else(|| Status::invalid_argument(format!("MatrixBandPart does not support dtype {}", x.dtype())))?;
+    let size = super::element_size(x, "MatrixBandPart")?;
     let src = x.as_bytes();
     let mut out = vec![0u8; src.len()];
     let row_bytes = cols * size;

@@ -63,10 +63,7 @@ fn broadcast_to(ctx: &mut OpContext<'_>) -> Result<()> {
         ctx.set_output(0, same);
         return Ok(());
     }
-    let size = x
-        .dtype()
-        .size()
-        .ok_or_else(|| Status::invalid_argument(format!("BroadcastTo does not support dtype {}", x.dtype())))?;
+    let size = super::element_size(x, "BroadcastTo")?;
     let padded: Vec<usize> = std::iter::repeat_n(1, offset).chain(dims.iter().copied()).collect();
     let bytes = expand(x.as_bytes(), &padded, &target, size);
     let out = Tensor::from_bytes(x.dtype(), Shape::new(&target), &bytes)?;

@@ -56,8 +56,7 @@ impl OpKernel for DepthSpace {
         let &[batch, height, width, depth] = x.dims() else {
             bail!(invalid_argument, "input rank should be 4 instead of {}", x.shape().rank());
         };
-        let size =
-            x.dtype().size().ok_or_else(|| Status::invalid_argument(format!("{} is not supported", x.dtype())))?;
+        let size = super::element_size(x, if self.to_space { "DepthToSpace" } else { "SpaceToDepth" })?;
         let b = self.block;
         // The space-side image [batch, sh, sw, sd] and the depth side
         // [batch, sh/b, sw/b, sd*b*b]; pixel (h*b + i, w*b + j) of the first

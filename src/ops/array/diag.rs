@@ -11,7 +11,7 @@
 use super::super::registry::OpDef;
 use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values};
 use crate::bail;
-use crate::error::{Result, Status};
+use crate::error::Result;
 use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Shape, Tensor};
 
@@ -134,8 +134,7 @@ impl OpKernel for Diag {
         if rank < 2 {
             bail!(invalid_argument, "input must be at least 2-dim, received shape: {}", x.shape());
         }
-        let size =
-            x.dtype().size().ok_or_else(|| Status::invalid_argument(format!("{} is not supported", x.dtype())))?;
+        let size = super::element_size(x, "MatrixDiagPart/MatrixSetDiag")?;
         let (m, n) = (dims[rank - 2], dims[rank - 1]);
         let k_input = if self.set { 2 } else { 1 };
         let k = if self.banded { index_values(ctx.input(k_input)?, "k")?.to_vec() } else { vec![0] };

@@ -23,11 +23,6 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("MatrixDiagV3", matrix_diag_signature::<5>, build_matrix_diag),
 ];
 
-/// Bytes per element; these ops move fixed-width elements only.
-fn fixed_size(t: &Tensor) -> Result<usize> {
-    t.dtype().size().ok_or_else(|| Status::invalid_argument(format!("{} tensors are not supported here", t.dtype())))
-}
-
 fn tensor_t(node: &NodeSpec) -> Result<ValueType> {
     Ok(ValueType::Tensor(node.attr_dtype("T")?))
 }
@@ -64,7 +59,7 @@ fn reverse(ctx: &mut OpContext<'_>) -> Result<()> {
         }
     }
     let dims = x.dims().to_vec();
-    let size = fixed_size(x)?;
+    let size = super::element_size(x, "ReverseV2")?;
     // The innermost axes left alone form runs copied whole.
     let kept_inner = flip.iter().rev().take_while(|f| !**f).count();
     let run: usize = dims[rank - kept_inner..].iter().product::<usize>() * size;
@@ -149,7 +144,7 @@ fn space_batch(ctx: &mut OpContext<'_>, forward: bool) -> Result<()> {
     let m = block.len();
     let block_count: usize = block.iter().product();
     let rest: usize = dims[1 + m..].iter().product();
-    let size = fixed_size(x)?;
+    let size = super::element_size(x, "SpaceToBatchND/BatchToSpaceND")?;
     let run = rest * size;
     // Shapes of the "space" side (batch b, padded spatial) and the "batch" side.
     let (space_batch_n, batch_side_spatial, space_spatial): (usize, Vec<usize>, Vec<usize>) = if forward {
@@ -274,7 +269,7 @@ fn matrix_diag(ctx: &mut OpContext<'_>) -> Result<()> {
         );
     }
     let (rows, cols) = (rows as usize, cols as usize);
-    let size = fixed_size(diag)?;
+    let size = super::element_size(diag, "MatrixDiag")?;
     let batch: usize = batch_dims.iter().product();
     let mut out = vec![0u8; batch * rows * cols * size];
     if let Some(pad) = &pad {

@@ -20,10 +20,6 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("ReverseSequence", reverse_sequence_signature, build_reverse_sequence),
 ];
 
-fn element_size(t: &Tensor, op: &str) -> Result<usize> {
-    t.dtype().size().ok_or_else(|| Status::invalid_argument(format!("{op} does not support dtype {}", t.dtype())))
-}
-
 fn roll_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
     let shift = ValueType::Tensor(attr_index_type_or(node, "Tshift", DType::I32)?);
@@ -61,7 +57,7 @@ fn roll(ctx: &mut OpContext<'_>) -> Result<()> {
             shifts[a] = ((shifts[a] as i64 + shift.rem_euclid(size)) % size) as usize;
         }
     }
-    let size = element_size(x, "Roll")?;
+    let size = super::element_size(x, "Roll")?;
     let src = x.as_bytes();
     let mut out = vec![0u8; src.len()];
     if !src.is_empty() {
@@ -143,7 +139,7 @@ impl OpKernel for ReverseSequence {
                 ))),
             })
             .collect::<Result<_>>()?;
-        let size = element_size(x, "ReverseSequence")?;
+        let size = super::element_size(x, "ReverseSequence")?;
         let src = x.as_bytes();
         let mut out = vec![0u8; src.len()];
         let strides = x.shape().strides();

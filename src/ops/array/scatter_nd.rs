@@ -13,7 +13,7 @@ use super::super::registry::OpDef;
 use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values};
 use super::broadcast_to::shape_values;
 use crate::bail;
-use crate::error::{Result, Status};
+use crate::error::Result;
 use crate::graph::spec::NodeSpec;
 use crate::ops::training::flat_position;
 use crate::tensor::{DType, Element, Shape, Tensor};
@@ -80,10 +80,6 @@ fn slices(indices: &Tensor, dims: &[usize], what: &str) -> Result<Slices> {
     Ok(Slices { offsets, slice, outer_dims: outer_dims.to_vec(), slice_dims })
 }
 
-fn element_size(t: &Tensor, op: &str) -> Result<usize> {
-    t.dtype().size().ok_or_else(|| Status::invalid_argument(format!("{op} does not support dtype {}", t.dtype())))
-}
-
 // ---------------------------------------------------------------------------
 // GatherNd
 
@@ -103,7 +99,7 @@ impl OpKernel for GatherNd {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let params = ctx.input(0)?;
         let at = slices(ctx.input(1)?, params.dims(), "param shape")?;
-        let size = element_size(params, "GatherNd")?;
+        let size = super::element_size(params, "GatherNd")?;
         let run = at.slice * size;
         let src = params.as_bytes();
         let mut out = Vec::with_capacity(at.offsets.len() * run);
@@ -208,7 +204,7 @@ impl OpKernel for Scatter {
 /// `base` with each indexed slice replaced by its update (in index order,
 /// so the last of duplicate indices wins).
 fn replace(base: &Tensor, updates: &Tensor, at: &Slices) -> Result<Tensor> {
-    let size = element_size(base, "TensorScatterUpdate")?;
+    let size = super::element_size(base, "TensorScatterUpdate")?;
     let run = at.slice * size;
     let mut out = base.as_bytes().to_vec();
     for (&offset, update) in at.offsets.iter().zip(updates.as_bytes().chunks_exact(run.max(1))) {
