@@ -533,7 +533,9 @@ mod tests {
         for op in ["RGBToHSV", "HSVToRGB"] {
             rows.push((op, t(op), vec![F], vec![F]));
         }
-        rows.push(("AdjustContrastv2", t("AdjustContrastv2"), vec![F, F], vec![F]));
+        for op in ["AdjustContrastv2", "AdjustHue", "AdjustSaturation"] {
+            rows.push((op, t(op), vec![F, F], vec![F]));
+        }
         rows.push(("LRN", t("LRN"), vec![F], vec![F]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));

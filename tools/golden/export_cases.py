@@ -79,8 +79,9 @@ Frozen tf.functions:
                    NonMaxSuppressionV2/V3/V5 (soft-NMS) on fed boxes with overlaps,
                    equal scores and a score threshold; non_max_suppression_padded
                    (TF 2 builds it as a v1 while loop of its own, not V4).
-  color_and_lrn_ops  RGBToHSV, HSVToRGB, AdjustContrastv2, LRN (default and custom
-                   radius, bias, alpha, beta).
+  color_and_lrn_ops  RGBToHSV, HSVToRGB, AdjustContrastv2, AdjustHue (both ways, past
+                   a whole turn), AdjustSaturation (down, up past 1), LRN (default
+                   and custom radius, bias, alpha, beta).
   math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
                    Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
@@ -715,6 +716,10 @@ def case_color_and_lrn_ops(out_dir):
             hsv,
             tf.image.hsv_to_rgb(tf.clip_by_value(hsv * [1.0, 0.5, 1.0] + [0.1, 0.0, 0.0], 0.0, 1.0)),
             tf.image.adjust_contrast(image, 1.7),
+            tf.image.adjust_hue(image, 0.3),
+            tf.image.adjust_hue(image, -0.85),
+            tf.image.adjust_saturation(image, 0.4),
+            tf.image.adjust_saturation(image, 3.0),
             tf.nn.local_response_normalization(features),
             tf.nn.local_response_normalization(features, depth_radius=2, bias=2.0, alpha=1e-2, beta=0.75),
         ]
@@ -728,7 +733,8 @@ def case_color_and_lrn_ops(out_dir):
     image[0, 0, 1] = [0.9, 0.9, 0.1]   # red and green tie for the maximum
     feeds = [[image, rng.standard_normal([2, 3, 3, 16]).astype(np.float32)]]
     steps, eager = fn_steps(frozen, ins, outs, feeds)
-    names = ["RGBToHSV", "HSVToRGB of a shifted, desaturated HSV", "AdjustContrastv2 1.7",
+    names = ["RGBToHSV", "HSVToRGB of a shifted, desaturated HSV", "AdjustContrastv2 1.7", "AdjustHue 0.3",
+             "AdjustHue -0.85", "AdjustSaturation 0.4", "AdjustSaturation 3 (clamped at 1)",
              "LRN defaults (radius 5, bias 1, alpha 1, beta 0.5)", "LRN radius 2, bias 2, alpha 0.01, beta 0.75"]
     write_case(out_dir, "color_and_lrn_ops", gd, steps,
                "frozen tf.function on an RGB batch in [0,1] (a grey pixel, a red-green tie) and 16-channel "

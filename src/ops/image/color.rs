@@ -1,11 +1,13 @@
-//! Colour-space and contrast ops on images whose innermost dimension is
-//! the channel: `RGBToHSV`, `HSVToRGB` (`tf.image.rgb_to_hsv`,
-//! `hsv_to_rgb`, what hue and saturation adjustments are built from) and
-//! `AdjustContrastv2` (`tf.image.adjust_contrast`).
+//! Colour-space and colour-adjustment ops on images whose innermost
+//! dimension is the channel: `RGBToHSV`, `HSVToRGB` (`tf.image.rgb_to_hsv`,
+//! `hsv_to_rgb`), `AdjustHue`, `AdjustSaturation` and `AdjustContrastv2`
+//! (`tf.image.adjust_hue`, `adjust_saturation`, `adjust_contrast`).
 //!
-//! Owns: these kernels, with TensorFlow's formulas (hue in [0, 1), the
-//! piecewise-linear HSV to RGB ramps, contrast about each channel's mean
-//! over the image). Must not hold state.
+//! Owns: these kernels, each with the formulas of TensorFlow's own CPU
+//! kernel (they differ: the HSV ops use piecewise-linear ramps; AdjustHue
+//! works on a hue in [0, 6) and the pixel's value range; AdjustSaturation
+//! has its own HSV round trip), so results agree to float rounding. Must
+//! not hold state.
 
 use crate::bail;
 use crate::error::Result;
@@ -19,6 +21,8 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("RGBToHSV", colour_signature, build_rgb_to_hsv),
     OpDef::kernel("HSVToRGB", colour_signature, build_hsv_to_rgb),
     OpDef::kernel("AdjustContrastv2", contrast_signature, build_contrast),
+    OpDef::kernel("AdjustHue", contrast_signature, build_hue),
+    OpDef::kernel("AdjustSaturation", contrast_signature, build_saturation),
 ];
 
 const FLOATS: &[DType] = &[DType::F32, DType::F64];
@@ -55,6 +59,142 @@ fn build_hsv_to_rgb(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 
 fn build_contrast(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     pick(init.node, contrast::<f32>, contrast::<f64>)
+}
+
+fn build_hue(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    adjust_kernel(init.node, adjust_hue)
+}
+
+fn build_saturation(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    adjust_kernel(init.node, adjust_saturation)
+}
+
+/// A per-pixel adjustment by a scalar (AdjustHue, AdjustSaturation), on
+/// float32 images as TensorFlow's CPU kernels.
+fn adjust_kernel(node: &NodeSpec, f: fn([f32; 3], f32) -> [f32; 3]) -> Result<Box<dyn OpKernel>> {
+    let dtype = node.attr_dtype_or("T", DType::F32)?;
+    if dtype != DType::F32 {
+        return Err(unsupported_dtype(&node.op, dtype, &[DType::F32]));
+    }
+    Ok(Box::new(Adjust { f }))
+}
+
+struct Adjust {
+    f: fn([f32; 3], f32) -> [f32; 3],
+}
+
+impl OpKernel for Adjust {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let x = ctx.input(0)?;
+        if x.shape().rank() < 3 || x.dims().last() != Some(&3) {
+            bail!(invalid_argument, "input must be at least 3-D with 3 channels, got shape {}", x.shape());
+        }
+        let by_t = ctx.input(1)?;
+        if by_t.shape().rank() != 0 {
+            bail!(invalid_argument, "the adjustment must be a scalar, got shape {}", by_t.shape());
+        }
+        let by = by_t.as_slice::<f32>()?[0];
+        let values = x.as_slice::<f32>()?;
+        let out = Tensor::build::<f32>(x.shape().clone(), |out| {
+            for (dst, px) in out.chunks_exact_mut(3).zip(values.chunks_exact(3)) {
+                dst.copy_from_slice(&(self.f)([px[0], px[1], px[2]], by));
+            }
+        })?;
+        ctx.set_output(0, out);
+        Ok(())
+    }
+}
+
+/// AdjustHue's pixel: its hue in [0, 6) from which channel is largest and
+/// which smallest, moved by `delta` turns, back with the same value range.
+fn adjust_hue([r, g, b]: [f32; 3], delta: f32) -> [f32; 3] {
+    // Which channel is largest, middle, smallest (ties counted either way),
+    // and the sextant of the hue circle that ordering is.
+    let (max, mid, min, sextant) = if r < g {
+        if b < r {
+            (g, r, b, 1)
+        } else if b > g {
+            (b, g, r, 3)
+        } else {
+            (g, b, r, 2)
+        }
+    } else if b < g {
+        (r, g, b, 0)
+    } else if b > r {
+        (b, r, g, 4)
+    } else {
+        (r, b, g, 5)
+    };
+    if max == min {
+        return [r, g, b];
+    }
+    let ratio = (mid - min) / (max - min);
+    let mut h = sextant as f32 + if sextant % 2 == 0 { ratio } else { 1.0 - ratio };
+    h += delta * 6.0;
+    while h < 0.0 {
+        h += 6.0;
+    }
+    while h >= 6.0 {
+        h -= 6.0;
+    }
+    let sextant = h as i32;
+    let mut ratio = h - sextant as f32;
+    if sextant % 2 != 0 {
+        ratio = 1.0 - ratio;
+    }
+    let mid = min + ratio * (max - min);
+    match sextant {
+        0 => [max, mid, min],
+        1 => [mid, max, min],
+        2 => [min, max, mid],
+        3 => [min, mid, max],
+        4 => [mid, min, max],
+        _ => [max, min, mid],
+    }
+}
+
+/// AdjustSaturation's pixel: to HSV, saturation scaled and clamped to
+/// [0, 1], back to RGB by chroma and sextant.
+fn adjust_saturation([r, g, b]: [f32; 3], scale: f32) -> [f32; 3] {
+    let v = r.max(g.max(b));
+    let range = v - r.min(g.min(b));
+    let s = if v > 0.0 { range / v } else { 0.0 };
+    let norm = 1.0 / (6.0 * range);
+    let mut h = if r == v {
+        norm * (g - b)
+    } else if g == v {
+        norm * (b - r) + 2.0 / 6.0
+    } else {
+        norm * (r - g) + 4.0 / 6.0
+    };
+    if range <= 0.0 {
+        h = 0.0;
+    }
+    if h < 0.0 {
+        h += 1.0;
+    }
+    let s = (s * scale).clamp(0.0, 1.0);
+    let c = s * v;
+    let m = v - c;
+    let dh = h * 6.0;
+    let mut fmodu = dh;
+    while fmodu <= 0.0 {
+        fmodu += 2.0;
+    }
+    while fmodu >= 2.0 {
+        fmodu -= 2.0;
+    }
+    let x = c * (1.0 - (fmodu - 1.0).abs());
+    let [rr, gg, bb] = match dh as i32 {
+        0 => [c, x, 0.0],
+        1 => [x, c, 0.0],
+        2 => [0.0, c, x],
+        3 => [0.0, x, c],
+        4 => [x, 0.0, c],
+        5 => [c, 0.0, x],
+        _ => [0.0, 0.0, 0.0],
+    };
+    [rr + m, gg + m, bb + m]
 }
 
 fn rgb_to_hsv<T: Float>([r, g, b]: [T; 3]) -> [T; 3] {
@@ -153,6 +293,23 @@ mod tests {
         assert!(got.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{got:?}");
         let two = Tensor::from_slice::<f32>([1, 2], &[0., 1.]).unwrap();
         assert!(run1(&node("RGBToHSV").attr("T", ty(DType::F32)), &[two]).is_err());
+    }
+
+    #[test]
+    fn hue_turns_and_saturation_scales() {
+        let red = Tensor::from_slice::<f32>([1, 1, 3], &[1.0, 0.2, 0.2]).unwrap();
+        let hue = node("AdjustHue").attr("T", ty(DType::F32));
+        // A third of a turn takes red to green; a whole turn changes nothing.
+        let green = run1(&hue, &[red.clone(), Tensor::scalar(1.0f32 / 3.0)]).unwrap();
+        let got = green.as_slice::<f32>().unwrap();
+        assert!(got.iter().zip([0.2, 1.0, 0.2]).all(|(a, b)| (a - b).abs() < 1e-6), "{got:?}");
+        let same = run1(&hue, &[red.clone(), Tensor::scalar(-1.0f32)]).unwrap();
+        assert_eq!(same.as_slice::<f32>().unwrap(), red.as_slice::<f32>().unwrap());
+        let saturation = node("AdjustSaturation").attr("T", ty(DType::F32));
+        let grey = run1(&saturation, &[red.clone(), Tensor::scalar(0.0f32)]).unwrap();
+        assert_eq!(grey.as_slice::<f32>().unwrap(), &[1.0, 1.0, 1.0]);
+        let full = run1(&saturation, &[red, Tensor::scalar(10.0f32)]).unwrap();
+        assert_eq!(full.as_slice::<f32>().unwrap(), &[1.0, 0.0, 0.0]);
     }
 
     #[test]
