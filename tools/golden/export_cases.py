@@ -78,7 +78,10 @@ Frozen tf.functions:
   detection_ops    CropAndResize (bilinear, nearest, boxes running off the image),
                    NonMaxSuppressionV2/V3/V5 (soft-NMS) on fed boxes with overlaps,
                    equal scores and a score threshold; non_max_suppression_padded
-                   (TF 2 builds it as a v1 while loop of its own, not V4).
+                   (TF 2 builds it as a v1 while loop of its own, not V4). The
+                   only case whose graph bytes vary between exports: TensorFlow
+                   orders that loop's inputs differently each time; the values
+                   and the graph's meaning do not change.
   color_and_lrn_ops  RGBToHSV, HSVToRGB, AdjustContrastv2, AdjustHue (both ways, past
                    a whole turn), AdjustSaturation (down, up past 1), LRN (default
                    and custom radius, bias, alpha, beta).
@@ -328,6 +331,18 @@ def fn_steps(fn, input_names, output_names, feeds_list, targets=()):
     return steps, eager
 
 
+def function_case(out_dir, name, f, specs, feeds, note, names=None, tolerance=DEFAULT_TOL):
+    """A case from a tf.function frozen at `specs`, run on each step's
+    `feeds`: its outputs are named by `names` (a list) or, for a function
+    returning a dict, by the dict's sorted keys."""
+    frozen, gd = freeze(f, *specs)
+    ins, outs = frozen_io(frozen)
+    if names is None:
+        names = sorted(f.get_concrete_function(*specs).structured_outputs)
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, name, gd, steps, note, tolerance=tolerance, outputs=dict(zip(outs, names)), eager=eager)
+
+
 def set_weights(model, seed):
     """Deterministic, non-trivial weights whatever keras' initializers do."""
     rng = np.random.default_rng(seed)
@@ -564,18 +579,15 @@ def case_math_ops(out_dir):
 
     specs = [tf.TensorSpec([3, 5], tf.float32, name="x"), tf.TensorSpec([3, 5], tf.float32, name="unit"),
              tf.TensorSpec([3, 5], tf.float32, name="y")]
-    frozen, gd = freeze(f, *specs)
-    ins, outs = frozen_io(frozen)
     rng = np.random.default_rng(9)
     feeds = [[rng.uniform(-1.4, 1.4, [3, 5]).astype(np.float32), rng.uniform(-0.95, 0.95, [3, 5]).astype(np.float32),
               rng.standard_normal([3, 5]).astype(np.float32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
     names = ["Tan", "Atan", "Sinh", "Cosh", "Asinh", "Acosh(|x|+1)", "Asin", "Acos", "Atanh", "Atan2(unit, x)",
              "Rint(2.5x)", "Xlogy(round(2 unit), |y|+0.1)", "Xlog1py(round(2 unit), |y|)", "Xdivy(round(2 unit), y)"]
-    write_case(out_dir, "math_ops", gd, steps,
-               "frozen tf.function of elementwise math on x in (-1.4, 1.4), unit in (-0.95, 0.95) and a normal y: "
-               + "; ".join(names) + ". The x ops' first operand is 0 at about a fifth of the elements",
-               outputs=dict(zip(outs, names)), eager=eager)
+    function_case(out_dir, "math_ops", f, specs, feeds,
+                  "frozen tf.function of elementwise math on x in (-1.4, 1.4), unit in (-0.95, 0.95) and a normal y: "
+                  + "; ".join(names) + ". The x ops' first operand is 0 at about a fifth of the elements",
+                  names=names)
 
 
 def case_sequence_and_segment_ops(out_dir):
@@ -608,19 +620,14 @@ def case_sequence_and_segment_ops(out_dir):
 
     specs = [tf.TensorSpec([4, 5, 6], tf.float32, name="x"), tf.TensorSpec([3, 7, 2], tf.float32, name="seq"),
              tf.TensorSpec([3], tf.int64, name="lengths")]
-    frozen, gd = freeze(f, *specs)
-    ins, outs = frozen_io(frozen)
-    keys = sorted(f.get_concrete_function(*specs).structured_outputs)
     rng = np.random.default_rng(11)
     feeds = [[rng.standard_normal([4, 5, 6]).astype(np.float32), rng.standard_normal([3, 7, 2]).astype(np.float32),
               np.array([7, 0, 4], np.int64)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "sequence_and_segment_ops", gd, steps,
-               "frozen tf.function: Roll (two axes), ReverseSequence (lengths 7, 0, 4), MatrixDiagPartV3 (main, k=2, "
-               "band (-2,1) RIGHT_LEFT with padding, band (-1,2) LEFT_RIGHT), tf.linalg.trace, MatrixSetDiagV3 (main; "
-               "band (0,1)), LowerBound and UpperBound (tf.searchsorted left, right with int64), Bucketize, "
-               "EuclideanNorm, SegmentSum/Mean/Prod/Max/Min over ids [0,0,2,2,2,3] (segment 1 empty)",
-               outputs=dict(zip(outs, keys)), eager=eager)
+    function_case(out_dir, "sequence_and_segment_ops", f, specs, feeds,
+                  "frozen tf.function: Roll (two axes), ReverseSequence (lengths 7, 0, 4), MatrixDiagPartV3 (main, "
+                  "k=2, band (-2,1) RIGHT_LEFT with padding, band (-1,2) LEFT_RIGHT), tf.linalg.trace, MatrixSetDiagV3 "
+                  "(main; band (0,1)), LowerBound and UpperBound (tf.searchsorted left, right with int64), Bucketize, "
+                  "EuclideanNorm, SegmentSum/Mean/Prod/Max/Min over ids [0,0,2,2,2,3] (segment 1 empty)")
 
 
 def case_linalg_ops(out_dir):
@@ -645,23 +652,20 @@ def case_linalg_ops(out_dir):
 
     specs = [tf.TensorSpec([3, 4, 4], tf.float32, name="a"), tf.TensorSpec([3, 4, 2], tf.float32, name="b"),
              tf.TensorSpec([2, 3, 3], tf.float64, name="a64")]
-    frozen, gd = freeze(f, *specs)
-    ins, outs = frozen_io(frozen)
     rng = np.random.default_rng(13)
     # Diagonally dominant: well conditioned, so float32 answers agree with
     # any stable factorization to float rounding.
     a = rng.standard_normal([3, 4, 4]) + 5.0 * np.eye(4) * np.array([1, -1, 1])[:, None, None]
     a64 = rng.standard_normal([2, 3, 3]) + 4.0 * np.eye(3)
     feeds = [[a.astype(np.float32), rng.standard_normal([3, 4, 2]).astype(np.float32), a64]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
     names = ["MatrixInverse", "MatrixInverse adjoint", "MatrixDeterminant", "LogMatrixDeterminant sign",
              "LogMatrixDeterminant log", "MatrixSolve", "MatrixSolve adjoint", "Cholesky of a a^T + 4I",
              "MatrixTriangularSolve lower", "MatrixTriangularSolve adjoint (upper)", "MatrixInverse float64",
              "MatrixDeterminant float64"]
-    write_case(out_dir, "linalg_ops", gd, steps,
-               "frozen tf.function of tf.linalg on a batch of 3 diagonally dominant 4x4 float32 matrices (one with "
-               "a negative determinant), 2 right-hand sides, and 2 float64 3x3 matrices: " + "; ".join(names),
-               outputs=dict(zip(outs, names)), eager=eager)
+    function_case(out_dir, "linalg_ops", f, specs, feeds,
+                  "frozen tf.function of tf.linalg on a batch of 3 diagonally dominant 4x4 float32 matrices (one with "
+                  "a negative determinant), 2 right-hand sides, and 2 float64 3x3 matrices: " + "; ".join(names),
+                  names=names)
 
 
 def case_detection_ops(out_dir):
@@ -685,9 +689,6 @@ def case_detection_ops(out_dir):
 
     specs = [tf.TensorSpec([2, 7, 9, 3], tf.float32, name="image"), tf.TensorSpec([12, 4], tf.float32, name="boxes"),
              tf.TensorSpec([12], tf.float32, name="scores")]
-    frozen, gd = freeze(f, *specs)
-    ins, outs = frozen_io(frozen)
-    keys = sorted(f.get_concrete_function(*specs).structured_outputs)
     rng = np.random.default_rng(14)
     corners = rng.uniform(0.0, 1.0, [12, 2])
     sizes = rng.uniform(0.1, 0.6, [12, 2])
@@ -697,15 +698,13 @@ def case_detection_ops(out_dir):
     scores = rng.uniform(0.0, 1.0, [12]).astype(np.float32)
     scores[4] = scores[5]               # equal scores: the lower index first
     feeds = [[rng.standard_normal([2, 7, 9, 3]).astype(np.float32), boxes, scores]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "detection_ops", gd, steps,
-               "frozen tf.function of detection post-processing on 12 fed boxes ([y1,x1,y2,x2], one near-duplicate, "
-               "one with its corners swapped, two equal scores) and a [2,7,9,3] image: CropAndResize bilinear [5,4] "
-               "and nearest [3,6] with extrapolation -2 (boxes clipped to [-0.2,1.2], so some run off the image), "
-               "NonMaxSuppressionV2 (iou 0.4), V3 (iou 0.3, score threshold 0.2), non_max_suppression_padded to 10 "
-               "(a v1 while loop TensorFlow builds in Python, not NonMaxSuppressionV4), V5 soft-NMS (sigma 0.5, "
-               "score threshold 0.1)",
-               outputs=dict(zip(outs, keys)), eager=eager)
+    function_case(out_dir, "detection_ops", f, specs, feeds,
+                  "frozen tf.function of detection post-processing on 12 fed boxes ([y1,x1,y2,x2], one near-duplicate, "
+                  "one with its corners swapped, two equal scores) and a [2,7,9,3] image: CropAndResize bilinear [5,4] "
+                  "and nearest [3,6] with extrapolation -2 (boxes clipped to [-0.2,1.2], so some run off the image), "
+                  "NonMaxSuppressionV2 (iou 0.4), V3 (iou 0.3, score threshold 0.2), non_max_suppression_padded to 10 "
+                  "(a v1 while loop TensorFlow builds in Python, not NonMaxSuppressionV4), V5 soft-NMS (sigma 0.5, "
+                  "score threshold 0.1)")
 
 
 def case_color_and_lrn_ops(out_dir):
@@ -724,21 +723,19 @@ def case_color_and_lrn_ops(out_dir):
             tf.nn.local_response_normalization(features, depth_radius=2, bias=2.0, alpha=1e-2, beta=0.75),
         ]
 
-    specs = [tf.TensorSpec([2, 5, 4, 3], tf.float32, name="image"), tf.TensorSpec([2, 3, 3, 16], tf.float32, name="features")]
-    frozen, gd = freeze(f, *specs)
-    ins, outs = frozen_io(frozen)
+    specs = [tf.TensorSpec([2, 5, 4, 3], tf.float32, name="image"),
+             tf.TensorSpec([2, 3, 3, 16], tf.float32, name="features")]
     rng = np.random.default_rng(15)
     image = rng.uniform(0.0, 1.0, [2, 5, 4, 3]).astype(np.float32)
     image[0, 0, 0] = [0.5, 0.5, 0.5]   # grey: no hue, no saturation
     image[0, 0, 1] = [0.9, 0.9, 0.1]   # red and green tie for the maximum
     feeds = [[image, rng.standard_normal([2, 3, 3, 16]).astype(np.float32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
     names = ["RGBToHSV", "HSVToRGB of a shifted, desaturated HSV", "AdjustContrastv2 1.7", "AdjustHue 0.3",
              "AdjustHue -0.85", "AdjustSaturation 0.4", "AdjustSaturation 3 (clamped at 1)",
              "LRN defaults (radius 5, bias 1, alpha 1, beta 0.5)", "LRN radius 2, bias 2, alpha 0.01, beta 0.75"]
-    write_case(out_dir, "color_and_lrn_ops", gd, steps,
-               "frozen tf.function on an RGB batch in [0,1] (a grey pixel, a red-green tie) and 16-channel "
-               "features: " + "; ".join(names), outputs=dict(zip(outs, names)), eager=eager)
+    function_case(out_dir, "color_and_lrn_ops", f, specs, feeds,
+                  "frozen tf.function on an RGB batch in [0,1] (a grey pixel, a red-green tie) and 16-channel "
+                  "features: " + "; ".join(names), names=names)
 
 
 def case_nd_ops(out_dir):
@@ -771,20 +768,15 @@ def case_nd_ops(out_dir):
 
     specs = [tf.TensorSpec([4, 5], tf.float32, name="x"), tf.TensorSpec([2, 4, 6, 3], tf.float32, name="img"),
              tf.TensorSpec([2, 3, 2, 8], tf.float32, name="small")]
-    frozen, gd = freeze(f, *specs)
-    ins, outs = frozen_io(frozen)
-    keys = sorted(f.get_concrete_function(*specs).structured_outputs)
     rng = np.random.default_rng(10)
     feeds = [[rng.standard_normal(s.shape.as_list()).astype(np.float32) for s in specs]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "nd_ops", gd, steps,
-               "frozen tf.function of ops that index by the innermost dimension, broadcast, band, move depth "
-               "and resize: BroadcastTo, tf.linspace (BroadcastArgs), MatrixBandPart (-1,0; 1,1; 0,2), GatherNd "
-               "(elements; rows of an image), ScatterNd (a duplicate index summed), TensorScatterUpdate/Add "
-               "(duplicate)/Sub/Max/Min, DepthToSpace and SpaceToDepth (block 2), ResizeBilinear "
-               "(tf.image.resize half-pixel; v1 legacy; v1 align_corners) and ResizeNearestNeighbor (the same "
-               "three conventions)",
-               outputs=dict(zip(outs, keys)), eager=eager)
+    function_case(out_dir, "nd_ops", f, specs, feeds,
+                  "frozen tf.function of ops that index by the innermost dimension, broadcast, band, move depth "
+                  "and resize: BroadcastTo, tf.linspace (BroadcastArgs), MatrixBandPart (-1,0; 1,1; 0,2), GatherNd "
+                  "(elements; rows of an image), ScatterNd (a duplicate index summed), TensorScatterUpdate/Add "
+                  "(duplicate)/Sub/Max/Min, DepthToSpace and SpaceToDepth (block 2), ResizeBilinear "
+                  "(tf.image.resize half-pixel; v1 legacy; v1 align_corners) and ResizeNearestNeighbor (the same "
+                  "three conventions)")
 
 def case_array_ops(out_dir):
     @tf.function
@@ -828,7 +820,6 @@ def case_array_ops(out_dir):
     rng = np.random.default_rng(4)
     feeds = [[rng.standard_normal([4, 6, 5]).astype(np.float32), np.array(17, np.int32)],
              [rng.standard_normal([4, 6, 5]).astype(np.float32), np.array(3, np.int32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
     write_case(out_dir, "array_ops", gd, steps,
                "frozen tf.function of array ops on x [4,6,5] and a fed int limit: StridedSlice with every mask "
                "(x[..., 1:3, newaxis, 2], x[::-1], x[-1], x[1:, :-1:2]), GatherV2 (axis 0; axis 2 batch_dims 2), "
