@@ -343,6 +343,18 @@ def function_case(out_dir, name, f, specs, feeds, note, names=None, tolerance=DE
     write_case(out_dir, name, gd, steps, note, tolerance=tolerance, outputs=dict(zip(outs, names)), eager=eager)
 
 
+def keras_case(out_dir, name, model, seed, spec, feeds, note, outputs, tolerance=DEFAULT_TOL):
+    """A case from a Keras model with weights drawn from `seed`, called with
+    training=False in a tf.function at `spec` and frozen; `outputs` names
+    each output, in order."""
+    set_weights(model, seed)
+    serve = tf.function(lambda x: model(x, training=False))
+    frozen, gd = freeze(serve, spec)
+    ins, outs = frozen_io(frozen)
+    steps, eager = fn_steps(frozen, ins, outs, feeds)
+    write_case(out_dir, name, gd, steps, note, tolerance=tolerance, outputs=dict(zip(outs, outputs)), eager=eager)
+
+
 def set_weights(model, seed):
     """Deterministic, non-trivial weights whatever keras' initializers do."""
     rng = np.random.default_rng(seed)
@@ -461,15 +473,10 @@ def case_keras_attention(out_dir):
     h = L.Dense(16, name="ffn2")(h)
     out = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, h]))
     model = keras.Model(inp, out, name="block")
-    set_weights(model, 303)
 
-    serve = tf.function(lambda tokens: model(tokens, training=False))
-    frozen, gd = freeze(serve, tf.TensorSpec([2, 8, 16], tf.float32, name="tokens"))
-    ins, outs = frozen_io(frozen)
     rng = np.random.default_rng(3)
     feeds = [[rng.standard_normal([2, 8, 16]).astype(np.float32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "keras_attention", gd, steps,
+    keras_case(out_dir, "keras_attention", model, 303, tf.TensorSpec([2, 8, 16], tf.float32, name="tokens"), feeds,
                "frozen keras 3 transformer block on [2,8,16]: MultiHeadAttention(2 heads, key_dim 8) self "
                "attention (projections as BatchMatMulV2, scores and context as Einsum, Softmax), Add, "
                "LayerNormalization (Mean, SquaredDifference, Rsqrt, StopGradient), Dense(32, gelu exact: "
@@ -478,7 +485,7 @@ def case_keras_attention(out_dir):
                "with other approximations differs by more than float32 rounding; the LayerNormalizations divide "
                "by small standard deviations, which amplifies such differences. (TF's own float32 output is "
                "within 5e-7 of the same graph run in float64.)",
-               tolerance=LOOSE_TOL, outputs={outs[0]: "block output [2,8,16]"}, eager=eager)
+               ["block output [2,8,16]"], tolerance=LOOSE_TOL)
 
 
 def case_keras_causal_attention(out_dir):
@@ -489,20 +496,16 @@ def case_keras_causal_attention(out_dir):
     x = L.LayerNormalization(name="ln")(L.Add(name="res")([x, a]))
     out = L.Dense(16, name="proj")(x)
     model = keras.Model(inp, out, name="decoder")
-    set_weights(model, 404)
 
-    serve = tf.function(lambda tokens: model(tokens, training=False))
-    frozen, gd = freeze(serve, tf.TensorSpec([2, 8, 16], tf.float32, name="tokens"))
-    ins, outs = frozen_io(frozen)
     rng = np.random.default_rng(7)
     feeds = [[rng.standard_normal([2, 8, 16]).astype(np.float32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "keras_causal_attention", gd, steps,
+    spec = tf.TensorSpec([2, 8, 16], tf.float32, name="tokens")
+    keras_case(out_dir, "keras_causal_attention", model, 404, spec, feeds,
                "frozen keras 3 decoder block on [2,8,16]: Normalization(mean 0.25, variance 2: Sub, Sqrt of "
                "the variance, RealDiv), MultiHeadAttention(2 heads, key_dim 8, use_causal_mask: the mask is "
                "MatrixBandPart(ones, -1, 0) of the sequence length), Add, LayerNormalization, Dense(16). "
                "tolerance rtol 1e-4 / atol 1e-5 as keras_attention (Eigen's Exp and Rsqrt approximations)",
-               tolerance=LOOSE_TOL, outputs={outs[0]: "decoder output [2,8,16]"}, eager=eager)
+               ["decoder output [2,8,16]"], tolerance=LOOSE_TOL)
 
 
 def case_keras_unet(out_dir):
@@ -518,21 +521,16 @@ def case_keras_unet(out_dir):
     small = L.Resizing(11, 7, interpolation="bilinear", name="resize_bilinear")(head)
     big = L.Resizing(21, 19, interpolation="nearest", name="resize_nearest")(head)
     model = keras.Model(inp, [small, big], name="unet")
-    set_weights(model, 505)
 
-    serve = tf.function(lambda image: model(image, training=False))
-    frozen, gd = freeze(serve, tf.TensorSpec([2, 16, 16, 3], tf.float32, name="image"))
-    ins, outs = frozen_io(frozen)
     rng = np.random.default_rng(8)
     feeds = [[rng.standard_normal([2, 16, 16, 3]).astype(np.float32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "keras_unet", gd, steps,
+    spec = tf.TensorSpec([2, 16, 16, 3], tf.float32, name="image")
+    keras_case(out_dir, "keras_unet", model, 505, spec, feeds,
                "frozen keras 3 U-Net on [2,16,16,3]: Conv2D relu, MaxPool, SeparableConv2D (depthwise then "
                "1x1), UpSampling2D bilinear (ResizeBilinear, half-pixel centers), Conv2DTranspose "
                "(Conv2DBackpropInput), Concatenate skip, 1x1 Conv2D sigmoid head, resized down by Resizing "
                "bilinear to [11,7] and up by Resizing nearest to [21,19] (ResizeNearestNeighbor)",
-               outputs=dict(zip(outs, ["head resized bilinear [2,11,7,2]", "head resized nearest [2,21,19,2]"])),
-               eager=eager)
+               ["head resized bilinear [2,11,7,2]", "head resized nearest [2,21,19,2]"])
 
 
 def case_keras_conv3d(out_dir):
@@ -545,19 +543,14 @@ def case_keras_conv3d(out_dir):
     x = L.GlobalAveragePooling3D(name="gap")(x)
     out = L.Dense(5, activation="softmax", name="classes")(x)
     model = keras.Model(inp, out, name="video")
-    set_weights(model, 606)
 
-    serve = tf.function(lambda clip: model(clip, training=False))
-    frozen, gd = freeze(serve, tf.TensorSpec([2, 6, 8, 8, 3], tf.float32, name="clip"))
-    ins, outs = frozen_io(frozen)
     rng = np.random.default_rng(12)
     feeds = [[rng.standard_normal([2, 6, 8, 8, 3]).astype(np.float32)]]
-    steps, eager = fn_steps(frozen, ins, outs, feeds)
-    write_case(out_dir, "keras_conv3d", gd, steps,
+    keras_case(out_dir, "keras_conv3d", model, 606, tf.TensorSpec([2, 6, 8, 8, 3], tf.float32, name="clip"), feeds,
                "frozen keras 3 video classifier on [2,6,8,8,3]: Conv3D(4, 3, same, relu), MaxPooling3D (1,2,2), "
                "Conv3D(6, (2,3,3), stride 2, valid, relu), AveragePooling3D(2, same: the padded taps are not "
                "counted), GlobalAveragePooling3D (Mean), Dense(5, softmax)",
-               outputs={outs[0]: "class probabilities [2,5]"}, eager=eager)
+               ["class probabilities [2,5]"])
 
 
 # ----------------------------------------------------------------------------
