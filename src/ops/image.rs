@@ -251,7 +251,7 @@ impl OpKernel for CropAndResize {
             bail!(invalid_argument, "input image must be 4-D, got shape {}", image.shape());
         };
         let (boxes, box_index, crop_size) = (ctx.input(1)?, ctx.input(2)?, ctx.input(3)?);
-        let Some(&[num_boxes, 4]) = Some(boxes.dims()) else {
+        let &[num_boxes, 4] = boxes.dims() else {
             bail!(invalid_argument, "boxes must be 2-D [num_boxes, 4], got shape {}", boxes.shape());
         };
         if box_index.dims() != [num_boxes] {
@@ -275,8 +275,10 @@ impl OpKernel for CropAndResize {
         if let Some(bad) = indices.iter().find(|&&b| b < 0 || b as usize >= batch) {
             bail!(invalid_argument, "box_index has values outside [0, batch_size): {bad} with batch size {batch}");
         }
-        let pixels: Vec<f32> = match image.dtype() {
-            DType::F32 => image.as_slice::<f32>()?.to_vec(),
+        // Read where it lies when it is float32 already; other dtypes are
+        // converted once (the kernel reads each pixel as a float).
+        let pixels: std::borrow::Cow<'_, [f32]> = match image.dtype() {
+            DType::F32 => image.as_slice::<f32>()?.into(),
             DType::F64 => image.as_slice::<f64>()?.iter().map(|&v| v as f32).collect(),
             DType::I32 => image.as_slice::<i32>()?.iter().map(|&v| v as f32).collect(),
             DType::I64 => image.as_slice::<i64>()?.iter().map(|&v| v as f32).collect(),
@@ -436,7 +438,7 @@ impl Ord for Candidate {
 impl OpKernel for Nms {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let (boxes_t, scores_t) = (ctx.input(0)?, ctx.input(1)?);
-        let Some(&[num_boxes, 4]) = Some(boxes_t.dims()) else {
+        let &[num_boxes, 4] = boxes_t.dims() else {
             bail!(invalid_argument, "boxes must be 2-D [num_boxes, 4], got shape {}", boxes_t.shape());
         };
         if scores_t.dims() != [num_boxes] {
