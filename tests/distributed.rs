@@ -134,6 +134,7 @@ golden_remote!(
     einsum_ops,
     function_call,
     function_call_stateful,
+    image_resampling_ops,
     keras_attention,
     keras_causal_attention,
     keras_cnn,
@@ -164,7 +165,8 @@ golden_remote!(
     ref_variable,
     ring_four_tasks,
     sequence_and_segment_ops,
-    shapes
+    shapes,
+    special_and_counting_ops
 );
 
 #[test]

@@ -34,6 +34,7 @@ golden!(
     einsum_ops,
     function_call,
     function_call_stateful,
+    image_resampling_ops,
     keras_attention,
     keras_bidirectional_lstm,
     keras_causal_attention,
@@ -54,6 +55,36 @@ golden!(
     ref_variable,
     sequence_and_segment_ops,
     shapes,
+    special_and_counting_ops,
     while_v1,
     while_v2,
 );
+
+/// An `Assert` whose condition is false fails the step with TensorFlow's
+/// message and the failing node's name; the session then runs the next
+/// step as before.
+#[test]
+fn a_failed_assertion_fails_its_step_and_the_session_serves_on() {
+    use ringflow::session::RunOptions;
+    use ringflow::tensor::{Tensor, npy::read_npy};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tf-graphs/special_and_counting_ops");
+    let golden = GoldenCase::load(&dir).unwrap();
+    let session = create_session(golden.graph.clone(), &SessionOptions::default()).unwrap();
+    let feed = |name: &str| read_npy(dir.join(format!("step0_feed_{name}_0.npy"))).unwrap();
+    let checked = ["Identity_6:0".to_string()]; // "checked": pos, after assert_less(ids, 6)
+    let good_ids = feed("ids");
+    let mut bad = good_ids.as_slice::<i32>().unwrap().to_vec();
+    bad[4] = 6;
+    let bad_ids = Tensor::from_slice::<i32>(good_ids.dims(), &bad).unwrap();
+    let run = |ids: Tensor| {
+        let feeds = vec![("x:0".into(), feed("x")), ("ids:0".into(), ids), ("weights:0".into(), feed("weights"))];
+        session.run(&RunOptions::default(), feeds, &checked, &[])
+    };
+    let err = run(bad_ids).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("assertion failed"), "{message}");
+    assert!(message.contains("Assert"), "the error names the Assert node: {message}");
+    let (out, _) = run(good_ids).unwrap();
+    assert_eq!(out[0].dims(), [4, 5]);
+    session.close().unwrap();
+}

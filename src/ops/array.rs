@@ -26,6 +26,7 @@
 //! (ResourceGather looks its variable up on every run).
 
 pub mod band_part;
+pub mod bincount;
 pub mod broadcast_to;
 pub mod depth_space;
 pub mod diag;
@@ -38,6 +39,7 @@ pub mod roll;
 pub mod scan;
 pub mod scatter_nd;
 pub mod search;
+pub mod sparse_to_dense;
 pub mod split;
 pub mod strided_slice;
 pub mod top_k;

@@ -16,6 +16,7 @@
 //! attributes.
 
 pub mod color;
+pub mod cubic_area;
 
 use super::registry::OpDef;
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values};
@@ -69,8 +70,42 @@ fn build_resize(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(Box::new(Resize { bilinear: node.op == "ResizeBilinear", align_corners, half_pixel_centers }))
 }
 
+/// The output shape of resizing NHWC `images` to `size` ([height, width]),
+/// both checked as TensorFlow's resize kernels check them.
+pub(super) fn resized_dims(images: &Tensor, size: &Tensor) -> Result<[usize; 4]> {
+    let &[batch, in_h, in_w, channels] = images.dims() else {
+        bail!(invalid_argument, "input must be 4-dimensional, got shape {}", images.shape());
+    };
+    if size.shape().rank() != 1 || size.num_elements() != 2 {
+        bail!(invalid_argument, "shape_t must be a 1-dimensional tensor of two elements, got shape {}", size.shape());
+    }
+    let wanted = index_values(size, "size")?;
+    let (Ok(out_h), Ok(out_w)) = (usize::try_from(wanted[0]), usize::try_from(wanted[1])) else {
+        bail!(invalid_argument, "output dimensions must be positive, got {:?}", &wanted[..]);
+    };
+    if out_h == 0 || out_w == 0 {
+        bail!(invalid_argument, "output dimensions must be positive, got [{out_h}, {out_w}]");
+    }
+    if batch * channels > 0 && (in_h == 0 || in_w == 0) {
+        bail!(invalid_argument, "input image must be of non-zero size, got shape {}", images.shape());
+    }
+    Ok([batch, out_h, out_w, channels])
+}
+
+/// An image element read as float32, as TensorFlow's float-output resize
+/// kernels read every input dtype.
+pub(super) fn pixels_as_f32<'a>(images: &'a Tensor, op: &str) -> Result<std::borrow::Cow<'a, [f32]>> {
+    Ok(match images.dtype() {
+        DType::F32 => std::borrow::Cow::Borrowed(images.as_slice::<f32>()?),
+        DType::F64 => images.as_slice::<f64>()?.iter().map(|&v| v as f32).collect(),
+        DType::I32 => images.as_slice::<i32>()?.iter().map(|&v| v as f32).collect(),
+        DType::I64 => images.as_slice::<i64>()?.iter().map(|&v| v as f32).collect(),
+        other => bail!(invalid_argument, "{op} does not support {other}"),
+    })
+}
+
 /// Source pixels per output pixel along one axis.
-fn scale(in_size: usize, out_size: usize, align_corners: bool) -> f32 {
+pub(super) fn scale(in_size: usize, out_size: usize, align_corners: bool) -> f32 {
     if align_corners && out_size > 1 {
         (in_size - 1) as f32 / (out_size - 1) as f32
     } else {
@@ -119,28 +154,7 @@ fn nearest_axis(in_size: usize, out_size: usize, align_corners: bool, half_pixel
 impl OpKernel for Resize {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let images = ctx.input(0)?;
-        let &[batch, in_h, in_w, channels] = images.dims() else {
-            bail!(invalid_argument, "input must be 4-dimensional, got shape {}", images.shape());
-        };
-        let size = ctx.input(1)?;
-        if size.shape().rank() != 1 || size.num_elements() != 2 {
-            bail!(
-                invalid_argument,
-                "shape_t must be a 1-dimensional tensor of two elements, got shape {}",
-                size.shape()
-            );
-        }
-        let wanted = index_values(size, "size")?;
-        let (Ok(out_h), Ok(out_w)) = (usize::try_from(wanted[0]), usize::try_from(wanted[1])) else {
-            bail!(invalid_argument, "output dimensions must be positive, got {:?}", &wanted[..]);
-        };
-        if out_h == 0 || out_w == 0 {
-            bail!(invalid_argument, "output dimensions must be positive, got [{out_h}, {out_w}]");
-        }
-        if batch * channels > 0 && (in_h == 0 || in_w == 0) {
-            bail!(invalid_argument, "input image must be of non-zero size, got shape {}", images.shape());
-        }
-        let dims = [batch, out_h, out_w, channels];
+        let dims = resized_dims(images, ctx.input(1)?)?;
         let out = if self.bilinear {
             match images.dtype() {
                 DType::F32 => self.bilinear::<f32>(images, dims, |v| v)?,

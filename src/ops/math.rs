@@ -1,6 +1,7 @@
 //! Elementwise math: unary functions, binary arithmetic with broadcasting,
 //! comparisons, logical ops, AddN and Select; Einsum in [`einsum`], erf and
-//! erfc's scalar code in `erf`.
+//! erfc's scalar code in `erf`, lgamma, digamma, erfinv, ndtri and the scaled
+//! Bessel functions' in `special`.
 //!
 //! Owns: these kernels, their signatures, and the generic unary/binary
 //! drivers other modules reuse ([`Unary`], [`build_real_unary`],
@@ -30,6 +31,7 @@ use smallvec::SmallVec;
 
 pub mod einsum;
 mod erf;
+mod special;
 
 pub const DEFS: &[OpDef] = &[
     // Unary, any real type.
@@ -64,6 +66,13 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Asinh", unary_signature, build_float_unary::<Asinh>),
     OpDef::kernel("Acosh", unary_signature, build_float_unary::<Acosh>),
     OpDef::kernel("Atanh", unary_signature, build_float_unary::<Atanh>),
+    // Special functions (`special`).
+    OpDef::kernel("Lgamma", unary_signature, build_float_unary::<special::Lgamma>),
+    OpDef::kernel("Digamma", unary_signature, build_float_unary::<special::Digamma>),
+    OpDef::kernel("Erfinv", unary_signature, build_float_unary::<special::Erfinv>),
+    OpDef::kernel("Ndtri", unary_signature, build_float_unary::<special::Ndtri>),
+    OpDef::kernel("BesselI0e", unary_signature, build_float_unary::<special::BesselI0e>),
+    OpDef::kernel("BesselI1e", unary_signature, build_float_unary::<special::BesselI1e>),
     // Half to even, as Round; TensorFlow defines it on floats only.
     OpDef::kernel("Rint", unary_signature, build_float_unary::<Round>),
     // Float predicates.

@@ -21,6 +21,7 @@ pub mod image;
 pub mod io;
 pub mod linalg;
 pub mod list;
+pub mod logging;
 pub mod math;
 pub mod matmul;
 pub mod nn;

@@ -15,6 +15,7 @@ pub mod conv;
 pub mod conv_grad;
 pub mod depthwise;
 pub mod lrn;
+pub mod patches;
 pub mod pool;
 pub mod pool_grad;
 pub mod volume;

@@ -85,6 +85,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::control_flow::DEFS,
             super::control_flow::stack::DEFS,
             super::array::band_part::DEFS,
+            super::array::bincount::DEFS,
             super::array::broadcast_to::DEFS,
             super::array::depth_space::DEFS,
             super::array::diag::DEFS,
@@ -97,16 +98,19 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::roll::DEFS,
             super::array::scatter_nd::DEFS,
             super::array::search::DEFS,
+            super::array::sparse_to_dense::DEFS,
             super::array::split::DEFS,
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,
             super::array::where_true::DEFS,
             super::image::DEFS,
             super::image::color::DEFS,
+            super::image::cubic_area::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
             super::linalg::DEFS,
             super::list::DEFS,
+            super::logging::DEFS,
             super::math::DEFS,
             super::math::einsum::DEFS,
             super::matmul::DEFS,
@@ -119,6 +123,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::pool::DEFS,
             super::nn::volume::DEFS,
             super::nn::lrn::DEFS,
+            super::nn::patches::DEFS,
             super::nn::pool_grad::DEFS,
             super::random::DEFS,
             super::reduce::DEFS,
@@ -266,6 +271,12 @@ mod tests {
             "Acosh",
             "Atanh",
             "Rint",
+            "Lgamma",
+            "Digamma",
+            "Erfinv",
+            "Ndtri",
+            "BesselI0e",
+            "BesselI1e",
             "Relu",
             "Relu6",
             "Elu",
@@ -442,7 +453,7 @@ mod tests {
         rows.push(("Unpack", t("Unpack").attr("num", AttrValue::Int(2)), vec![F], vec![F, F]));
         rows.push(("Where", NodeSpec::new("n", "Where"), vec![B], vec![I64]));
         rows.push(("Where", t("Where"), vec![F], vec![I64]));
-        for op in ["Cumsum", "Cumprod"] {
+        for op in ["Cumsum", "Cumprod", "CumulativeLogsumexp"] {
             rows.push((op, t(op), vec![F, I32], vec![F]));
         }
         rows.push(("Cumsum", t("Cumsum").attr("Tidx", ty(DType::I64)), vec![F, I64], vec![F]));
@@ -537,6 +548,24 @@ mod tests {
             rows.push((op, t(op), vec![F, F], vec![F]));
         }
         rows.push(("LRN", t("LRN"), vec![F], vec![F]));
+        for op in ["ResizeBicubic", "ResizeArea"] {
+            rows.push((op, t(op).attr("T", ty(DType::I64)), vec![I64, I32], vec![F]));
+        }
+        let spatial = |op: &'static str, keys: &[&str]| {
+            let mut n = t(op).attr("padding", AttrValue::Bytes(b"VALID".to_vec()));
+            for k in keys {
+                n = n.attr(*k, AttrValue::List(AttrList::Int(vec![1, 2, 2, 1])));
+            }
+            n
+        };
+        rows.push((
+            "ExtractImagePatches",
+            spatial("ExtractImagePatches", &["ksizes", "strides", "rates"]),
+            vec![F],
+            vec![F],
+        ));
+        rows.push(("MaxPoolWithArgmax", spatial("MaxPoolWithArgmax", &["ksize", "strides"]), vec![F], vec![F, I64]));
+        rows.push(("Dilation2D", spatial("Dilation2D", &["strides", "rates"]), vec![F, F], vec![F]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
         // Training: gradients.
@@ -581,6 +610,31 @@ mod tests {
             rows.push((op, t(op).attr("Tindices", ty(DType::I64)), vec![F, I64, I32], vec![F]));
         }
         rows.push(("Unique", t("Unique"), vec![F], vec![F, I32]));
+        rows.push(("UniqueWithCounts", t("UniqueWithCounts"), vec![F], vec![F, I32, I32]));
+        rows.push(("Bincount", t("Bincount"), vec![I32, I32, F], vec![F]));
+        rows.push(("DenseBincount", t("DenseBincount").attr("Tidx", ty(DType::I64)), vec![I64, I64, F], vec![F]));
+        rows.push(("HistogramFixedWidth", t("HistogramFixedWidth"), vec![F, F, I32], vec![I32]));
+        rows.push((
+            "HistogramFixedWidth",
+            t("HistogramFixedWidth").attr("dtype", ty(DType::I64)),
+            vec![F, F, I32],
+            vec![I64],
+        ));
+        rows.push((
+            "SparseToDense",
+            t("SparseToDense").attr("Tindices", ty(DType::I64)),
+            vec![I64, I64, F, F],
+            vec![F],
+        ));
+        rows.push((
+            "Assert",
+            NodeSpec::new("n", "Assert").attr(
+                "T",
+                AttrValue::List(AttrList::Type(vec![DataType::Tensor(DType::String), DataType::Tensor(DType::F32)])),
+            ),
+            vec![B, ValueType::Tensor(DType::String), F],
+            vec![],
+        ));
         // Training: dense optimizers, (ref form, resource form, variables,
         // other inputs).
         let dense: [(Option<&'static str>, &'static str, usize, usize); 7] = [

@@ -87,6 +87,14 @@ Frozen tf.functions:
                    and custom radius, bias, alpha, beta).
   math_ops         Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
                    Rint, Xlogy, Xlog1py, Xdivy on fed inputs inside their domains.
+  special_and_counting_ops  Lgamma, Digamma, Erfinv, Ndtri, BesselI0e/I1e,
+                   CumulativeLogsumexp, log_poisson_loss; DenseBincount (counts,
+                   weights, binary rows), UniqueWithCounts, HistogramFixedWidth,
+                   SparseToDense; two passing Assert ops an output depends on.
+  image_resampling_ops  ResizeBicubic (Keys half-pixel, legacy, align_corners),
+                   ResizeArea (down, up), ExtractImagePatches (VALID; SAME with
+                   rates), MaxPoolWithArgmax (ties, batch in the index),
+                   Dilation2D and erosion2d.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
                    diagonal, trace, transpose, outer, attention scores, sum-out.
   nn_ops           tf.nn ops keras 3 does not emit: FusedBatchNormV3 (inference),
@@ -659,6 +667,85 @@ def case_linalg_ops(out_dir):
                   "frozen tf.function of tf.linalg on a batch of 3 diagonally dominant 4x4 float32 matrices (one with "
                   "a negative determinant), 2 right-hand sides, and 2 float64 3x3 matrices: " + "; ".join(names),
                   names=names)
+
+
+def case_special_and_counting_ops(out_dir):
+    @tf.function
+    def f(x, ids, weights):
+        outs = {}
+        pos = tf.abs(x) + 0.25
+        outs["lgamma"] = tf.math.lgamma(x * 3.0)
+        outs["digamma"] = tf.math.digamma(x * 3.0)
+        outs["erfinv"] = tf.math.erfinv(tf.tanh(x))
+        outs["ndtri"] = tf.math.ndtri(tf.sigmoid(x * 2.0))
+        outs["bessel_i0e"] = tf.math.bessel_i0e(x * 8.0)
+        outs["bessel_i1e"] = tf.math.bessel_i1e(x * 8.0)
+        outs["cumulative_logsumexp"] = tf.math.cumulative_logsumexp(x, axis=1)
+        outs["cumulative_logsumexp_exclusive_reverse"] = tf.math.cumulative_logsumexp(x, axis=0, exclusive=True,
+                                                                                      reverse=True)
+        outs["poisson_nll"] = tf.nn.log_poisson_loss(pos, tf.math.log(pos + 1.0), compute_full_loss=True)
+        outs["bincount"] = tf.math.bincount(ids, minlength=6)
+        outs["bincount_weighted"] = tf.math.bincount(ids, weights=weights, minlength=6, maxlength=6)
+        outs["bincount_rows_binary"] = tf.math.bincount(ids, minlength=6, maxlength=6, axis=-1, binary_output=True)
+        y, idx, count = tf.unique_with_counts(tf.reshape(ids, [-1]))
+        outs["unique_values"], outs["unique_idx"], outs["unique_counts"] = y, idx, count
+        outs["histogram"] = tf.histogram_fixed_width(x, [-1.0, 1.0], nbins=5)
+        outs["sparse_round_trip"] = tf.sparse.to_dense(tf.sparse.from_dense(tf.nn.relu(x)))
+        outs["sparse_to_dense"] = tf.compat.v1.sparse_to_dense([[0, 1], [2, 3]], [3, 4], [5.0, 6.0], default_value=-1.0)
+        with tf.control_dependencies([tf.debugging.assert_non_negative(pos, message="pos must be non-negative"),
+                                      tf.debugging.assert_less(ids, 6)]):
+            outs["checked"] = tf.identity(pos)
+        return outs
+
+    specs = [tf.TensorSpec([4, 5], tf.float32, name="x"), tf.TensorSpec([3, 7], tf.int32, name="ids"),
+             tf.TensorSpec([3, 7], tf.float32, name="weights")]
+    rng = np.random.default_rng(21)
+    feeds = []
+    for _ in range(2):
+        x = rng.uniform(-0.95, 0.95, [4, 5]).astype(np.float32)
+        ids = rng.integers(0, 6, [3, 7]).astype(np.int32)
+        feeds.append([x, ids, rng.uniform(0.0, 2.0, [3, 7]).astype(np.float32)])
+    function_case(out_dir, "special_and_counting_ops", f, [*specs], feeds,
+                  "frozen tf.function of special functions and counting on x in (-0.95, 0.95), ids in [0, 6) and "
+                  "weights: Lgamma and Digamma of 3x (poles avoided only by chance: none is hit), Erfinv(tanh x), "
+                  "Ndtri(sigmoid 2x), BesselI0e/I1e of 8x, CumulativeLogsumexp (inclusive; exclusive reversed), "
+                  "log_poisson_loss with the Stirling term, tf.math.bincount (DenseBincount: counts, weights, "
+                  "binary rows), UniqueWithCounts, HistogramFixedWidth, SparseToDense (from_dense/to_dense, and "
+                  "compat.v1.sparse_to_dense), and two passing Assert ops (assert_non_negative, assert_less) "
+                  "an output depends on; two steps")
+
+
+def case_image_resampling_ops(out_dir):
+    @tf.function
+    def f(image):
+        outs = {}
+        outs["resize_bicubic"] = tf.image.resize(image, [9, 5], method="bicubic")
+        outs["resize_bicubic_legacy"] = tf.compat.v1.image.resize_bicubic(image, [4, 13])
+        outs["resize_bicubic_align_corners"] = tf.compat.v1.image.resize_bicubic(image, [9, 9], align_corners=True)
+        outs["resize_area"] = tf.image.resize(image, [4, 3], method="area")
+        outs["resize_area_up"] = tf.image.resize(image, [10, 11], method="area")
+        outs["extract_patches"] = tf.image.extract_patches(image, [1, 3, 2, 1], [1, 2, 3, 1], [1, 1, 1, 1], "VALID")
+        outs["extract_patches_same_rates"] = tf.image.extract_patches(image, [1, 2, 2, 1], [1, 3, 2, 1],
+                                                                      [1, 2, 3, 1], "SAME")
+        pooled, argmax = tf.nn.max_pool_with_argmax(image, 3, 2, "SAME")
+        outs["max_pool_with_argmax"], outs["argmax"] = pooled, argmax
+        _, outs["argmax_with_batch"] = tf.nn.max_pool_with_argmax(image, 2, 2, "VALID", include_batch_in_index=True)
+        kernel = tf.reshape(tf.range(2 * 3 * 3, dtype=tf.float32) * 0.1 - 0.8, [2, 3, 3])
+        outs["dilation2d"] = tf.nn.dilation2d(image, kernel, [1, 1, 2, 1], "SAME", "NHWC", [1, 2, 1, 1])
+        outs["erosion2d"] = tf.nn.erosion2d(image, kernel, [1, 2, 1, 1], "VALID", "NHWC", [1, 1, 1, 1])
+        return outs
+
+    specs = [tf.TensorSpec([2, 6, 7, 3], tf.float32, name="image")]
+    rng = np.random.default_rng(22)
+    image = rng.standard_normal([2, 6, 7, 3]).astype(np.float32)
+    image[0, 1, 1:3, 0] = image[0, 1, 0, 0] = 4.0  # ties for the argmax
+    function_case(out_dir, "image_resampling_ops", f, specs, [[image]],
+                  "frozen tf.function of image resampling on a [2,6,7,3] image: ResizeBicubic (half-pixel Keys "
+                  "cubic [9,5], legacy [4,13], align_corners [9,9]), ResizeArea ([4,3] and up to [10,11]), "
+                  "ExtractImagePatches (VALID 3x2 strides 2x3; SAME 2x2 strides 3x2 rates 2x3), "
+                  "MaxPoolWithArgmax (SAME 3x3/2; VALID 2x2/2 with the batch in the index; three equal maxima in "
+                  "one window), Dilation2D (SAME, strides 1x2, rates 2x1) and erosion2d (Dilation2D of the negated "
+                  "image and reversed filter)")
 
 
 def case_detection_ops(out_dir):
@@ -1244,7 +1331,7 @@ CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if na
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
-         "color_and_lrn_ops", "math_ops", "einsum_ops", "nn_ops",
+         "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

@@ -1,17 +1,18 @@
-//! Cumsum and Cumprod: running sums and products along one axis, inclusive
-//! or `exclusive` (each output leaves its own element out), forward or in
-//! `reverse`.
+//! Cumsum, Cumprod and CumulativeLogsumexp: running sums, products and
+//! log-sum-exps along one axis, inclusive or `exclusive` (each output leaves
+//! its own element out), forward or in `reverse`.
 //!
 //! Owns: these kernels and their signatures. Must not hold state beyond
 //! parsed attributes.
 //!
 //! Each line is accumulated in order in the element type, as TensorFlow's
 //! (Eigen's) scan does, so float32 results match it bit for bit; integers
-//! wrap. With the axis not innermost, whole rows of the inner dimensions
+//! wrap. The log-sum-exp step is TensorFlow's too, NaN and infinity rules
+//! included (see [`log_add_exp`]). With the axis not innermost, whole rows of the inner dimensions
 //! are combined at once, so the loop runs over contiguous memory.
 
-use super::super::math::REAL;
-use super::super::numeric::Num;
+use super::super::math::{FLOAT, REAL};
+use super::super::numeric::{Float, Num};
 use super::super::registry::OpDef;
 use super::super::{
     KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values, unsupported_dtype,
@@ -24,6 +25,7 @@ use crate::tensor::{DType, Tensor};
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Cumsum", scan_signature, build_scan::<false>),
     OpDef::kernel("Cumprod", scan_signature, build_scan::<true>),
+    OpDef::kernel("CumulativeLogsumexp", scan_signature, build_log_sum_exp_scan),
 ];
 
 /// `[T, Tidx] -> [T]`; Tidx is int32 by default.
@@ -47,17 +49,27 @@ struct ScanKernel {
 fn build_scan<const PROD: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
     let scan = match dtype {
-        DType::F32 => scan::<f32, PROD>,
-        DType::F64 => scan::<f64, PROD>,
-        DType::I32 => scan::<i32, PROD>,
-        DType::I64 => scan::<i64, PROD>,
+        DType::F32 => scan_arithmetic::<f32, PROD>,
+        DType::F64 => scan_arithmetic::<f64, PROD>,
+        DType::I32 => scan_arithmetic::<i32, PROD>,
+        DType::I64 => scan_arithmetic::<i64, PROD>,
         DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
     };
-    let attrs = ScanAttrs {
-        exclusive: init.node.attr_bool_or("exclusive", false)?,
-        reverse: init.node.attr_bool_or("reverse", false)?,
+    Ok(Box::new(ScanKernel { attrs: scan_attrs(init.node)?, scan }))
+}
+
+fn build_log_sum_exp_scan(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let scan = match dtype {
+        DType::F32 => scan_log_sum_exp::<f32>,
+        DType::F64 => scan_log_sum_exp::<f64>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, FLOAT)),
     };
-    Ok(Box::new(ScanKernel { attrs, scan }))
+    Ok(Box::new(ScanKernel { attrs: scan_attrs(init.node)?, scan }))
+}
+
+fn scan_attrs(node: &NodeSpec) -> Result<ScanAttrs> {
+    Ok(ScanAttrs { exclusive: node.attr_bool_or("exclusive", false)?, reverse: node.attr_bool_or("reverse", false)? })
 }
 
 impl OpKernel for ScanKernel {
@@ -81,13 +93,40 @@ impl OpKernel for ScanKernel {
 }
 
 /// Scans `input` along `axis` (valid), sums or (with `PROD`) products.
-fn scan<T: Num, const PROD: bool>(input: &Tensor, axis: usize, attrs: ScanAttrs) -> Result<Tensor> {
+fn scan_arithmetic<T: Num, const PROD: bool>(input: &Tensor, axis: usize, attrs: ScanAttrs) -> Result<Tensor> {
+    let identity = if PROD { T::ONE } else { T::ZERO };
+    scan(input, axis, attrs, identity, |a: T, b: T| if PROD { a.mul(b) } else { a.add(b) })
+}
+
+/// Scans `input` along `axis` (valid) with [`log_add_exp`], from −∞.
+fn scan_log_sum_exp<T: Float>(input: &Tensor, axis: usize, attrs: ScanAttrs) -> Result<Tensor> {
+    scan(input, axis, attrs, T::BOTTOM, log_add_exp)
+}
+
+/// ln(eᵃᶜᶜ + eˣ) as TensorFlow's scan reducer computes it: the larger plus
+/// log1p(exp(smaller − larger)), picked with plain comparisons in that
+/// operand order (so a NaN `x` meeting a finite sum counts as equal to it),
+/// and −∞ when the larger is −∞ (not the NaN of −∞ − −∞).
+#[inline]
+fn log_add_exp<T: Float>(acc: T, x: T) -> T {
+    let larger = if acc < x { x } else { acc };
+    let smaller = if x < acc { x } else { acc };
+    if larger == T::BOTTOM { larger } else { smaller.sub(larger).exp().ln_1p().add(larger) }
+}
+
+/// Scans `input` along `axis` (valid): each line accumulates from
+/// `identity` with `combine(accumulated, element)`.
+fn scan<T: Num>(
+    input: &Tensor,
+    axis: usize,
+    attrs: ScanAttrs,
+    identity: T,
+    combine: impl Fn(T, T) -> T,
+) -> Result<Tensor> {
     let x = input.as_slice::<T>()?;
     let dims = input.dims();
     let n = dims[axis];
     let inner: usize = dims[axis + 1..].iter().product();
-    let identity = if PROD { T::ONE } else { T::ZERO };
-    let combine = |a: T, b: T| if PROD { a.mul(b) } else { a.add(b) };
     Tensor::build::<T>(input.shape().clone(), |out| {
         if out.is_empty() {
             return;
@@ -187,5 +226,49 @@ mod tests {
         assert_eq!(err.message, "ScanOp: axis must be a scalar, not [1]");
         let err = run1(&n, &[Tensor::scalar(1.0f32), Tensor::scalar(0i32)]).unwrap_err();
         assert_eq!(err.message, "ScanOp: Expected scan axis in the range [0, 0), but got 0");
+    }
+
+    #[test]
+    fn cumulative_logsumexp_keeps_tensorflow_s_infinity_and_nan_rules() {
+        let (inf, nan) = (f32::INFINITY, f32::NAN);
+        let run = |x: Vec<f32>, dims: Vec<usize>, exclusive, reverse, axis: i32| {
+            let t = Tensor::from_slice::<f32>(dims.as_slice(), &x).unwrap();
+            let out =
+                run1(&scan_node("CumulativeLogsumexp", DType::F32, exclusive, reverse), &[t, Tensor::scalar(axis)]);
+            out.unwrap().as_slice::<f32>().unwrap().to_vec()
+        };
+        let same = |got: Vec<f32>, want: &[f32]| {
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(want) {
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= 1e-6 * w.abs(),
+                    "{got:?} against {want:?}"
+                );
+            }
+        };
+        // TensorFlow 2.21's outputs.
+        let c = vec![1.0, -inf, 2.0, inf, -inf, -inf, -inf, 0.0, nan, 1.0];
+        same(
+            run(c.clone(), vec![2, 5], false, false, 1),
+            &[1.0, 1.0, 2.3132617, inf, inf, -inf, -inf, 0.0, std::f32::consts::LN_2, 1.5514448],
+        );
+        same(
+            run(c, vec![2, 5], true, true, -1),
+            &[inf, inf, inf, -inf, -inf, 1.8619947, 1.8619947, 1.6931472, 1.0, -inf],
+        );
+        same(run(vec![nan, 1.0, 2.0], vec![3], false, false, 0), &[-inf, 1.0, 2.3132617]);
+        same(run(vec![1.0, nan, 2.0], vec![3], false, false, 0), &[1.0, 1.6931472, 2.5514448]);
+        same(run(vec![inf, inf], vec![2], false, false, 0), &[inf, nan]);
+        same(run(vec![1000.0, 1000.0, -1000.0], vec![3], false, false, 0), &[1000.0, 1000.6932, 1000.6932]);
+        // Along the outer axis, whole rows at once.
+        same(
+            run(vec![0.0, 1.0, 0.0, 1.0], vec![2, 2], false, false, 0),
+            &[0.0, 1.0, std::f32::consts::LN_2, 1.0 + std::f32::consts::LN_2],
+        );
+        let ints = node("CumulativeLogsumexp").attr("T", ty(DType::I32));
+        let err = run1(&ints, &[Tensor::from_slice::<i32>([1], &[1]).unwrap(), Tensor::scalar(0i32)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CumulativeLogsumexp") && err.contains("int32"), "{err}");
     }
 }

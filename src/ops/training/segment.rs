@@ -10,7 +10,8 @@
 //!   row per id up to the last; a segment no row falls in holds 0 (1 for
 //!   the product).
 //! - `Unique`: the distinct elements of a vector in order of first
-//!   appearance, and each element's position among them.
+//!   appearance, and each element's position among them;
+//!   `UniqueWithCounts` also how often each occurs.
 //!
 //! Owns: these kernels and their signatures. Must not hold state.
 
@@ -37,7 +38,8 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("SegmentProd", sorted_segment_signature, build_sorted_segment::<ProdSeg, false>),
     OpDef::kernel("SegmentMax", sorted_segment_signature, build_sorted_segment::<MaxSeg, false>),
     OpDef::kernel("SegmentMin", sorted_segment_signature, build_sorted_segment::<MinSeg, false>),
-    OpDef::kernel("Unique", unique_signature, build_unique),
+    OpDef::kernel("Unique", unique_signature, build_unique::<false>),
+    OpDef::kernel("UniqueWithCounts", unique_signature, build_unique::<true>),
 ];
 
 // ---------------------------------------------------------------------------
@@ -292,8 +294,9 @@ fn sorted_segment<R: SegmentReducer, T: SegmentElement, const MEAN: bool>(ctx: &
 /// `[T] -> [T, out_idx]`.
 fn unique_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
-    let idx = attr_index_type_or(node, "out_idx", DType::I32)?;
-    Ok(OpSignature::new(vec![t], vec![t, ValueType::Tensor(idx)]))
+    let idx = ValueType::Tensor(attr_index_type_or(node, "out_idx", DType::I32)?);
+    let outputs = if node.op == "UniqueWithCounts" { vec![t, idx, idx] } else { vec![t, idx] };
+    Ok(OpSignature::new(vec![t], outputs))
 }
 
 /// An element as a hash key with TensorFlow's equality: `-0.0` equals
@@ -349,12 +352,12 @@ impl IndexOut for i64 {
     }
 }
 
-fn build_unique(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_unique<const COUNTS: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
     let wide = attr_index_type_or(init.node, "out_idx", DType::I32)? == DType::I64;
     macro_rules! pick {
         ($t:ty) => {
-            if wide { unique::<$t, i64> as ComputeFn } else { unique::<$t, i32> as ComputeFn }
+            if wide { unique::<$t, i64, COUNTS> as ComputeFn } else { unique::<$t, i32, COUNTS> as ComputeFn }
         };
     }
     let compute = match dtype {
@@ -368,7 +371,7 @@ fn build_unique(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     Ok(FnKernel::boxed(compute))
 }
 
-fn unique<T: UniqueKey, I: IndexOut>(ctx: &mut OpContext<'_>) -> Result<()> {
+fn unique<T: UniqueKey, I: IndexOut, const COUNTS: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
     let x = ctx.input(0)?;
     if x.rank() != 1 {
         bail!(invalid_argument, "unique expects a 1D vector.");
@@ -379,6 +382,7 @@ fn unique<T: UniqueKey, I: IndexOut>(ctx: &mut OpContext<'_>) -> Result<()> {
     }
     let mut first: HashMap<u64, usize> = HashMap::default();
     let mut distinct: Vec<T> = Vec::new();
+    let mut counts: Vec<usize> = Vec::new();
     let idx = Tensor::build::<I>(x.shape().clone(), |idx| {
         for (slot, &v) in idx.iter_mut().zip(values) {
             let position = match v.key() {
@@ -392,11 +396,20 @@ fn unique<T: UniqueKey, I: IndexOut>(ctx: &mut OpContext<'_>) -> Result<()> {
                 }
             };
             *slot = I::from_position(position);
+            if COUNTS {
+                if position == counts.len() {
+                    counts.push(0);
+                }
+                counts[position] += 1;
+            }
         }
     })?;
     let y = Tensor::from_slice::<T>([distinct.len()], &distinct)?;
     ctx.set_output(0, y);
     ctx.set_output(1, idx);
+    if COUNTS {
+        ctx.set_output(2, Tensor::from_map([counts.len()], &counts, I::from_position)?);
+    }
     Ok(())
 }
 
@@ -538,6 +551,12 @@ mod tests {
         let out = run(&wide, &[ids(&[3, 1, 3])]).unwrap();
         assert_eq!(out[0].as_slice::<i64>().unwrap(), &[3, 1]);
         assert_eq!(out[1].as_slice::<i64>().unwrap(), &[0, 1, 0]);
+        // TensorFlow 2.21: UniqueWithCounts([1, 2, 1, 3, 3, 3]).
+        let counted = node("UniqueWithCounts").attr("T", ty(DType::I64)).attr("out_idx", ty(DType::I64));
+        let out = run(&counted, &[ids(&[1, 2, 1, 3, 3, 3])]).unwrap();
+        assert_eq!(out[0].as_slice::<i64>().unwrap(), &[1, 2, 3]);
+        assert_eq!(out[1].as_slice::<i64>().unwrap(), &[0, 1, 0, 2, 2, 2]);
+        assert_eq!(out[2].as_slice::<i64>().unwrap(), &[2, 1, 3]);
         let bools = node("Unique").attr("T", ty(DType::Bool));
         let out = run(&bools, &[Tensor::from_slice::<bool>([3], &[true, false, true]).unwrap()]).unwrap();
         assert_eq!(out[0].as_slice::<bool>().unwrap(), &[true, false]);
