@@ -166,7 +166,8 @@ golden_remote!(
     ring_four_tasks,
     sequence_and_segment_ops,
     shapes,
-    special_and_counting_ops
+    special_and_counting_ops,
+    uint8_images
 );
 
 #[test]

@@ -201,6 +201,8 @@ pub mod proto {
         pub bool_val: Vec<bool>,
         #[prost(int32, repeated, tag = "13")]
         pub half_val: Vec<i32>,
+        #[prost(uint64, repeated, tag = "17")]
+        pub uint64_val: Vec<u64>,
     }
 }
 
@@ -213,6 +215,8 @@ fn data_type_of(tf: i32) -> DataType {
         9 => DataType::Tensor(DType::I64),
         10 => DataType::Tensor(DType::Bool),
         7 => DataType::Tensor(DType::String),
+        4 => DataType::Tensor(DType::U8),
+        23 => DataType::Tensor(DType::U64),
         20 => DataType::Resource,
         21 => DataType::Variant,
         other => DataType::Unsupported(other),
@@ -228,6 +232,8 @@ pub fn tf_number_of(dtype: DType) -> i32 {
         DType::I64 => 9,
         DType::Bool => 10,
         DType::String => 7,
+        DType::U8 => 4,
+        DType::U64 => 23,
     }
 }
 

@@ -5,8 +5,8 @@
 //!
 //! Every encoding TensorFlow reads is accepted: `tensor_content` (raw
 //! little-endian bytes; for strings varint lengths then bytes), or the
-//! typed value fields (`float_val`, `double_val`, `int_val`, `int64_val`,
-//! `bool_val`, `string_val`), where fewer values than elements repeat the
+//! typed value fields (`float_val`, `double_val`, `int_val` (uint8 too),
+//! `int64_val`, `bool_val`, `string_val`, `uint64_val`), where fewer values than elements repeat the
 //! last one and none means zeros.
 //!
 //! Owns: the conversion and its checks (dtype, shape, lengths), each error
@@ -29,6 +29,7 @@ pub(crate) struct TensorProtoFields<'a> {
     pub int64_val: &'a [i64],
     pub bool_val: &'a [bool],
     pub string_val: &'a [Vec<u8>],
+    pub uint64_val: &'a [u64],
 }
 
 /// The [`TensorProtoFields`] of a prost struct with TensorFlow's field
@@ -45,6 +46,7 @@ macro_rules! tensor_proto_fields {
             int64_val: &$proto.int64_val,
             bool_val: &$proto.bool_val,
             string_val: &$proto.string_val,
+            uint64_val: &$proto.uint64_val,
         }
     };
 }
@@ -91,6 +93,12 @@ pub(crate) fn tensor_of_fields(fields: &TensorProtoFields<'_>, what: &str) -> Re
         DType::I32 => from_values(shape, fields.int_val, "int_val", what),
         DType::I64 => from_values(shape, fields.int64_val, "int64_val", what),
         DType::Bool => from_values(shape, fields.bool_val, "bool_val", what),
+        // uint8 values travel in int_val, as TensorFlow writes them.
+        DType::U8 => {
+            let values: Vec<u8> = fields.int_val.iter().map(|&v| v as u8).collect();
+            from_values(shape, &values, "int_val", what)
+        }
+        DType::U64 => from_values(shape, fields.uint64_val, "uint64_val", what),
         DType::String => unreachable!("string tensors returned above"),
     }
 }
@@ -104,6 +112,8 @@ fn dtype_of(number: i32, what: &str) -> Result<DType> {
         9 => Ok(DType::I64),
         10 => Ok(DType::Bool),
         7 => Ok(DType::String),
+        4 => Ok(DType::U8),
+        23 => Ok(DType::U64),
         19 => Err(Status::unimplemented(format!("{what}: half (float16) tensors are not supported"))),
         other => Err(Status::unimplemented(format!("{what}: TensorFlow DataType {other} is not supported"))),
     }

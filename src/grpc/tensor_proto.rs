@@ -70,6 +70,16 @@ mod tests {
         assert!(tensor_from_proto(&proto, "x").unwrap().scalar_value::<bool>().unwrap());
         let proto = TensorProto { dtype: 2, tensor_shape: shaped(&[1]), double_val: vec![0.25], ..Default::default() };
         assert_eq!(tensor_from_proto(&proto, "x").unwrap().as_slice::<f64>().unwrap(), &[0.25]);
+        // uint8 rides in int_val (DT_UINT8 = 4), uint64 in uint64_val (DT_UINT64 = 23).
+        let proto = TensorProto { dtype: 4, tensor_shape: shaped(&[3]), int_val: vec![7, 255], ..Default::default() };
+        assert_eq!(tensor_from_proto(&proto, "x").unwrap().as_slice::<u8>().unwrap(), &[7, 255, 255]);
+        let proto =
+            TensorProto { dtype: 23, tensor_shape: shaped(&[1]), uint64_val: vec![u64::MAX], ..Default::default() };
+        assert_eq!(tensor_from_proto(&proto, "x").unwrap().as_slice::<u64>().unwrap(), &[u64::MAX]);
+        let bytes = Tensor::from_slice([2], &[3u8, 250]).unwrap();
+        let proto = tensor_to_proto(&bytes).unwrap();
+        assert_eq!(proto.dtype, 4);
+        assert!(tensor_from_proto(&proto, "b").unwrap().bit_eq(&bytes));
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn build_resize(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         );
     }
     let dtype = node.attr_dtype("T")?;
-    if !matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64) {
+    if !matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8) {
         bail!(invalid_argument, "node '{}' ({}): dtype {dtype} is not supported", node.name, node.op);
     }
     Ok(Box::new(Resize { bilinear: node.op == "ResizeBilinear", align_corners, half_pixel_centers }))
@@ -100,6 +100,7 @@ pub(super) fn pixels_as_f32<'a>(images: &'a Tensor, op: &str) -> Result<std::bor
         DType::F64 => images.as_slice::<f64>()?.iter().map(|&v| v as f32).collect(),
         DType::I32 => images.as_slice::<i32>()?.iter().map(|&v| v as f32).collect(),
         DType::I64 => images.as_slice::<i64>()?.iter().map(|&v| v as f32).collect(),
+        DType::U8 => images.as_slice::<u8>()?.iter().map(|&v| v as f32).collect(),
         other => bail!(invalid_argument, "{op} does not support {other}"),
     })
 }
@@ -161,6 +162,7 @@ impl OpKernel for Resize {
                 DType::F64 => self.bilinear::<f64>(images, dims, |v| v as f32)?,
                 DType::I32 => self.bilinear::<i32>(images, dims, |v| v as f32)?,
                 DType::I64 => self.bilinear::<i64>(images, dims, |v| v as f32)?,
+                DType::U8 => self.bilinear::<u8>(images, dims, |v| v as f32)?,
                 other => return Err(Status::invalid_argument(format!("ResizeBilinear does not support {other}"))),
             }
         } else {

@@ -123,6 +123,8 @@ fn element_strings(tensor: &Tensor, limit: usize) -> Result<Vec<String>> {
         DType::F64 => tensor.as_slice::<f64>()?[..n].iter().map(|&x| format_f64(x)).collect(),
         DType::I32 => tensor.as_slice::<i32>()?[..n].iter().map(i32::to_string).collect(),
         DType::I64 => tensor.as_slice::<i64>()?[..n].iter().map(i64::to_string).collect(),
+        DType::U8 => tensor.as_slice::<u8>()?[..n].iter().map(u8::to_string).collect(),
+        DType::U64 => tensor.as_slice::<u64>()?[..n].iter().map(u64::to_string).collect(),
         DType::Bool => tensor.as_slice::<bool>()?[..n].iter().map(|&b| if b { "1" } else { "0" }.to_string()).collect(),
         DType::String => tensor.strings()?.iter().take(n).map(c_escape).collect(),
     })

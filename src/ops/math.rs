@@ -115,6 +115,7 @@ pub const DEFS: &[OpDef] = &[
     // N-ary and selection.
     OpDef::kernel("AddN", add_n_signature, build_add_n),
     OpDef::kernel("Select", select_signature, build_select),
+    OpDef::kernel("ClipByValue", clip_signature, build_clip),
     OpDef::kernel("SelectV2", select_signature, build_select_v2),
 ];
 
@@ -202,7 +203,9 @@ where
         DType::F64 => compute_unary::<f64, Op>,
         DType::I32 => compute_unary::<i32, Op>,
         DType::I64 => compute_unary::<i64, Op>,
-        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+            return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+        }
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -444,7 +447,9 @@ fn pick_binary<Op: RealBinary>(node: &NodeSpec, allowed: &[DType]) -> Result<Box
         DType::F64 => compute_binary::<f64, Op>,
         DType::I32 => compute_binary::<i32, Op>,
         DType::I64 => compute_binary::<i64, Op>,
-        DType::Bool | DType::String => return Err(unsupported_dtype(&node.op, dtype, allowed)),
+        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+            return Err(unsupported_dtype(&node.op, dtype, allowed));
+        }
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -595,8 +600,11 @@ fn pick_compare<C: Compare>(node: &NodeSpec, allowed: &[DType]) -> Result<Comput
     Ok(crate::dispatch_dtype!(dtype, T => compute_compare::<T, C> as ComputeFn))
 }
 
+/// The ordered dtypes: TensorFlow compares its unsigned types too.
+const ORDERED: &[DType] = &[DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::U64];
+
 fn build_compare<C: Compare>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(FnKernel::boxed(pick_compare::<C>(init.node, REAL)?))
+    Ok(FnKernel::boxed(pick_compare::<C>(init.node, ORDERED)?))
 }
 
 /// Equal/NotEqual: also defined on bool, and with
@@ -753,7 +761,9 @@ fn build_add_n(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::F64 => compute_add_n::<f64>,
         DType::I32 => compute_add_n::<i32>,
         DType::I64 => compute_add_n::<i64>,
-        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+            return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+        }
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -819,6 +829,52 @@ fn compute_select<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
             }
         })?
     };
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+/// `[T, T, T] -> [T]`.
+fn clip_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("T")?);
+    Ok(OpSignature::new(vec![t, t, t], vec![t]))
+}
+
+fn build_clip(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let compute: ComputeFn = match dtype {
+        DType::F32 => compute_clip::<f32>,
+        DType::F64 => compute_clip::<f64>,
+        DType::I32 => compute_clip::<i32>,
+        DType::I64 => compute_clip::<i64>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+    };
+    Ok(FnKernel::boxed(compute))
+}
+
+/// `ClipByValue`: TensorFlow's `min(t, max)` then `max(·, min)`, with
+/// plain comparisons (a NaN element stays NaN; with min > max every
+/// element becomes min). The bounds are scalars or shaped as `t`.
+fn compute_clip<T: Num>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let (t, lo, hi) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+    for (bound, name) in [(lo, "clip_value_min"), (hi, "clip_value_max")] {
+        if !(bound.shape().is_scalar() || bound.shape() == t.shape()) {
+            bail!(
+                invalid_argument,
+                "{name} must be either a scalar or have the same shape as t: t {}, {name} {}",
+                t.shape(),
+                bound.shape()
+            );
+        }
+    }
+    let (x, lo, hi) = (t.as_slice::<T>()?, lo.as_slice::<T>()?, hi.as_slice::<T>()?);
+    let at = |v: &[T], i: usize| if v.len() == 1 { v[0] } else { v[i] };
+    let out = Tensor::build::<T>(t.shape().clone(), |out| {
+        for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+            let (l, h) = (at(lo, i), at(hi, i));
+            let upper = if h < v { h } else { v };
+            *o = if upper < l { l } else { upper };
+        }
+    })?;
     ctx.set_output(0, out);
     Ok(())
 }
@@ -1288,5 +1344,23 @@ mod tests {
             run1(&op("SelectV2", DType::F32), &[cond, f32s(&[1, 3], &[1., 2., 3.]), Tensor::scalar(0.0f32)]).unwrap();
         assert_eq!(out.dims(), &[2, 3]);
         assert_eq!(out.as_slice::<f32>().unwrap(), &[1., 2., 3., 0., 0., 0.]);
+    }
+
+    #[test]
+    fn clip_by_value_takes_scalar_or_elementwise_bounds() {
+        let x = Tensor::from_slice::<f32>([5], &[-2.0, 0.5, 3.0, f32::NAN, 1.0]).unwrap();
+        let clip = crate::ops::testing::node("ClipByValue").attr("T", crate::ops::testing::ty(DType::F32));
+        let run = |lo: Tensor, hi: Tensor| crate::ops::testing::run1(&clip, &[x.clone(), lo, hi]);
+        let out = run(Tensor::scalar(0f32), Tensor::scalar(1f32)).unwrap();
+        let v = out.as_slice::<f32>().unwrap();
+        assert_eq!(&v[..3], &[0.0, 0.5, 1.0]);
+        assert!(v[3].is_nan());
+        let lo = Tensor::from_slice::<f32>([5], &[-3.0, 1.0, 0.0, 0.0, 2.0]).unwrap();
+        let out = run(lo, Tensor::scalar(1.5f32)).unwrap();
+        // The last bound pair is min 2 > max 1.5: min wins, as in TensorFlow.
+        assert_eq!(out.as_slice::<f32>().unwrap()[..3], [-2.0, 1.0, 1.5]);
+        assert_eq!(out.as_slice::<f32>().unwrap()[4], 2.0);
+        let err = run(Tensor::from_slice::<f32>([2], &[0.0, 1.0]).unwrap(), Tensor::scalar(1f32)).unwrap_err();
+        assert!(err.message.contains("clip_value_min must be either a scalar"), "{}", err.message);
     }
 }

@@ -437,8 +437,10 @@ macro_rules! cast_as {
 cast_as! {
     f32 => f32, f64;
     f64 => f32, f64;
-    i32 => f32, f64, i32, i64;
-    i64 => f32, f64, i32, i64;
+    i32 => f32, f64, i32, i64, u8, u64;
+    i64 => f32, f64, i32, i64, u8, u64;
+    u8 => f32, f64, i32, i64, u8, u64;
+    u64 => f32, f64, i32, i64, u8, u64;
 }
 
 macro_rules! cast_float_to_int {
@@ -461,6 +463,42 @@ cast_float_to_int!(f32 => i64);
 cast_float_to_int!(f64 => i32);
 cast_float_to_int!(f64 => i64);
 
+/// Float to uint8 as TensorFlow's vectorised x86 cast converts: truncated
+/// to int32 (out of range and NaN giving int32's minimum), then saturated
+/// to [0, 255]: -1.5 gives 0, 300.0 gives 255, 1e10, ±inf and NaN give 0.
+/// (TensorFlow converts the last `len % 32` elements of a tensor one at a
+/// time, wrapping instead of saturating; out-of-range values are undefined
+/// in C++, and ringflow saturates everywhere.)
+macro_rules! cast_float_to_u8 {
+    ($from:ty) => {
+        impl CastTo<u8> for $from {
+            #[inline(always)]
+            fn cast_to(self) -> u8 {
+                CastTo::<i32>::cast_to(self).clamp(0, 255) as u8
+            }
+        }
+    };
+}
+
+/// Float to uint64 as TensorFlow converts (one element at a time): through
+/// int64 (out of range and NaN giving its minimum), then wrapped: -1.5
+/// gives 2^64 - 1, NaN and ±inf 2^63.
+macro_rules! cast_float_to_u64 {
+    ($from:ty) => {
+        impl CastTo<u64> for $from {
+            #[inline(always)]
+            fn cast_to(self) -> u64 {
+                CastTo::<i64>::cast_to(self) as u64
+            }
+        }
+    };
+}
+
+cast_float_to_u8!(f32);
+cast_float_to_u8!(f64);
+cast_float_to_u64!(f32);
+cast_float_to_u64!(f64);
+
 macro_rules! cast_bool {
     ($($t:ty: $zero:expr, $one:expr);+) => {
         $(
@@ -480,7 +518,7 @@ macro_rules! cast_bool {
     };
 }
 
-cast_bool!(f32: 0.0, 1.0; f64: 0.0, 1.0; i32: 0, 1; i64: 0, 1);
+cast_bool!(f32: 0.0, 1.0; f64: 0.0, 1.0; i32: 0, 1; i64: 0, 1; u8: 0, 1; u64: 0, 1);
 
 impl CastTo<bool> for bool {
     #[inline(always)]
@@ -492,6 +530,22 @@ impl CastTo<bool> for bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unsigned_casts_wrap_as_tensorflow_s_do() {
+        // TensorFlow 2.21: tf.cast of these floats to uint8 (in a tensor of
+        // 32 or more, where it saturates) and to uint64.
+        let floats = [-1.5f32, -0.5, 0.7, 255.9, 256.0, 300.0, 1e10, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
+        let bytes: Vec<u8> = floats.iter().map(|&f| f.cast_to()).collect();
+        assert_eq!(bytes, [0, 0, 0, 255, 255, 255, 0, 0, 0, 0]);
+        let wide: Vec<u64> = floats.iter().map(|&f| f.cast_to()).collect();
+        assert_eq!(wide, [u64::MAX, 0, 0, 255, 256, 300, 10_000_000_000, 1 << 63, 1 << 63, 1 << 63]);
+        assert_eq!([-1i32, 256, 70000].map(CastTo::<u8>::cast_to), [255, 0, 112]);
+        assert_eq!(CastTo::<u64>::cast_to(-1i64), u64::MAX);
+        assert_eq!(CastTo::<i64>::cast_to(u64::MAX), -1);
+        assert_eq!(CastTo::<f32>::cast_to(u64::MAX), 1.8446744e19);
+        assert_eq!([0u8, 3].map(CastTo::<bool>::cast_to), [false, true]);
+    }
 
     #[test]
     fn integer_division_flavours_follow_tf() {

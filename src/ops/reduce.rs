@@ -385,7 +385,9 @@ where
         DType::F64 => reduce::<f64, R>,
         DType::I32 => reduce::<i32, R>,
         DType::I64 => reduce::<i64, R>,
-        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+            return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+        }
     };
     Ok(Box::new(ReduceKernel { compute, keep_dims }))
 }

@@ -610,6 +610,7 @@ mod tests {
             rows.push((op, t(op).attr("Tindices", ty(DType::I64)), vec![F, I64, I32], vec![F]));
         }
         rows.push(("Unique", t("Unique"), vec![F], vec![F, I32]));
+        rows.push(("ClipByValue", t("ClipByValue"), vec![F, F, F], vec![F]));
         rows.push(("UniqueWithCounts", t("UniqueWithCounts"), vec![F], vec![F, I32, I32]));
         rows.push(("Bincount", t("Bincount"), vec![I32, I32, F], vec![F]));
         rows.push(("DenseBincount", t("DenseBincount").attr("Tidx", ty(DType::I64)), vec![I64, I64, F], vec![F]));

@@ -835,7 +835,7 @@ fn forward(ctx: &mut OpContext<'_>) -> Result<()> {
 /// The conversion function from `S` to `dst`, a numeric dtype.
 fn cast_from<S>(dst: DType) -> Result<ComputeFn>
 where
-    S: Element + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool>,
+    S: Element + CastTo<f32> + CastTo<f64> + CastTo<i32> + CastTo<i64> + CastTo<bool> + CastTo<u8> + CastTo<u64>,
 {
     Ok(dispatch_dtype!(dst, D => cast_values::<S, D> as ComputeFn))
 }

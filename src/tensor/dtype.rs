@@ -22,15 +22,21 @@ pub enum DType {
     Bool = 5,
     /// Byte strings of any length (TensorFlow's `tf.string`).
     String = 6,
+    /// Unsigned bytes (`tf.uint8`: decoded images).
+    U8 = 7,
+    /// `tf.uint64` (stateless random keys and counters, hashes).
+    U64 = 8,
 }
 
 impl DType {
     /// Every dtype, string included.
-    pub const ALL: [DType; 6] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::String];
+    pub const ALL: [DType; 8] =
+        [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::String, DType::U8, DType::U64];
 
     /// The dtypes with a fixed-width [`Element`] type: what numeric kernels
     /// and [`dispatch_dtype!`](crate::dispatch_dtype) compute with.
-    pub const NUMERIC: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool];
+    pub const NUMERIC: [DType; 7] =
+        [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::U8, DType::U64];
 
     /// Bytes per element; `None` for string, whose elements vary in length
     /// (a string tensor's byte length comes from its contents, see
@@ -38,8 +44,8 @@ impl DType {
     pub const fn size(self) -> Option<usize> {
         match self {
             DType::F32 | DType::I32 => Some(4),
-            DType::F64 | DType::I64 => Some(8),
-            DType::Bool => Some(1),
+            DType::F64 | DType::I64 | DType::U64 => Some(8),
+            DType::Bool | DType::U8 => Some(1),
             DType::String => None,
         }
     }
@@ -52,6 +58,8 @@ impl DType {
             DType::I64 => "int64",
             DType::Bool => "bool",
             DType::String => "string",
+            DType::U8 => "uint8",
+            DType::U64 => "uint64",
         }
     }
 
@@ -59,8 +67,14 @@ impl DType {
         matches!(self, DType::F32 | DType::F64)
     }
 
+    /// int32 or int64: the signed integers, which is what TensorFlow's
+    /// index-type attributes (`Tidx`, `Tindices`, `out_type`) allow.
     pub fn is_integer(self) -> bool {
         matches!(self, DType::I32 | DType::I64)
+    }
+
+    pub fn is_unsigned(self) -> bool {
+        matches!(self, DType::U8 | DType::U64)
     }
 
     /// The one-byte code used on the wire.
@@ -82,6 +96,8 @@ impl DType {
             DType::I64 => Some("<i8"),
             DType::Bool => Some("|b1"),
             DType::String => None,
+            DType::U8 => Some("|u1"),
+            DType::U64 => Some("<u8"),
         }
     }
 }
@@ -99,6 +115,8 @@ mod sealed {
     impl Sealed for i32 {}
     impl Sealed for i64 {}
     impl Sealed for bool {}
+    impl Sealed for u8 {}
+    impl Sealed for u64 {}
 }
 
 /// A Rust scalar type that is the element type of some [`DType`].
@@ -146,6 +164,19 @@ impl Element for bool {
     const DTYPE: DType = DType::Bool;
 }
 
+impl Element for u8 {
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    const DTYPE: DType = DType::U8;
+}
+impl Element for u64 {
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    const DTYPE: DType = DType::U64;
+}
+
 /// The error [`dispatch_dtype!`](crate::dispatch_dtype) returns for a string tensor.
 pub fn string_not_computed() -> crate::error::Status {
     crate::error::Status::invalid_argument(
@@ -183,6 +214,14 @@ macro_rules! dispatch_dtype {
             }
             $crate::tensor::DType::Bool => {
                 type $T = bool;
+                $body
+            }
+            $crate::tensor::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::tensor::DType::U64 => {
+                type $T = u64;
                 $body
             }
         }

@@ -468,6 +468,8 @@ impl Tensor {
             DType::I32 => convert::<i32>(self),
             DType::I64 => convert::<i64>(self),
             DType::Bool => convert::<bool>(self),
+            DType::U8 => convert::<u8>(self),
+            DType::U64 => convert::<u64>(self),
             DType::String => vec![f64::NAN; self.num_elements()],
         }
     }
@@ -483,6 +485,8 @@ impl Tensor {
             DType::I32 => texts::<i32>(self),
             DType::I64 => texts::<i64>(self),
             DType::Bool => texts::<bool>(self),
+            DType::U8 => texts::<u8>(self),
+            DType::U64 => texts::<u64>(self),
             DType::String => Strings::over_checked(self.as_bytes(), self.num_elements())
                 .iter()
                 .map(|s| {

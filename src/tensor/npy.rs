@@ -33,6 +33,8 @@ fn kind_of_descr(descr: &str) -> Option<NpyKind> {
         "i4" => Some(NpyKind::Fixed(DType::I32)),
         "i8" => Some(NpyKind::Fixed(DType::I64)),
         "b1" => Some(NpyKind::Fixed(DType::Bool)),
+        "u1" => Some(NpyKind::Fixed(DType::U8)),
+        "u8" => Some(NpyKind::Fixed(DType::U64)),
         _ if sized('S') || sized('a') => Some(NpyKind::Bytes),
         _ if sized('U') => Some(NpyKind::Unicode),
         _ => None,

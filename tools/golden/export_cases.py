@@ -95,6 +95,9 @@ Frozen tf.functions:
                    ResizeArea (down, up), ExtractImagePatches (VALID; SAME with
                    rates), MaxPoolWithArgmax (ties, batch in the index),
                    Dilation2D and erosion2d.
+  uint8_images     a fed uint8 image through Cast (both ways, saturating), resizing
+                   (bilinear, nearest, bicubic), flips, crops, Transpose, ConcatV2,
+                   GatherV2, Equal and Unique on uint8.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
                    diagonal, trace, transpose, outer, attention scores, sum-out.
   nn_ops           tf.nn ops keras 3 does not emit: FusedBatchNormV3 (inference),
@@ -748,6 +751,42 @@ def case_image_resampling_ops(out_dir):
                   "image and reversed filter)")
 
 
+def case_uint8_images(out_dir):
+    @tf.function
+    def f(image):
+        outs = {}
+        scaled = tf.image.convert_image_dtype(image, tf.float32)
+        outs["as_float"] = scaled
+        outs["rescaled"] = tf.cast(image, tf.float32) * (1.0 / 127.5) - 1.0
+        outs["resized_bilinear"] = tf.image.resize(image, [5, 6])
+        outs["resized_nearest"] = tf.image.resize(image, [11, 3], method="nearest")
+        outs["resized_bicubic"] = tf.image.resize(image, [4, 4], method="bicubic")
+        outs["flipped"] = tf.image.flip_left_right(image)
+        outs["cropped"] = tf.image.central_crop(image, 0.5)
+        outs["transposed"] = tf.transpose(image, [0, 3, 1, 2])
+        outs["stacked"] = tf.concat([image, tf.reverse(image, [1])], axis=-1)
+        outs["gathered"] = tf.gather(tf.reshape(image, [-1]), [0, 5, 9, 400])
+        outs["bright"] = tf.cast(image, tf.int32) > 200
+        outs["equal"] = tf.equal(image, tf.constant(7, tf.uint8))
+        outs["back_to_uint8"] = tf.image.convert_image_dtype(scaled * 0.5 + 0.3, tf.uint8, saturate=True)
+        # 384 elements, a multiple of TensorFlow's 32-wide vector cast, which saturates; its scalar tail
+        # (the last len % 32 elements) wraps instead, and ringflow saturates throughout.
+        outs["saturated"] = tf.cast(tf.cast(image[:, :, :8], tf.float32) * 3.0 - 100.0, tf.uint8)
+        outs["unique"] = tf.unique(tf.reshape(image[0, :2, :2, 0], [-1]))[0]
+        return outs
+
+    specs = [tf.TensorSpec([2, 8, 9, 3], tf.uint8, name="image")]
+    rng = np.random.default_rng(23)
+    image = rng.integers(0, 256, [2, 8, 9, 3]).astype(np.uint8)
+    image[0, 0, 0, 0] = 7
+    function_case(out_dir, "uint8_images", f, specs, [[image]],
+                  "frozen tf.function on a fed uint8 [2,8,9,3] image, as image models take one: "
+                  "convert_image_dtype both ways (Cast, saturating clip), Keras-style rescaling, ResizeBilinear, "
+                  "ResizeNearestNeighbor (uint8 out) and ResizeBicubic on uint8, flip, central crop, Transpose, "
+                  "ConcatV2, ReverseV2, GatherV2, Greater on int32, Equal on uint8, a float-to-uint8 Cast that "
+                  "saturates (negative and past 255), Unique on uint8")
+
+
 def case_detection_ops(out_dir):
     @tf.function
     def f(image, boxes, scores):
@@ -1331,7 +1370,8 @@ CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if na
 ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
-         "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops", "einsum_ops", "nn_ops",
+         "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
+         "uint8_images", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

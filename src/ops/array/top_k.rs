@@ -77,7 +77,9 @@ fn build_top_k(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         (DType::F64, true) => top_k::<f64, i64>,
         (DType::I32, true) => top_k::<i32, i64>,
         (DType::I64, true) => top_k::<i64, i64>,
-        (DType::Bool | DType::String, _) => return Err(unsupported_dtype("TopKV2", dtype, REAL)),
+        (DType::Bool | DType::String | DType::U8 | DType::U64, _) => {
+            return Err(unsupported_dtype("TopKV2", dtype, REAL));
+        }
     };
     Ok(Box::new(TopKKernel { top_k }))
 }

@@ -51,7 +51,7 @@ fn build_cubic_area(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         );
     }
     let dtype = node.attr_dtype("T")?;
-    if !matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64) {
+    if !matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8) {
         bail!(invalid_argument, "node '{}' ({}): dtype {dtype} is not supported", node.name, node.op);
     }
     Ok(Box::new(CubicOrArea { bicubic: node.op == "ResizeBicubic", align_corners, half_pixel_centers }))

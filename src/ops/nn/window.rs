@@ -411,6 +411,8 @@ pub(crate) mod testing {
             DType::I32 => Tensor::from_slice::<i32>(dims, &v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
             DType::I64 => Tensor::from_slice::<i64>(dims, &v.iter().map(|&x| x as i64).collect::<Vec<_>>()),
             DType::Bool => Tensor::from_slice::<bool>(dims, &v.iter().map(|&x| x != 0.0).collect::<Vec<_>>()),
+            DType::U8 => Tensor::from_slice::<u8>(dims, &v.iter().map(|&x| x as u8).collect::<Vec<_>>()),
+            DType::U64 => Tensor::from_slice::<u64>(dims, &v.iter().map(|&x| x as u64).collect::<Vec<_>>()),
             DType::String => panic!("no string test tensors"),
         }
         .unwrap()

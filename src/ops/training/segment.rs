@@ -144,7 +144,9 @@ fn build_segment<R: SegmentReducer>(init: &KernelInit<'_>) -> Result<Box<dyn OpK
         DType::F64 => segment::<R, f64>,
         DType::I32 => segment::<R, i32>,
         DType::I64 => segment::<R, i64>,
-        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+            return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+        }
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -219,7 +221,9 @@ fn build_sorted_segment<R: SegmentReducer, const MEAN: bool>(init: &KernelInit<'
         DType::F64 => sorted_segment::<R, f64, MEAN>,
         DType::I32 => sorted_segment::<R, i32, MEAN>,
         DType::I64 => sorted_segment::<R, i64, MEAN>,
-        DType::Bool | DType::String => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+            return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+        }
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -329,6 +333,18 @@ impl UniqueKey for i64 {
     }
 }
 
+impl UniqueKey for u8 {
+    fn key(self) -> Option<u64> {
+        Some(self as u64)
+    }
+}
+
+impl UniqueKey for u64 {
+    fn key(self) -> Option<u64> {
+        Some(self)
+    }
+}
+
 impl UniqueKey for bool {
     fn key(self) -> Option<u64> {
         Some(self as u64)
@@ -366,6 +382,8 @@ fn build_unique<const COUNTS: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpK
         DType::I32 => pick!(i32),
         DType::I64 => pick!(i64),
         DType::Bool => pick!(bool),
+        DType::U8 => pick!(u8),
+        DType::U64 => pick!(u64),
         DType::String => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
     };
     Ok(FnKernel::boxed(compute))
