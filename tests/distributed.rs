@@ -167,6 +167,7 @@ golden_remote!(
     sequence_and_segment_ops,
     shapes,
     special_and_counting_ops,
+    stateless_random_ops,
     uint8_images
 );
 

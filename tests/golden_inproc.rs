@@ -56,6 +56,7 @@ golden!(
     sequence_and_segment_ops,
     shapes,
     special_and_counting_ops,
+    stateless_random_ops,
     uint8_images,
     while_v1,
     while_v2,

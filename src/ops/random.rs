@@ -7,7 +7,10 @@
 //! output on every run (so run N of a kernel draws what TensorFlow's draws),
 //! and its float conversions (Box-Muller, the truncation at 2). Must not
 //! share a generator between kernels: each node keeps its own, as in
-//! TensorFlow.
+//! TensorFlow. The stateless ops, which derive their generator from a seed
+//! on every run, are in [`stateless`].
+
+pub mod stateless;
 
 use crate::bail;
 use crate::error::Result;
@@ -37,6 +40,17 @@ impl Philox {
             counter: [0, 0, seed_hi as u32, (seed_hi >> 32) as u32],
             key: [seed_lo as u32, (seed_lo >> 32) as u32],
         }
+    }
+
+    /// A generator at `counter` under `key`, as TensorFlow's
+    /// `PhiloxRandom(counter, key)`.
+    pub fn from_parts(key: [u32; 2], counter: [u32; 4]) -> Philox {
+        Philox { counter, key }
+    }
+
+    /// The key and the counter.
+    pub fn parts(&self) -> ([u32; 2], [u32; 4]) {
+        (self.key, self.counter)
     }
 
     /// Moves the counter `count` 128-bit samples on.

@@ -126,6 +126,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::patches::DEFS,
             super::nn::pool_grad::DEFS,
             super::random::DEFS,
+            super::random::stateless::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
             super::training::grad::DEFS,
@@ -611,6 +612,34 @@ mod tests {
         }
         rows.push(("Unique", t("Unique"), vec![F], vec![F, I32]));
         rows.push(("ClipByValue", t("ClipByValue"), vec![F, F, F], vec![F]));
+        let u64s = ValueType::Tensor(DType::U64);
+        for op in ["StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal"] {
+            rows.push((op, dtype(op).attr("T", ty(DType::I32)).attr("Tseed", ty(DType::I64)), vec![I32, I64], vec![F]));
+        }
+        rows.push((
+            "StatelessRandomGetKeyCounter",
+            t("StatelessRandomGetKeyCounter").attr("Tseed", ty(DType::I32)),
+            vec![I32],
+            vec![u64s, u64s],
+        ));
+        rows.push((
+            "StatelessRandomGetKeyCounterAlg",
+            NodeSpec::new("n", "StatelessRandomGetKeyCounterAlg"),
+            vec![I64],
+            vec![u64s, u64s, I32],
+        ));
+        rows.push(("StatelessRandomGetAlg", NodeSpec::new("n", "StatelessRandomGetAlg"), vec![], vec![I32]));
+        for op in ["StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessTruncatedNormalV2"] {
+            rows.push((op, dtype(op), vec![I32, u64s, u64s, I32], vec![F]));
+        }
+        rows.push((
+            "StatelessRandomUniformIntV2",
+            NodeSpec::new("n", "StatelessRandomUniformIntV2")
+                .attr("dtype", ty(DType::I64))
+                .attr("Tshape", ty(DType::I64)),
+            vec![I64, u64s, u64s, I32, I64, I64],
+            vec![I64],
+        ));
         rows.push(("UniqueWithCounts", t("UniqueWithCounts"), vec![F], vec![F, I32, I32]));
         rows.push(("Bincount", t("Bincount"), vec![I32, I32, F], vec![F]));
         rows.push(("DenseBincount", t("DenseBincount").attr("Tidx", ty(DType::I64)), vec![I64, I64, F], vec![F]));

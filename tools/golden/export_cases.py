@@ -98,6 +98,10 @@ Frozen tf.functions:
   uint8_images     a fed uint8 image through Cast (both ways, saturating), resizing
                    (bilinear, nearest, bicubic), flips, crops, Transpose, ConcatV2,
                    GatherV2, Equal and Unique on uint8.
+  stateless_random_ops  tf.random.stateless_* (uniform float and int, normal,
+                   truncated normal; key/counter V2 ops and the v1 ops),
+                   stateless_dropout (Keras 3 Dropout in training),
+                   tf.image.stateless_random_* on fed seeds.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
                    diagonal, trace, transpose, outer, attention scores, sum-out.
   nn_ops           tf.nn ops keras 3 does not emit: FusedBatchNormV3 (inference),
@@ -787,6 +791,39 @@ def case_uint8_images(out_dir):
                   "saturates (negative and past 255), Unique on uint8")
 
 
+def case_stateless_random_ops(out_dir):
+    @tf.function
+    def f(x, seed, image):
+        outs = {}
+        outs["uniform"] = tf.random.stateless_uniform([3, 7], seed)
+        outs["uniform_f64_range"] = tf.random.stateless_uniform([5], seed, minval=-2.0, maxval=3.0, dtype=tf.float64)
+        outs["uniform_int"] = tf.random.stateless_uniform([9], seed, minval=-4, maxval=11, dtype=tf.int32)
+        outs["uniform_int64"] = tf.random.stateless_uniform([3], seed, minval=0, maxval=2**40, dtype=tf.int64)
+        outs["normal"] = tf.random.stateless_normal([2, 5], seed, mean=1.0, stddev=2.0)
+        outs["truncated_normal"] = tf.random.stateless_truncated_normal([4, 3], seed)
+        outs["v1_uniform"] = tf.raw_ops.StatelessRandomUniform(shape=[6], seed=seed, dtype=tf.float32)
+        outs["v1_normal"] = tf.raw_ops.StatelessRandomNormal(shape=[2, 2], seed=seed, dtype=tf.float64)
+        outs["v1_truncated_normal"] = tf.raw_ops.StatelessTruncatedNormal(shape=[5], seed=seed, dtype=tf.float32)
+        # What Keras 3's Dropout(training=True) runs on TensorFlow, its seed drawn from a variable.
+        outs["stateless_dropout"] = tf.nn.experimental.stateless_dropout(x, 0.4, seed)
+        outs["stateless_flip"] = tf.image.stateless_random_flip_left_right(image, seed)
+        outs["stateless_crop"] = tf.image.stateless_random_crop(image, [2, 4, 5, 3], seed)
+        outs["stateless_brightness"] = tf.image.stateless_random_brightness(image, 0.3, seed)
+        return outs
+
+    specs = [tf.TensorSpec([4, 6], tf.float32, name="x"), tf.TensorSpec([2], tf.int32, name="seed"),
+             tf.TensorSpec([2, 6, 7, 3], tf.float32, name="image")]
+    rng = np.random.default_rng(24)
+    feeds = [[rng.standard_normal([4, 6]).astype(np.float32), np.array(s, np.int32),
+              rng.uniform(0.0, 1.0, [2, 6, 7, 3]).astype(np.float32)] for s in ([1, 2], [-7, 123456])]
+    function_case(out_dir, "stateless_random_ops", f, specs, feeds,
+                  "frozen tf.function of stateless random draws from a fed seed (two steps, seeds [1, 2] and "
+                  "[-7, 123456]): StatelessRandomGetKeyCounter with StatelessRandomUniformV2 (float32, float64 in "
+                  "a range), StatelessRandomUniformIntV2 (int32, int64), StatelessRandomNormalV2, "
+                  "StatelessTruncatedNormalV2, the v1 StatelessRandomUniform/Normal/TruncatedNormal, "
+                  "tf.nn.experimental.stateless_dropout (Keras 3's Dropout in training on TensorFlow), and tf.image.stateless_random_flip_left_right, _crop and _brightness")
+
+
 def case_detection_ops(out_dir):
     @tf.function
     def f(image, boxes, scores):
@@ -1371,7 +1408,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
-         "uint8_images", "einsum_ops", "nn_ops",
+         "uint8_images", "stateless_random_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]
