@@ -168,7 +168,8 @@ golden_remote!(
     shapes,
     special_and_counting_ops,
     stateless_random_ops,
-    uint8_images
+    uint8_images,
+    audio_spectrogram_ops
 );
 
 #[test]

@@ -25,6 +25,7 @@ macro_rules! golden {
 golden!(
     add_scalar,
     array_ops,
+    audio_spectrogram_ops,
     broadcast_reduce,
     color_and_lrn_ops,
     cond_v1,

@@ -195,6 +195,8 @@ pub mod proto {
         pub int_val: Vec<i32>,
         #[prost(bytes, repeated, tag = "8")]
         pub string_val: Vec<Vec<u8>>,
+        #[prost(float, repeated, tag = "9")]
+        pub scomplex_val: Vec<f32>,
         #[prost(int64, repeated, tag = "10")]
         pub int64_val: Vec<i64>,
         #[prost(bool, repeated, tag = "11")]
@@ -217,6 +219,7 @@ fn data_type_of(tf: i32) -> DataType {
         7 => DataType::Tensor(DType::String),
         4 => DataType::Tensor(DType::U8),
         23 => DataType::Tensor(DType::U64),
+        8 => DataType::Tensor(DType::Complex64),
         20 => DataType::Resource,
         21 => DataType::Variant,
         other => DataType::Unsupported(other),
@@ -234,6 +237,7 @@ pub fn tf_number_of(dtype: DType) -> i32 {
         DType::String => 7,
         DType::U8 => 4,
         DType::U64 => 23,
+        DType::Complex64 => 8,
     }
 }
 

@@ -6,7 +6,7 @@
 //! Every encoding TensorFlow reads is accepted: `tensor_content` (raw
 //! little-endian bytes; for strings varint lengths then bytes), or the
 //! typed value fields (`float_val`, `double_val`, `int_val` (uint8 too),
-//! `int64_val`, `bool_val`, `string_val`, `uint64_val`), where fewer values than elements repeat the
+//! `int64_val`, `bool_val`, `string_val`, `uint64_val`, `scomplex_val`), where fewer values than elements repeat the
 //! last one and none means zeros.
 //!
 //! Owns: the conversion and its checks (dtype, shape, lengths), each error
@@ -30,6 +30,7 @@ pub(crate) struct TensorProtoFields<'a> {
     pub bool_val: &'a [bool],
     pub string_val: &'a [Vec<u8>],
     pub uint64_val: &'a [u64],
+    pub scomplex_val: &'a [f32],
 }
 
 /// The [`TensorProtoFields`] of a prost struct with TensorFlow's field
@@ -47,6 +48,7 @@ macro_rules! tensor_proto_fields {
             bool_val: &$proto.bool_val,
             string_val: &$proto.string_val,
             uint64_val: &$proto.uint64_val,
+            scomplex_val: &$proto.scomplex_val,
         }
     };
 }
@@ -99,6 +101,25 @@ pub(crate) fn tensor_of_fields(fields: &TensorProtoFields<'_>, what: &str) -> Re
             from_values(shape, &values, "int_val", what)
         }
         DType::U64 => from_values(shape, fields.uint64_val, "uint64_val", what),
+        // complex64 values travel as (real, imaginary) pairs in scomplex_val.
+        DType::Complex64 => {
+            let pairs = fields.scomplex_val;
+            let count = shape.num_elements();
+            if pairs.len() % 2 != 0 || pairs.len() / 2 > count {
+                return Err(Status::invalid_argument(format!(
+                    "{what}: scomplex_val has {} floats for the {count} complex elements of shape {shape}",
+                    pairs.len()
+                )));
+            }
+            let last = if pairs.is_empty() { [0.0, 0.0] } else { [pairs[pairs.len() - 2], pairs[pairs.len() - 1]] };
+            let mut bytes = Vec::with_capacity(count * 8);
+            for i in 0..count {
+                let (re, im) = if 2 * i < pairs.len() { (pairs[2 * i], pairs[2 * i + 1]) } else { (last[0], last[1]) };
+                bytes.extend_from_slice(&re.to_le_bytes());
+                bytes.extend_from_slice(&im.to_le_bytes());
+            }
+            Tensor::from_bytes(DType::Complex64, shape, &bytes)
+        }
         DType::String => unreachable!("string tensors returned above"),
     }
 }
@@ -114,6 +135,7 @@ fn dtype_of(number: i32, what: &str) -> Result<DType> {
         7 => Ok(DType::String),
         4 => Ok(DType::U8),
         23 => Ok(DType::U64),
+        8 => Ok(DType::Complex64),
         19 => Err(Status::unimplemented(format!("{what}: half (float16) tensors are not supported"))),
         other => Err(Status::unimplemented(format!("{what}: TensorFlow DataType {other} is not supported"))),
     }

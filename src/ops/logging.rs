@@ -125,6 +125,11 @@ fn element_strings(tensor: &Tensor, limit: usize) -> Result<Vec<String>> {
         DType::I64 => tensor.as_slice::<i64>()?[..n].iter().map(i64::to_string).collect(),
         DType::U8 => tensor.as_slice::<u8>()?[..n].iter().map(u8::to_string).collect(),
         DType::U64 => tensor.as_slice::<u64>()?[..n].iter().map(u64::to_string).collect(),
+        // TensorFlow prints a complex number as "(re,im)".
+        DType::Complex64 => tensor.complex_parts()[..n]
+            .iter()
+            .map(|&(re, im)| format!("({},{})", format_f32(re), format_f32(im)))
+            .collect(),
         DType::Bool => tensor.as_slice::<bool>()?[..n].iter().map(|&b| if b { "1" } else { "0" }.to_string()).collect(),
         DType::String => tensor.strings()?.iter().take(n).map(c_escape).collect(),
     })

@@ -198,12 +198,15 @@ where
     Op: Unary<f32> + Unary<f64> + Unary<i32> + Unary<i64>,
 {
     let dtype = init.node.attr_dtype("T")?;
+    if let Some(kernel) = super::signal::complex_arithmetic(init.node, dtype) {
+        return Ok(kernel);
+    }
     let compute: ComputeFn = match dtype {
         DType::F32 => compute_unary::<f32, Op>,
         DType::F64 => compute_unary::<f64, Op>,
         DType::I32 => compute_unary::<i32, Op>,
         DType::I64 => compute_unary::<i64, Op>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };
@@ -216,6 +219,9 @@ where
     Op: Unary<f32> + Unary<f64>,
 {
     let dtype = init.node.attr_dtype("T")?;
+    if let Some(kernel) = super::signal::complex_arithmetic(init.node, dtype) {
+        return Ok(kernel);
+    }
     let compute: ComputeFn = match dtype {
         DType::F32 => compute_unary::<f32, Op>,
         DType::F64 => compute_unary::<f64, Op>,
@@ -441,13 +447,16 @@ impl<Op: Binary<f32> + Binary<f64> + Binary<i32> + Binary<i64>> RealBinary for O
 
 fn pick_binary<Op: RealBinary>(node: &NodeSpec, allowed: &[DType]) -> Result<Box<dyn OpKernel>> {
     let dtype = node.attr_dtype("T")?;
+    if let Some(kernel) = super::signal::complex_arithmetic(node, dtype) {
+        return Ok(kernel);
+    }
     require_dtype(&node.op, dtype, allowed)?;
     let compute: ComputeFn = match dtype {
         DType::F32 => compute_binary::<f32, Op>,
         DType::F64 => compute_binary::<f64, Op>,
         DType::I32 => compute_binary::<i32, Op>,
         DType::I64 => compute_binary::<i64, Op>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
             return Err(unsupported_dtype(&node.op, dtype, allowed));
         }
     };
@@ -761,7 +770,7 @@ fn build_add_n(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::F64 => compute_add_n::<f64>,
         DType::I32 => compute_add_n::<i32>,
         DType::I64 => compute_add_n::<i64>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 => {
+        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };

@@ -31,6 +31,7 @@ pub mod reduce;
 pub mod registry;
 pub mod resource;
 pub mod shape_ops;
+pub mod signal;
 #[cfg(test)]
 pub mod test_kernels;
 pub mod training;

@@ -129,6 +129,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::random::stateless::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,
+            super::signal::DEFS,
             super::training::grad::DEFS,
             super::training::optimizer::DEFS,
             super::training::plumbing::DEFS,
@@ -612,6 +613,16 @@ mod tests {
         }
         rows.push(("Unique", t("Unique"), vec![F], vec![F, I32]));
         rows.push(("ClipByValue", t("ClipByValue"), vec![F, F, F], vec![F]));
+        let c64 = ValueType::Tensor(DType::Complex64);
+        rows.push(("RFFT", NodeSpec::new("n", "RFFT"), vec![F, I32], vec![c64]));
+        rows.push(("IRFFT", NodeSpec::new("n", "IRFFT"), vec![c64, I32], vec![F]));
+        for op in ["FFT", "IFFT", "Conj"] {
+            rows.push((op, NodeSpec::new("n", op), vec![c64], vec![c64]));
+        }
+        for op in ["ComplexAbs", "Real", "Imag", "Angle"] {
+            rows.push((op, NodeSpec::new("n", op).attr("T", ty(DType::Complex64)), vec![c64], vec![F]));
+        }
+        rows.push(("Complex", t("Complex"), vec![F, F], vec![c64]));
         let u64s = ValueType::Tensor(DType::U64);
         for op in ["StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal"] {
             rows.push((op, dtype(op).attr("T", ty(DType::I32)).attr("Tseed", ty(DType::I64)), vec![I32, I64], vec![F]));

@@ -840,6 +840,31 @@ where
     Ok(dispatch_dtype!(dst, D => cast_values::<S, D> as ComputeFn))
 }
 
+/// complex64 to a real type: the real part, as TensorFlow's Cast keeps it.
+fn cast_from_complex<D: Element>(ctx: &mut OpContext<'_>) -> Result<()>
+where
+    f32: CastTo<D>,
+{
+    let x = ctx.input(0)?;
+    let real: Vec<f32> = x.complex_parts().into_iter().map(|(re, _)| re).collect();
+    let out = Tensor::from_map(x.shape().clone(), &real, |v| v.cast_to())?;
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+/// A real type to complex64: the value as float32, imaginary part 0.
+fn cast_to_complex(ctx: &mut OpContext<'_>) -> Result<()> {
+    let x = ctx.input(0)?;
+    let mut bytes = Vec::with_capacity(x.num_elements() * 8);
+    for v in x.to_f64_vec() {
+        bytes.extend_from_slice(&(v as f32).to_le_bytes());
+        bytes.extend_from_slice(&0f32.to_le_bytes());
+    }
+    let out = Tensor::from_bytes(DType::Complex64, x.shape().clone(), &bytes)?;
+    ctx.set_output(0, out);
+    Ok(())
+}
+
 fn build_cast(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let src = init.node.attr_dtype("SrcT")?;
     let dst = init.node.attr_dtype("DstT")?;
@@ -848,6 +873,12 @@ fn build_cast(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     }
     if src == DType::String || dst == DType::String {
         bail!(unimplemented, "Cast {src} to {dst} is not supported");
+    }
+    if src == DType::Complex64 {
+        return Ok(FnKernel::boxed(crate::dispatch_dtype!(dst, D => cast_from_complex::<D> as ComputeFn)));
+    }
+    if dst == DType::Complex64 {
+        return Ok(FnKernel::boxed(cast_to_complex));
     }
     let compute = dispatch_dtype!(src, S => cast_from::<S>(dst)?);
     Ok(FnKernel::boxed(compute))
@@ -1134,6 +1165,11 @@ mod tests {
         assert_eq!(out.as_slice::<i32>().unwrap(), &[5, -1]);
         let out = run1(&cast(DType::I32, DType::F32), &[i32v(&[16_777_217, -3])]).unwrap();
         assert_eq!(out.as_slice::<f32>().unwrap(), &[16_777_216.0, -3.0]);
+        // complex64: to it the imaginary part is 0; from it the real part stays.
+        let z = run1(&cast(DType::I32, DType::Complex64), &[i32v(&[2, -5])]).unwrap();
+        assert_eq!(z.complex_parts(), [(2.0, 0.0), (-5.0, 0.0)]);
+        let back = run1(&cast(DType::Complex64, DType::I64), &[z]).unwrap();
+        assert_eq!(back.as_slice::<i64>().unwrap(), &[2, -5]);
         // Every pair builds and keeps the shape; strings cast only to
         // themselves, as in TensorFlow.
         for src in DType::ALL {

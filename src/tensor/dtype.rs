@@ -7,6 +7,10 @@
 //! `String` is the one dtype without a fixed element width and without an
 //! [`Element`] type: its bytes are laid out by [`super::strings`], so
 //! [`DType::size`] answers `None` for it and [`dispatch_dtype!`](crate::dispatch_dtype) refuses it.
+//! `Complex64` has a width (two float32s, real first) but no [`Element`]
+//! type either: the kernels that compute with it (`ops::signal`,
+//! `ops::math::complex`) read its floats, moves copy its bytes, and
+//! [`dispatch_dtype!`](crate::dispatch_dtype) refuses it.
 
 use std::fmt;
 
@@ -26,12 +30,23 @@ pub enum DType {
     U8 = 7,
     /// `tf.uint64` (stateless random keys and counters, hashes).
     U64 = 8,
+    /// `tf.complex64`: float32 real and imaginary parts (spectra).
+    Complex64 = 9,
 }
 
 impl DType {
     /// Every dtype, string included.
-    pub const ALL: [DType; 8] =
-        [DType::F32, DType::F64, DType::I32, DType::I64, DType::Bool, DType::String, DType::U8, DType::U64];
+    pub const ALL: [DType; 9] = [
+        DType::F32,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+        DType::String,
+        DType::U8,
+        DType::U64,
+        DType::Complex64,
+    ];
 
     /// The dtypes with a fixed-width [`Element`] type: what numeric kernels
     /// and [`dispatch_dtype!`](crate::dispatch_dtype) compute with.
@@ -44,7 +59,7 @@ impl DType {
     pub const fn size(self) -> Option<usize> {
         match self {
             DType::F32 | DType::I32 => Some(4),
-            DType::F64 | DType::I64 | DType::U64 => Some(8),
+            DType::F64 | DType::I64 | DType::U64 | DType::Complex64 => Some(8),
             DType::Bool | DType::U8 => Some(1),
             DType::String => None,
         }
@@ -60,6 +75,7 @@ impl DType {
             DType::String => "string",
             DType::U8 => "uint8",
             DType::U64 => "uint64",
+            DType::Complex64 => "complex64",
         }
     }
 
@@ -98,6 +114,7 @@ impl DType {
             DType::String => None,
             DType::U8 => Some("|u1"),
             DType::U64 => Some("<u8"),
+            DType::Complex64 => Some("<c8"),
         }
     }
 }
@@ -184,6 +201,14 @@ pub fn string_not_computed() -> crate::error::Status {
     )
 }
 
+/// The error [`dispatch_dtype!`](crate::dispatch_dtype) returns for a complex tensor.
+pub fn complex_not_computed() -> crate::error::Status {
+    crate::error::Status::invalid_argument(
+        "complex64 tensors are not supported here: the FFT ops, Real, Imag, Complex, ComplexAbs, Conj, \
+         Angle, Cast, StridedSlice and complex Exp, Neg, Square, Add, Sub, Mul and RealDiv compute with them",
+    )
+}
+
 /// Calls `$body` with `$T` bound to the element type of `$dtype`.
 ///
 /// String has no element type: for [`DType::String`] the macro returns
@@ -196,6 +221,7 @@ macro_rules! dispatch_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
         match $dtype {
             $crate::tensor::DType::String => return Err($crate::tensor::dtype::string_not_computed().into()),
+            $crate::tensor::DType::Complex64 => return Err($crate::tensor::dtype::complex_not_computed().into()),
             $crate::tensor::DType::F32 => {
                 type $T = f32;
                 $body

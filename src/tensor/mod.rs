@@ -456,8 +456,18 @@ impl Tensor {
         self.dtype() == other.dtype() && self.shape() == other.shape() && self.as_bytes() == other.as_bytes()
     }
 
+    /// A complex64 tensor's (real, imaginary) pairs; empty for other dtypes.
+    pub fn complex_parts(&self) -> Vec<(f32, f32)> {
+        if self.dtype() != DType::Complex64 {
+            return Vec::new();
+        }
+        let float = |b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        self.as_bytes().chunks_exact(8).map(|pair| (float(&pair[..4]), float(&pair[4..]))).collect()
+    }
+
     /// Converts every element to f64, for comparisons and printing. A
-    /// string has no number: each converts to NaN.
+    /// string has no number: each converts to NaN; a complex number
+    /// converts to its real part.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         fn convert<T: Element>(t: &Tensor) -> Vec<f64> {
             t.as_slice::<T>().expect("dtype matches").iter().map(|v| v.to_f64()).collect()
@@ -470,6 +480,7 @@ impl Tensor {
             DType::Bool => convert::<bool>(self),
             DType::U8 => convert::<u8>(self),
             DType::U64 => convert::<u64>(self),
+            DType::Complex64 => self.complex_parts().into_iter().map(|(re, _)| re as f64).collect(),
             DType::String => vec![f64::NAN; self.num_elements()],
         }
     }
@@ -487,6 +498,7 @@ impl Tensor {
             DType::Bool => texts::<bool>(self),
             DType::U8 => texts::<u8>(self),
             DType::U64 => texts::<u64>(self),
+            DType::Complex64 => self.complex_parts().into_iter().map(|(re, im)| format!("({re:?}{im:+?}j)")).collect(),
             DType::String => Strings::over_checked(self.as_bytes(), self.num_elements())
                 .iter()
                 .map(|s| {

@@ -102,6 +102,9 @@ Frozen tf.functions:
                    truncated normal; key/counter V2 ops and the v1 ops),
                    stateless_dropout (Keras 3 Dropout in training),
                    tf.image.stateless_random_* on fed seeds.
+  audio_spectrogram_ops  tf.signal.stft (RFFT), ComplexAbs, Real, Imag, Angle,
+                   log-mel and MFCCs, RFFT padded, IRFFT, FFT/IFFT of Complex and
+                   Conj.
   einsum_ops       tf.einsum: batch matmul, implicit output, broadcasting ellipsis,
                    diagonal, trace, transpose, outer, attention scores, sum-out.
   nn_ops           tf.nn ops keras 3 does not emit: FusedBatchNormV3 (inference),
@@ -824,6 +827,42 @@ def case_stateless_random_ops(out_dir):
                   "tf.nn.experimental.stateless_dropout (Keras 3's Dropout in training on TensorFlow), and tf.image.stateless_random_flip_left_right, _crop and _brightness")
 
 
+def case_audio_spectrogram_ops(out_dir):
+    @tf.function
+    def f(signal):
+        outs = {}
+        stft = tf.signal.stft(signal, frame_length=64, frame_step=32, fft_length=64)
+        magnitude = tf.abs(stft)
+        outs["stft_magnitude"] = magnitude
+        outs["stft_real"] = tf.math.real(stft)
+        outs["stft_imag"] = tf.math.imag(stft)
+        outs["stft_phase"] = tf.math.angle(stft)
+        mel = tf.signal.linear_to_mel_weight_matrix(16, 33, 16000, 80.0, 7600.0)
+        log_mel = tf.math.log(tf.tensordot(tf.square(magnitude), mel, 1) + 1e-6)
+        outs["log_mel"] = log_mel
+        outs["mfcc"] = tf.signal.mfccs_from_log_mel_spectrograms(log_mel)[..., :8]
+        outs["rfft_padded"] = tf.abs(tf.signal.rfft(signal[:, :50], fft_length=[64]))
+        outs["irfft_round_trip"] = tf.signal.irfft(tf.signal.rfft(signal[:, :40]))
+        spectrum = tf.signal.fft(tf.complex(signal[:, :16], signal[:, 16:32]))
+        outs["fft_real"] = tf.math.real(spectrum)
+        outs["ifft_imag"] = tf.math.imag(tf.signal.ifft(tf.math.conj(spectrum)))
+        return outs
+
+    specs = [tf.TensorSpec([2, 512], tf.float32, name="signal")]
+    rng = np.random.default_rng(25)
+    t = np.arange(512) / 16000.0
+    tones = np.stack([np.sin(2 * np.pi * 440 * t), 0.5 * np.sin(2 * np.pi * 3000 * t)])
+    signal = (tones + 0.1 * rng.standard_normal([2, 512])).astype(np.float32)
+    function_case(out_dir, "audio_spectrogram_ops", f, specs, [[signal]],
+                  "frozen tf.function of an audio front-end on two 512-sample signals (tones and noise): "
+                  "tf.signal.stft (frame 64, step 32; RFFT on frames), its magnitude (ComplexAbs), real and "
+                  "imaginary parts and phase (Angle), a 16-bin log-mel spectrogram and its first 8 MFCCs, RFFT "
+                  "zero-padded to 64, IRFFT of an RFFT, FFT of a Complex signal and IFFT of its Conj. atol 1e-5: "
+                  "TensorFlow sums the transforms in float32, ringflow in float64, so bins near zero differ by "
+                  "about 1e-6",
+                  tolerance={"rtol": 1e-5, "atol": 1e-5})
+
+
 def case_detection_ops(out_dir):
     @tf.function
     def f(image, boxes, scores):
@@ -1408,7 +1447,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
-         "uint8_images", "stateless_random_ops", "einsum_ops", "nn_ops",
+         "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

@@ -31,7 +31,7 @@ use crate::bail;
 use crate::dispatch_dtype;
 use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
-use crate::tensor::{Element, Shape, Tensor};
+use crate::tensor::{DType, Element, Shape, Tensor};
 use smallvec::SmallVec;
 
 pub const DEFS: &[OpDef] = &[
@@ -430,8 +430,19 @@ struct StridedSliceKernel {
 
 fn build_strided_slice(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
+    if dtype == DType::Complex64 {
+        return Ok(Box::new(StridedSliceKernel { masks: Masks::from_node(init.node)?, slice: gather_complex_slice }));
+    }
     let slice = dispatch_dtype!(dtype, T => gather_slice::<T> as fn(&Tensor, &SlicePlan) -> Result<Tensor>);
     Ok(Box::new(StridedSliceKernel { masks: Masks::from_node(init.node)?, slice }))
+}
+
+/// A complex64 slice: its elements are moved as the uint64 of their bits
+/// (a spectrum's bins, as a DCT slices them).
+fn gather_complex_slice(input: &Tensor, plan: &SlicePlan) -> Result<Tensor> {
+    let bits = Tensor::from_bytes(DType::U64, input.shape().clone(), input.as_bytes())?;
+    let out = gather_slice::<u64>(&bits, plan)?;
+    Tensor::from_bytes(DType::Complex64, out.shape().clone(), out.as_bytes())
 }
 
 impl OpKernel for StridedSliceKernel {
