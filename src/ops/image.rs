@@ -52,7 +52,13 @@ struct Resize {
 }
 
 fn build_resize(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let node = init.node;
+    let (align_corners, half_pixel_centers) = resize_conventions(init.node)?;
+    Ok(Box::new(Resize { bilinear: init.node.op == "ResizeBilinear", align_corners, half_pixel_centers }))
+}
+
+/// A resize node's `align_corners` and `half_pixel_centers` (never both),
+/// its input dtype checked.
+pub(super) fn resize_conventions(node: &NodeSpec) -> Result<(bool, bool)> {
     let align_corners = node.attr_bool_or("align_corners", false)?;
     let half_pixel_centers = node.attr_bool_or("half_pixel_centers", false)?;
     if align_corners && half_pixel_centers {
@@ -67,7 +73,7 @@ fn build_resize(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     if !matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8) {
         bail!(invalid_argument, "node '{}' ({}): dtype {dtype} is not supported", node.name, node.op);
     }
-    Ok(Box::new(Resize { bilinear: node.op == "ResizeBilinear", align_corners, half_pixel_centers }))
+    Ok((align_corners, half_pixel_centers))
 }
 
 /// The output shape of resizing NHWC `images` to `size` ([height, width]),

@@ -14,8 +14,7 @@
 
 use super::super::registry::OpDef;
 use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
-use super::{pixels_as_f32, resized_dims, scale};
-use crate::bail;
+use super::{pixels_as_f32, resize_conventions, resized_dims, scale};
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Tensor};
@@ -39,22 +38,10 @@ struct CubicOrArea {
 }
 
 fn build_cubic_area(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let node = init.node;
-    let align_corners = node.attr_bool_or("align_corners", false)?;
-    let half_pixel_centers = node.op == "ResizeBicubic" && node.attr_bool_or("half_pixel_centers", false)?;
-    if align_corners && half_pixel_centers {
-        bail!(
-            invalid_argument,
-            "node '{}' ({}): If half_pixel_centers is True, align_corners must be False.",
-            node.name,
-            node.op
-        );
-    }
-    let dtype = node.attr_dtype("T")?;
-    if !matches!(dtype, DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8) {
-        bail!(invalid_argument, "node '{}' ({}): dtype {dtype} is not supported", node.name, node.op);
-    }
-    Ok(Box::new(CubicOrArea { bicubic: node.op == "ResizeBicubic", align_corners, half_pixel_centers }))
+    // ResizeArea has no half_pixel_centers attribute.
+    let (align_corners, half_pixel_centers) = resize_conventions(init.node)?;
+    let bicubic = init.node.op == "ResizeBicubic";
+    Ok(Box::new(CubicOrArea { bicubic, align_corners, half_pixel_centers: bicubic && half_pixel_centers }))
 }
 
 impl OpKernel for CubicOrArea {
