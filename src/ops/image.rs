@@ -5,7 +5,8 @@
 //! (`CropAndResize`, two-stage detectors' region pooling) and greedy
 //! non-max suppression of scored boxes (`NonMaxSuppressionV2`..`V5`,
 //! soft-NMS included: detectors' post-processing); colour spaces and
-//! contrast in [`color`].
+//! contrast in [`color`], bicubic and area resizing in [`cubic_area`],
+//! kernel resampling with antialiasing in [`scale_translate`].
 //!
 //! Owns: these kernels and the source coordinates they sample. Arithmetic
 //! follows TensorFlow's CPU kernels step for step in float32 (the scale,
@@ -17,6 +18,7 @@
 
 pub mod color;
 pub mod cubic_area;
+pub mod scale_translate;
 
 use super::registry::OpDef;
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values};

@@ -106,6 +106,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::image::DEFS,
             super::image::color::DEFS,
             super::image::cubic_area::DEFS,
+            super::image::scale_translate::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
             super::linalg::DEFS,
@@ -613,6 +614,7 @@ mod tests {
         }
         rows.push(("Unique", t("Unique"), vec![F], vec![F, I32]));
         rows.push(("ClipByValue", t("ClipByValue"), vec![F, F, F], vec![F]));
+        rows.push(("ScaleAndTranslate", t("ScaleAndTranslate"), vec![F, I32, F, F], vec![F]));
         let c64 = ValueType::Tensor(DType::Complex64);
         rows.push(("RFFT", NodeSpec::new("n", "RFFT"), vec![F, I32], vec![c64]));
         rows.push(("IRFFT", NodeSpec::new("n", "IRFFT"), vec![c64, I32], vec![F]));

@@ -92,7 +92,8 @@ Frozen tf.functions:
                    weights, binary rows), UniqueWithCounts, HistogramFixedWidth,
                    SparseToDense; two passing Assert ops an output depends on.
   image_resampling_ops  ResizeBicubic (Keys half-pixel, legacy, align_corners),
-                   ResizeArea (down, up), ExtractImagePatches (VALID; SAME with
+                   ResizeArea (down, up), ScaleAndTranslate (antialias, lanczos,
+                   gaussian, mitchellcubic), ExtractImagePatches (VALID; SAME with
                    rates), MaxPoolWithArgmax (ties, batch in the index),
                    Dilation2D and erosion2d.
   uint8_images     a fed uint8 image through Cast (both ways, saturating), resizing
@@ -734,6 +735,12 @@ def case_image_resampling_ops(out_dir):
         outs["resize_bicubic_align_corners"] = tf.compat.v1.image.resize_bicubic(image, [9, 9], align_corners=True)
         outs["resize_area"] = tf.image.resize(image, [4, 3], method="area")
         outs["resize_area_up"] = tf.image.resize(image, [10, 11], method="area")
+        outs["resize_antialias_bilinear"] = tf.image.resize(image, [3, 4], antialias=True)
+        outs["resize_antialias_bicubic"] = tf.image.resize(image, [4, 3], method="bicubic", antialias=True)
+        outs["resize_lanczos3"] = tf.image.resize(image, [9, 5], method="lanczos3")
+        outs["resize_lanczos5_antialias"] = tf.image.resize(image, [3, 3], method="lanczos5", antialias=True)
+        outs["resize_gaussian"] = tf.image.resize(image, [5, 10], method="gaussian", antialias=True)
+        outs["resize_mitchellcubic"] = tf.image.resize(image, [4, 9], method="mitchellcubic", antialias=True)
         outs["extract_patches"] = tf.image.extract_patches(image, [1, 3, 2, 1], [1, 2, 3, 1], [1, 1, 1, 1], "VALID")
         outs["extract_patches_same_rates"] = tf.image.extract_patches(image, [1, 2, 2, 1], [1, 3, 2, 1],
                                                                       [1, 2, 3, 1], "SAME")
@@ -752,6 +759,7 @@ def case_image_resampling_ops(out_dir):
     function_case(out_dir, "image_resampling_ops", f, specs, [[image]],
                   "frozen tf.function of image resampling on a [2,6,7,3] image: ResizeBicubic (half-pixel Keys "
                   "cubic [9,5], legacy [4,13], align_corners [9,9]), ResizeArea ([4,3] and up to [10,11]), "
+                  "ScaleAndTranslate (antialiased bilinear and bicubic, lanczos3, lanczos5, gaussian, mitchellcubic), "
                   "ExtractImagePatches (VALID 3x2 strides 2x3; SAME 2x2 strides 3x2 rates 2x3), "
                   "MaxPoolWithArgmax (SAME 3x3/2; VALID 2x2/2 with the batch in the index; three equal maxima in "
                   "one window), Dilation2D (SAME, strides 1x2, rates 2x1) and erosion2d (Dilation2D of the negated "
