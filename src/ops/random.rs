@@ -261,6 +261,21 @@ fn build_random<D: Distribution>(init: &KernelInit<'_>) -> Result<Box<dyn OpKern
     }))
 }
 
+/// A random op's `shape` input as the shape of its output.
+fn output_shape(t: &Tensor) -> Result<Shape> {
+    if t.rank() > 1 {
+        bail!(invalid_argument, "shape must be a vector of {{int32,int64}}, got shape {}", t.shape());
+    }
+    let mut dims = Vec::new();
+    for &d in index_values(t, "shape")?.iter() {
+        if d < 0 {
+            bail!(invalid_argument, "Dimension {d} must be >= 0");
+        }
+        dims.push(d as usize);
+    }
+    Ok(Shape::from_vec(dims))
+}
+
 /// What TensorFlow does for an unseeded op: a key nobody can predict.
 fn os_random_seeds() -> (u64, u64) {
     use std::hash::{BuildHasher, Hasher};
@@ -274,18 +289,7 @@ fn os_random_seeds() -> (u64, u64) {
 
 impl<D: Distribution> OpKernel for RandomKernel<D> {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let shape_t = ctx.input(0)?;
-        if shape_t.rank() > 1 {
-            bail!(invalid_argument, "shape must be a vector of {{int32,int64}}, got shape {}", shape_t.shape());
-        }
-        let mut dims = Vec::new();
-        for &d in index_values(shape_t, "shape")?.iter() {
-            if d < 0 {
-                bail!(invalid_argument, "Dimension {d} must be >= 0");
-            }
-            dims.push(d as usize);
-        }
-        let shape = Shape::from_vec(dims);
+        let shape = output_shape(ctx.input(0)?)?;
         let count = shape.num_elements() as u64;
         let base = {
             let mut generator = self.generator.lock();

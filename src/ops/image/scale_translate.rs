@@ -13,8 +13,8 @@
 //! columns.
 
 use super::super::registry::OpDef;
-use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values};
-use super::pixels_as_f32;
+use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
+use super::{pixels_as_f32, resized_dims};
 use crate::bail;
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
@@ -187,20 +187,8 @@ fn spans(sampler: Sampler, out_size: usize, in_size: usize, scale: f32, translat
 impl OpKernel for ScaleAndTranslate {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let images = ctx.input(0)?;
-        let &[batch, in_h, in_w, channels] = images.dims() else {
-            bail!(invalid_argument, "input must be 4-dimensional, got shape {}", images.shape());
-        };
-        let size = ctx.input(1)?;
-        if size.dims() != [2] {
-            bail!(invalid_argument, "size must be a vector of two elements, got shape {}", size.shape());
-        }
-        let wanted = index_values(size, "size")?;
-        let (Ok(out_h), Ok(out_w)) = (usize::try_from(wanted[0]), usize::try_from(wanted[1])) else {
-            bail!(invalid_argument, "output dimensions must be positive, got {:?}", &wanted[..]);
-        };
-        if out_h == 0 || out_w == 0 {
-            bail!(invalid_argument, "output dimensions must be positive, got [{out_h}, {out_w}]");
-        }
+        let [batch, out_h, out_w, channels] = resized_dims(images, ctx.input(1)?)?;
+        let (in_h, in_w) = (images.dims()[1], images.dims()[2]);
         let pair = |t: &Tensor, what: &str| -> Result<[f32; 2]> {
             if t.dims() != [2] {
                 bail!(invalid_argument, "{what} must be a vector of two elements, got shape {}", t.shape());
@@ -213,9 +201,6 @@ impl OpKernel for ScaleAndTranslate {
         // NaN scales fail too.
         if scale.iter().any(|&s| s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)) {
             bail!(invalid_argument, "scale must be positive, got {scale:?}");
-        }
-        if batch * channels > 0 && (in_h == 0 || in_w == 0) {
-            bail!(invalid_argument, "input image must be of non-zero size, got shape {}", images.shape());
         }
         let pixels = pixels_as_f32(images, "ScaleAndTranslate")?;
         let rows = spans(self.sampler, out_h, in_h, scale[0], translate[0], self.antialias);

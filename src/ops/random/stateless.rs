@@ -14,7 +14,7 @@
 //! distributions are the parent module's, shared with the stateful ops.
 //! Must not hold state: nothing here changes between runs.
 
-use super::{Distribution, Normal, Philox, TruncatedNormal, Uniform};
+use super::{Distribution, Normal, Philox, TruncatedNormal, Uniform, output_shape};
 use crate::bail;
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
@@ -79,21 +79,6 @@ fn from_key_counter(key: &Tensor, counter: &Tensor, alg: &Tensor) -> Result<Phil
         [k as u32, (k >> 32) as u32],
         [c[0] as u32, (c[0] >> 32) as u32, c[1] as u32, (c[1] >> 32) as u32],
     ))
-}
-
-/// A `shape` input's dimensions.
-fn output_shape(t: &Tensor) -> Result<Shape> {
-    if t.rank() > 1 {
-        bail!(invalid_argument, "shape must be a vector of {{int32,int64}}, got shape {}", t.shape());
-    }
-    let mut dims = Vec::new();
-    for &d in index_values(t, "shape")?.iter() {
-        if d < 0 {
-            bail!(invalid_argument, "Dimension {d} must be >= 0");
-        }
-        dims.push(d as usize);
-    }
-    Ok(Shape::from_vec(dims))
 }
 
 fn float_dtype(node: &NodeSpec) -> Result<DType> {
