@@ -51,7 +51,7 @@ impl Default for BenchOptions {
         BenchOptions {
             pingpong_iterations: 20_000,
             pingpong_warmup: 2_000,
-            message_bytes: 64,
+            message_bytes: std::env::var("RF_MSG").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
             bulk_bytes: 64 << 20,
             bulk_iterations: 20,
             transports: vec![TransportKind::Uring, TransportKind::Socket, TransportKind::Auto],

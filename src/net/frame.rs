@@ -637,6 +637,19 @@ impl ReceivedFrame {
         Self::parse_from(header, buf, body_offset, in_head, NothingPast)
     }
 
+    /// A frame of metadata alone whose header its reader built from
+    /// lengths it bounded itself (a shared-memory line frame: at most a
+    /// line of metadata, no table, no payloads), at the start of `buf`:
+    /// nothing to scan or check.
+    pub fn metadata_only(header: FrameHeader, buf: Arc<IoBuf>) -> ReceivedFrame {
+        assert!(
+            header.payload_count == 0 && header.table_len == 0 && header.payload_bytes == 0,
+            "a metadata-only frame has no payloads"
+        );
+        assert!(header.meta_len.next_multiple_of(8) <= buf.len() as u64, "the buffer holds the metadata");
+        ReceivedFrame { header, head_buf: buf, body_offset: 0, payload_buf: None, payloads: Vec::new() }
+    }
+
     /// Like [`parse`](Self::parse), with the metadata and table at
     /// `body_offset` in `head_buf`, followed there by the first
     /// `in_head` payload bytes (whole payloads, padding included), and the

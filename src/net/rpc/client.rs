@@ -36,7 +36,7 @@ use rkyv::api::high::HighValidator;
 use rkyv::bytecheck::CheckBytes;
 use rkyv::{Portable, rancor};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -110,6 +110,8 @@ struct Inner {
     /// The leader lock: whoever holds it reads the socket.
     reader: Mutex<FrameReader>,
     pending: Mutex<HashMap<u64, Arc<CallSlot>>>,
+    /// Calls in [`PendingCall::wait_unless`] (see `wake_followers`).
+    waiting: AtomicUsize,
     next_id: AtomicU64,
     /// Why the connection failed, set once (read without a lock by every call).
     failure: std::sync::OnceLock<Status>,
@@ -190,6 +192,7 @@ impl Client {
                 inbound,
                 reader: Mutex::new(reader),
                 pending: Mutex::new(HashMap::new()),
+                waiting: AtomicUsize::new(0),
                 next_id: AtomicU64::new(1),
                 failure: std::sync::OnceLock::new(),
                 options,
@@ -432,6 +435,15 @@ impl Inner {
     }
 
     fn wake_followers(&self) {
+        // A follower raises `waiting` (a read-modify-write) before it looks
+        // at the leader lock; a leader unlocks it, then reads `waiting`
+        // with a read-modify-write too, which reads the latest value: it
+        // sees the follower's raise, or the follower's raise reads from it
+        // and so sees the unlock. A follower that parks is always woken,
+        // and a call with no follower pays one locked instruction here.
+        if self.waiting.fetch_add(0, Ordering::SeqCst) == 0 {
+            return;
+        }
         for slot in self.pending.lock().values() {
             if !slot.done.load(Ordering::Acquire) {
                 if let Some(thread) = slot.waiter.lock().as_ref() {
@@ -579,6 +591,8 @@ impl PendingCall {
         let inner = &self.inner;
         let slot = &self.slot;
         *slot.waiter.lock() = Some(std::thread::current());
+        inner.waiting.fetch_add(1, Ordering::SeqCst);
+        let _waiting = WaitingGuard(&inner.waiting);
         let spin = inner.options.spin();
         loop {
             if slot.done.load(Ordering::Acquire) {
@@ -619,6 +633,15 @@ impl PendingCall {
                 std::thread::park_timeout(left.min(FOLLOWER_PARK_SLICE));
             }
         }
+    }
+}
+
+/// Lowers `Inner::waiting` when a wait ends, however it ends.
+struct WaitingGuard<'a>(&'a AtomicUsize);
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -112,6 +112,9 @@ pub(crate) struct Conn {
     /// writer, so `false` stays true while the lock is held).
     writer_running: AtomicBool,
     pub(crate) limits: FrameLimits,
+    /// Whether `limits` admit every shared-memory line frame
+    /// (`shm::line_fits`): then none needs a header built to be checked.
+    line_fits: bool,
     pub(crate) spin: Duration,
     pub(crate) send_timeout: Duration,
     zerocopy_min_bytes: u64,
@@ -135,6 +138,7 @@ impl Conn {
             outbox: Mutex::new(Outbox::default()),
             writer_running: AtomicBool::new(false),
             limits: options.frame_limits(),
+            line_fits: shm::line_fits(&options.frame_limits()),
             spin: options.spin(),
             send_timeout: Duration::from_millis(options.send_timeout_ms),
             zerocopy_min_bytes: options.zerocopy_send_min_bytes,
@@ -214,6 +218,9 @@ impl Conn {
 
     /// Like [`send`](Self::send), giving up at `deadline`.
     pub(crate) fn send_by(&self, parts: FrameParts<'_>, deadline: SendDeadline) -> Result<(), NetError> {
+        if self.sent_as_line(&parts, false) {
+            return Ok(());
+        }
         let header = self.header_for(&parts)?;
         if self.sent_inline(&header, &parts, false) {
             return Ok(());
@@ -224,6 +231,27 @@ impl Conn {
     fn header_for(&self, parts: &FrameParts<'_>) -> Result<FrameHeader, NetError> {
         FrameHeader::for_parts(parts, &self.limits)
             .map_err(|source| NetError::Frame { peer: self.peer.clone(), source })
+    }
+
+    /// As [`sent_inline`](Self::sent_inline), for a frame of metadata
+    /// alone that fits a slot's first line: no header is built first.
+    fn sent_as_line(&self, parts: &FrameParts<'_>, behind_outbox: bool) -> bool {
+        let Some(shm) = self.shm.get() else {
+            return false;
+        };
+        if !parts.payloads.is_empty() || parts.meta.len() > shm::LINE_META_BYTES || !self.line_fits {
+            return false;
+        }
+        if self.is_closed() {
+            return false;
+        }
+        let Some(_whole_frame) = self.send_lock.try_lock() else {
+            return false;
+        };
+        if behind_outbox && self.writer_running.load(Ordering::Acquire) {
+            return false;
+        }
+        shm.try_place_line(parts) == Some(Placed::Sent)
     }
 
     /// Writes a frame that fits a shared-memory slot straight into the
@@ -250,6 +278,9 @@ impl Conn {
     /// Encodes and sends a reply (or a push back to a client) without
     /// waiting on the peer (see [`send_reply`](Self::send_reply)).
     pub(crate) fn reply(self: &Arc<Self>, parts: FrameParts<'_>) -> Result<(), NetError> {
+        if self.sent_as_line(&parts, true) {
+            return Ok(());
+        }
         let header = self.header_for(&parts)?;
         if self.sent_inline(&header, &parts, true) {
             return Ok(());

@@ -68,9 +68,11 @@ pub fn hostile_peer(script: &[u8]) -> Outcome {
                 let memory = region.ring(Direction::ClientToServer);
                 let index = u64::from(words[32]);
                 let word = |i: usize| u64::from_le_bytes(words[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+                // Kinds 0 to 7, a line frame's with up to 63 bytes.
                 let descriptor = Descriptor {
-                    kind: (word(0) % 7) as u32,
-                    reserved: 0,
+                    kind: (word(0) % 8) as u32 | (word(0) as u32 & 0x3f00),
+                    // A line frame's head (frame kind, flags, method).
+                    reserved: (word(0) >> 32) as u32,
                     position: word(1) % (4 * RING_BYTES),
                     len: word(2) % (2 * RING_BYTES),
                     reserved2: word(3) % 512,
@@ -164,6 +166,22 @@ pub(crate) fn publish_raw(memory: RingMemory, index: u64, descriptor: Descriptor
     }
 }
 
+/// Writes slot `index` of `memory` as a line frame of `bytes` whose kind
+/// word is `kind_word` (a good one is `DESC_LINE | len << 8`), as a
+/// hostile producer may, and publishes it.
+pub(crate) fn publish_raw_line(memory: RingMemory, index: u64, kind_word: u32, bytes: &[u8]) {
+    let bytes = &bytes[..bytes.len().min(super::ring::LINE_BYTES)];
+    let slot = memory.slots_base.wrapping_add((index & (memory.slots - 1)) as usize);
+    // SAFETY: the slot lies in the region (masked index), and a line's
+    // bytes lie in its first 64; the consumer reads them only after the
+    // publish word's store below.
+    unsafe {
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor.kind), kind_word);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), slot.cast::<u8>().add(12), bytes.len());
+        (*slot).seq.store(index + 1, std::sync::atomic::Ordering::Release);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,7 +258,13 @@ mod tests {
         script.extend_from_slice(&[3, 4, 3, 40, 3, 1]); // sends of 4, 40 and 1 KiB
         scribble(&mut script, 2048 + 64, &u64::MAX.to_le_bytes()); // the peer's desc_head
         script.extend_from_slice(&[3, 2, 3, 47]);
-        publish(&mut script, 6, 9, 3, 5, 0);
+        // A line frame: its head and 16 bytes of metadata in the
+        // descriptor's words.
+        let line_word = u64::from(super::super::ring::DESC_LINE | 28 << 8);
+        let head_word = u64::from(FrameKind::Request as u8) | 3 << 16;
+        publish(&mut script, 6, line_word | head_word << 32, 77, 0x1122, 0x3344);
+        script.extend_from_slice(&[2, 0]); // poll, drop
+        publish(&mut script, 7, 9, 3, 5, 0);
         script.extend_from_slice(&[2, 3]);
         script
     }
@@ -248,7 +272,7 @@ mod tests {
     #[test]
     fn a_scripted_hostile_peer_gets_good_frames_accepted_and_nothing_else() {
         let script = seed();
-        assert_eq!(hostile_peer(&script), Outcome { accepted: 5, sent_in_place: 4 });
+        assert_eq!(hostile_peer(&script), Outcome { accepted: 6, sent_in_place: 4 });
         if let Ok(dir) = std::env::var("RINGFLOW_WRITE_SEEDS") {
             std::fs::write(std::path::Path::new(&dir).join("scripted"), &script).unwrap();
         }

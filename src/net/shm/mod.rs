@@ -31,14 +31,14 @@ pub mod watch;
 
 use crate::alloc::IoBuf;
 use crate::net::frame::{
-    FrameError, FrameHeader, FrameKind, FrameLimits, HEADER_BYTES, OutgoingFrame, PayloadPart, PayloadParts,
+    FrameError, FrameHeader, FrameKind, FrameLimits, FrameParts, HEADER_BYTES, OutgoingFrame, PayloadPart, PayloadParts,
     ReceivedFrame,
 };
 use crate::tensor::placement::{OutputPlacement, PlacedBytes, SharedPlacement};
 use crate::tensor::{DType, Tensor};
 use parking_lot::Mutex;
 use region::{Direction, Layout, SharedRegion};
-use ring::{Consumer, Producer, Received, RingError};
+use ring::{Consumer, InlineForm, Producer, Received, RingError};
 use smallvec::SmallVec;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
@@ -181,9 +181,16 @@ impl InlineBuf {
 
     /// A buffer of [`Self::BYTES`] that nobody else holds.
     fn take(&mut self) -> Result<Arc<IoBuf>, FrameError> {
-        if let Some(buf) = self.0.as_mut()
-            && Arc::get_mut(buf).is_some()
+        // Counts read rather than `Arc::get_mut`'s compare-exchange (a
+        // locked instruction on the receive path of every small frame):
+        // with one strong and no weak reference, ours, nobody else can
+        // reach the buffer, and the fence orders their last reads (before
+        // their `Release` decrement) before our writes.
+        if let Some(buf) = self.0.as_ref()
+            && Arc::strong_count(buf) == 1
+            && Arc::weak_count(buf) == 0
         {
+            std::sync::atomic::fence(Ordering::Acquire);
             return Ok(buf.clone());
         }
         let fresh = Arc::new(
@@ -482,6 +489,17 @@ impl ShmChannel {
     /// `Some(Placed::NoSlot)` when the peer has released no slot. The
     /// caller holds the connection's send lock.
     pub(crate) fn try_place_inline(&self, header: &FrameHeader, meta: &[u8], payloads: &[Tensor]) -> Option<Placed> {
+        if line_len(header).is_some() {
+            let parts = FrameParts {
+                kind: header.kind,
+                method: header.method,
+                request_id: header.request_id,
+                meta,
+                payloads,
+            };
+            debug_assert_eq!(header.flags, 0, "frames are sent without flags");
+            return self.try_place_line(&parts);
+        }
         let len = inline_len(header)?;
         // No payload of a frame this small is a span held in the ring (a
         // placed output is at least `PLACE_MIN_BYTES`): nothing to split.
@@ -494,6 +512,28 @@ impl ShmChannel {
         // parts by the caller.
         unsafe { write_inline(tx.inline_bytes(), header, meta, payloads) };
         tx.publish_inline(len);
+        Some(self.published(tx, 0, len as u64))
+    }
+
+    /// Writes a frame of metadata alone that fits a slot's first line
+    /// straight into it and publishes it (as `try_place_inline`): `None`
+    /// when the frame is not one for a line, `Some(Placed::NoSlot)` when
+    /// the peer has released no slot. No header is built: a line frame's
+    /// lengths are within every limit (the caller checked the frame size
+    /// against its own: `line_fits`). The caller holds the send lock.
+    pub(crate) fn try_place_line(&self, parts: &FrameParts<'_>) -> Option<Placed> {
+        if !parts.payloads.is_empty() || parts.meta.len() > LINE_META_BYTES {
+            return None;
+        }
+        let len = LINE_HEAD_BYTES + parts.meta.len();
+        let mut tx = self.tx.producer.lock();
+        if !tx.has_slot() {
+            return Some(Placed::NoSlot);
+        }
+        // SAFETY: a free slot's line bytes are ours until published, and
+        // the frame fits them (checked above).
+        unsafe { write_line(tx.line_bytes(), parts) };
+        tx.publish_line(len);
         Some(self.published(tx, 0, len as u64))
     }
 
@@ -646,7 +686,12 @@ impl ShmChannel {
         // SAFETY: `poll` hands over `len` bytes inside the slot, readable
         // until it returns.
         let RxState { consumer, inline_buf, .. } = rx;
-        let polled = consumer.poll(|at, len| unsafe { self.decode_inline(at, len, inline_buf) })?;
+        let polled = consumer.poll(|at, len, form| unsafe {
+            match form {
+                InlineForm::Slot => self.decode_inline(at, len, inline_buf),
+                InlineForm::Line => self.decode_line(at, len, inline_buf),
+            }
+        })?;
         let lend = match &polled {
             Some(Received::Frame { .. }) => !rx.consumer.should_copy_out(1),
             Some(Received::Split { spans, .. }) => !rx.consumer.should_copy_out(spans.len()),
@@ -722,6 +767,28 @@ impl ShmChannel {
         // tensor reads what is overwritten.
         unsafe { std::ptr::copy_nonoverlapping(at.add(INLINE_HEAD_BYTES), body.as_mut_ptr(), body_len) };
         ReceivedFrame::parse(header, body, 0)
+    }
+
+    /// A slot's line frame (its line head, then its metadata), the
+    /// metadata copied into `buf`'s buffer.
+    ///
+    /// # Safety
+    /// `len` readable bytes at `at`, at most [`ring::LINE_BYTES`].
+    unsafe fn decode_line(&self, at: *const u8, len: usize, buf: &mut InlineBuf) -> Result<ReceivedFrame, FrameError> {
+        assert!(len <= ring::LINE_BYTES, "a line frame lies in one line");
+        let body = buf.take()?;
+        let mut head = [0u8; LINE_HEAD_BYTES];
+        // SAFETY: the caller's promise, and the buffer (nobody else holds
+        // it: `take`) has room for a line. Copied before anything is
+        // checked: the peer can still write the slot.
+        unsafe {
+            std::ptr::copy_nonoverlapping(at, head.as_mut_ptr(), len.min(LINE_HEAD_BYTES));
+            if len > LINE_HEAD_BYTES {
+                std::ptr::copy_nonoverlapping(at.add(LINE_HEAD_BYTES), body.as_mut_ptr(), len - LINE_HEAD_BYTES);
+            }
+        }
+        let header = decode_line_head(&head, len, &self.limits)?;
+        Ok(ReceivedFrame::metadata_only(header, body))
     }
 
     /// The frame at `at`, whose `header` was checked, copied whole.
@@ -1065,6 +1132,80 @@ pub(crate) fn decode_inline_head(
     };
     header.check(limits)?;
     Ok(header)
+}
+
+/// Bytes of a line frame's head: what a frame of metadata alone needs of
+/// the 64-byte header (no payloads, no table; the metadata's length is
+/// the line's), so a request or reply with up to
+/// [`LINE_META_BYTES`] of metadata crosses in one cache line.
+///
+/// ```text
+/// kind u8 | flags u8 | method u16 | request_id u64 | metadata
+/// ```
+pub const LINE_HEAD_BYTES: usize = 12;
+
+/// The most metadata a line frame carries.
+pub const LINE_META_BYTES: usize = ring::LINE_BYTES - LINE_HEAD_BYTES;
+
+/// A slot's line bytes for a frame with this header, when it is one of
+/// metadata alone that fits a line.
+pub(crate) fn line_len(header: &FrameHeader) -> Option<usize> {
+    let fits = header.payload_count == 0 && header.table_len == 0 && header.meta_len <= LINE_META_BYTES as u64;
+    fits.then_some(LINE_HEAD_BYTES + header.meta_len as usize)
+}
+
+/// Writes a line frame to a slot's line bytes at `dst`.
+///
+/// # Safety
+/// `LINE_HEAD_BYTES + parts.meta.len()` writable bytes at `dst` that
+/// nobody else reads or writes meanwhile.
+unsafe fn write_line(dst: *mut u8, parts: &FrameParts<'_>) {
+    let mut head = [0u8; LINE_HEAD_BYTES];
+    head[0] = parts.kind as u8;
+    head[2..4].copy_from_slice(&parts.method.to_le_bytes());
+    head[4..12].copy_from_slice(&parts.request_id.to_le_bytes());
+    // SAFETY: the caller's bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(head.as_ptr(), dst, LINE_HEAD_BYTES);
+        std::ptr::copy_nonoverlapping(parts.meta.as_ptr(), dst.add(LINE_HEAD_BYTES), parts.meta.len());
+    }
+}
+
+/// Whether every line frame fits frames of `limits` (a line frame is at
+/// most a header and one payload alignment of metadata).
+pub(crate) fn line_fits(limits: &FrameLimits) -> bool {
+    HEADER_BYTES as u64 + crate::net::frame::PAYLOAD_ALIGN as u64 <= limits.max_frame_bytes
+}
+
+/// The header of a `len`-byte line frame whose head is `head`. Its
+/// lengths are bounded by the line (at most [`LINE_META_BYTES`] of
+/// metadata, nothing else), so of the limits only the frame size is left.
+pub(crate) fn decode_line_head(
+    head: &[u8; LINE_HEAD_BYTES],
+    len: usize,
+    limits: &FrameLimits,
+) -> Result<FrameHeader, FrameError> {
+    if !(LINE_HEAD_BYTES..=ring::LINE_BYTES).contains(&len) {
+        return Err(FrameError::InconsistentLengths(format!("a line frame of {len} bytes")));
+    }
+    let kind = FrameKind::from_u8(head[0]).ok_or(FrameError::UnknownKind(head[0]))?;
+    let meta_len = (len - LINE_HEAD_BYTES) as u64;
+    // Metadata alone pads to one payload alignment.
+    let body_len = (meta_len.next_multiple_of(8)).next_multiple_of(crate::net::frame::PAYLOAD_ALIGN as u64);
+    if HEADER_BYTES as u64 + body_len > limits.max_frame_bytes {
+        return Err(FrameError::Oversized { len: HEADER_BYTES as u64 + body_len, max: limits.max_frame_bytes });
+    }
+    Ok(FrameHeader {
+        kind,
+        flags: head[1],
+        method: u16::from_le_bytes([head[2], head[3]]),
+        payload_count: 0,
+        request_id: u64::from_le_bytes(head[4..12].try_into().expect("8 bytes in bounds")),
+        meta_len,
+        table_len: 0,
+        payload_bytes: 0,
+        body_len,
+    })
 }
 
 /// An inline frame's slot bytes for `frame` (tests and fuzz seeds).

@@ -80,6 +80,19 @@ pub const DESC_SPAN: u32 = 5;
 /// (`reserved2` bytes, a multiple of 64) is the start of the frame's first
 /// span, and the slot holds nothing else.
 pub const DESC_SPLIT_SPANNED_HEAD: u32 = 6;
+/// The frame's bytes are the rest of the slot's first cache line, after
+/// the kind word (from byte 12 of the slot): the kind word's low byte is
+/// this value and its upper 24 bits count the bytes (1 to [`LINE_BYTES`]).
+/// A small frame then crosses in the one line the consumer spins on, as a
+/// raw ping-pong's message does, instead of that line and the next.
+pub const DESC_LINE: u32 = 7;
+
+/// Bytes of a frame a slot's first line can carry ([`DESC_LINE`]).
+pub const LINE_BYTES: usize = 64 - 8 - 4;
+
+/// Offset in a slot of a line frame's bytes: past the publish word and
+/// the kind word.
+const LINE_OFFSET: usize = 12;
 
 /// The longest head a split frame may carry in its first span (the
 /// consumer copies it out before anything reads it).
@@ -233,6 +246,8 @@ pub enum RingError {
     UnknownKind { index: u64, kind: u32 },
     #[error("slot {index}: an inline frame of {len} bytes (a slot holds 1 to {INLINE_BYTES})")]
     InlineLength { index: u64, len: u64 },
+    #[error("slot {index}: a line frame of {len} bytes (a slot's first line holds 1 to {LINE_BYTES})")]
+    LineLength { index: u64, len: u64 },
     #[error("slot {index}: a split frame's head of {len} bytes (a slot holds 64 to {INLINE_BYTES})")]
     SplitHeadLength { index: u64, len: u64 },
     #[error(
@@ -253,6 +268,15 @@ pub enum RingError {
     TooManySpans { index: u64 },
     #[error("slot {index}: a frame of kind {kind} after spans announced for a split frame")]
     SpanWithoutSplit { index: u64, kind: u32 },
+}
+
+/// Which of a slot's two inline forms a frame took: the slot's bytes past
+/// the descriptor ([`DESC_INLINE`]) or the rest of its first line
+/// ([`DESC_LINE`]). The channel encodes their heads differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InlineForm {
+    Slot,
+    Line,
 }
 
 /// What the consumer took from the ring.
@@ -831,6 +855,32 @@ impl Producer {
         self.publish_slot(Descriptor { kind, reserved: 0, position, len, reserved2: 0 });
     }
 
+    /// The next slot's line bytes ([`LINE_BYTES`] of them), for the caller
+    /// to fill before [`publish_line`](Self::publish_line). The caller
+    /// checked [`has_slot`](Self::has_slot).
+    pub fn line_bytes(&self) -> *mut u8 {
+        // Inside the slot: LINE_OFFSET + LINE_BYTES is one cache line.
+        self.memory.slot(self.desc_tail).cast::<u8>().wrapping_add(LINE_OFFSET)
+    }
+
+    /// Publishes the `len` bytes written at [`line_bytes`](Self::line_bytes).
+    pub fn publish_line(&mut self, len: usize) {
+        assert!(len > 0 && len <= LINE_BYTES, "a line frame of {len} bytes");
+        debug_assert!(
+            self.desc_tail.wrapping_sub(self.cached_desc_head) < self.memory.slots,
+            "publish without a free slot"
+        );
+        let slot = self.memory.slot(self.desc_tail);
+        // SAFETY: as `publish_slot`: the slot is free and read only after
+        // its publish word's `Release` store below. Only the kind word is
+        // written: the rest of the line holds the caller's bytes.
+        unsafe {
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor.kind), DESC_LINE | (len as u32) << 8)
+        };
+        self.desc_tail += 1;
+        self.memory.seq(self.desc_tail - 1).store(self.desc_tail, Ordering::Release);
+    }
+
     /// Publishes the `len` bytes written at [`inline_bytes`](Self::inline_bytes).
     pub fn publish_inline(&mut self, len: usize) {
         assert!(len > 0 && len <= INLINE_BYTES, "an inline frame of {len} bytes");
@@ -1084,14 +1134,14 @@ impl Consumer {
     }
 
     /// Takes the next slot, checked, or `None` when there is none. An
-    /// inline frame's bytes are handed to `copy_inline` (address and
-    /// length, inside the slot) before the slot is released; the peer can
+    /// inline frame's bytes are handed to `copy_inline` (address, length
+    /// and form, inside the slot) before the slot is released; the peer can
     /// still write them, so the callee copies them out before checking.
     /// A split frame's leading spans are taken as their slots come, and
     /// returned with its last slot.
     pub fn poll<T>(
         &mut self,
-        copy_inline: impl FnOnce(*const u8, usize) -> T,
+        copy_inline: impl FnOnce(*const u8, usize, InlineForm) -> T,
     ) -> Result<Option<Received<T>>, RingError> {
         loop {
             if !self.has_pending() {
@@ -1108,6 +1158,18 @@ impl Consumer {
             {
                 return Err(RingError::SpanWithoutSplit { index, kind: descriptor.kind });
             }
+            if descriptor.kind & 0xff == DESC_LINE {
+                let len = u64::from(descriptor.kind >> 8);
+                if len == 0 || len > LINE_BYTES as u64 {
+                    return Err(RingError::LineLength { index, len });
+                }
+                // Inside the slot's first line (LINE_OFFSET + len <= 64);
+                // the callee reads `len` bytes from it.
+                let bytes = slot.cast::<u8>().cast_const().wrapping_add(LINE_OFFSET);
+                let received = Received::Inline(copy_inline(bytes, len as usize, InlineForm::Line));
+                self.release_slot();
+                return Ok(Some(received));
+            }
             let received = match descriptor.kind {
                 DESC_INLINE => {
                     let len = descriptor.len;
@@ -1117,7 +1179,7 @@ impl Consumer {
                     // SAFETY (of the projection): an address inside the slot;
                     // the callee reads `len` <= INLINE_BYTES bytes from it.
                     let bytes = unsafe { std::ptr::addr_of!((*slot).inline) }.cast::<u8>();
-                    Received::Inline(copy_inline(bytes, len as usize))
+                    Received::Inline(copy_inline(bytes, len as usize, InlineForm::Slot))
                 }
                 DESC_VIA_SOCKET => Received::ViaSocket,
                 DESC_FRAME => {
@@ -1345,9 +1407,9 @@ mod tests {
     }
 
     /// Polls, copying an inline frame's bytes out.
-    fn poll_copy(consumer: &mut Consumer) -> Result<Option<Received<Vec<u8>>>, RingError> {
+    fn poll_copy(consumer: &mut Consumer) -> Result<Option<Received<(Vec<u8>, InlineForm)>>, RingError> {
         // SAFETY: `poll` hands over `len` bytes inside the slot.
-        consumer.poll(|at, len| unsafe { std::slice::from_raw_parts(at, len).to_vec() })
+        consumer.poll(|at, len, form| (unsafe { std::slice::from_raw_parts(at, len).to_vec() }, form))
     }
 
     fn read_span(consumer: &Consumer, offset: usize, len: usize) -> Vec<u8> {
@@ -1443,8 +1505,16 @@ mod tests {
     fn garbage_descriptors_are_refused() {
         type Case = (Descriptor, fn(&RingError) -> bool);
         let split = |position, len, head| Descriptor { kind: DESC_SPLIT, position, len, reserved2: head, reserved: 0 };
-        let cases: [Case; 12] = [
+        let cases: [Case; 15] = [
             (Descriptor { kind: 9, ..Default::default() }, |e| matches!(e, RingError::UnknownKind { .. })),
+            // Only a line frame's kind word carries a length.
+            (Descriptor { kind: DESC_INLINE | 8 << 8, len: 8, ..Default::default() }, |e| {
+                matches!(e, RingError::UnknownKind { .. })
+            }),
+            (Descriptor { kind: DESC_LINE, ..Default::default() }, |e| matches!(e, RingError::LineLength { len: 0, .. })),
+            (Descriptor { kind: DESC_LINE | (LINE_BYTES as u32 + 1) << 8, ..Default::default() }, |e| {
+                matches!(e, RingError::LineLength { len: 53, .. })
+            }),
             (Descriptor { kind: DESC_FRAME, position: 0, len: 100, ..Default::default() }, |e| {
                 matches!(e, RingError::Misaligned { .. })
             }),
@@ -1502,6 +1572,7 @@ mod tests {
             (Descriptor { kind: DESC_INLINE, len: 64, ..Default::default() }, "SpanWithoutSplit"),
             (Descriptor { kind: DESC_FRAME, position: 64, len: 64, ..Default::default() }, "SpanWithoutSplit"),
             (Descriptor { kind: DESC_VIA_SOCKET, ..Default::default() }, "SpanWithoutSplit"),
+            (Descriptor { kind: DESC_LINE | 8 << 8, ..Default::default() }, "SpanWithoutSplit"),
             (Descriptor { kind: DESC_SPAN, position: 0, len: 64, ..Default::default() }, "Overlap"),
             (Descriptor { kind: DESC_SPAN, position: 64, len: 100, ..Default::default() }, "Misaligned"),
         ] {
@@ -1720,7 +1791,7 @@ mod tests {
             write_span(&producer, at, 0xa0 + lap);
             producer.publish(Some(at));
             assert!(!producer.has_slot(), "two slots, both in flight");
-            let Some(Received::Inline(bytes)) = poll_copy(&mut consumer).unwrap() else { panic!() };
+            let Some(Received::Inline((bytes, InlineForm::Slot))) = poll_copy(&mut consumer).unwrap() else { panic!() };
             assert_eq!(bytes, vec![lap; 100]);
             assert!(producer.has_slot(), "the inline frame's slot is free once copied");
             let Some(Received::Frame { offset, len, span }) = poll_copy(&mut consumer).unwrap() else { panic!() };
@@ -1745,6 +1816,7 @@ mod tests {
     fn two_threads_never_share_a_span_keeping_to(prefix: u64) {
         let rounds: u64 = if cfg!(miri) { 60 } else { 20_000 };
         let inline_len = |i: u64| 1 + (i as usize * 37) % INLINE_BYTES;
+        let line_len = |i: u64| 1 + (i as usize * 7) % LINE_BYTES;
         let (_heap, producer, mut consumer) = fresh(8, 1024);
         let mut producer = producer.keeping_to(prefix);
         std::thread::scope(|scope| {
@@ -1753,10 +1825,16 @@ mod tests {
                     while !producer.has_slot() {
                         std::thread::yield_now();
                     }
-                    if i % 3 == 0 {
+                    if i % 6 == 0 {
                         // SAFETY: a free slot's inline bytes are the producer's.
                         unsafe { std::ptr::write_bytes(producer.inline_bytes(), i as u8, inline_len(i)) };
                         producer.publish_inline(inline_len(i));
+                        continue;
+                    }
+                    if i % 6 == 3 {
+                        // SAFETY: a free slot's line bytes are the producer's.
+                        unsafe { std::ptr::write_bytes(producer.line_bytes(), i as u8, line_len(i)) };
+                        producer.publish_line(line_len(i));
                         continue;
                     }
                     let len = 64 * (1 + i % 5);
@@ -1784,9 +1862,13 @@ mod tests {
                             drop(span);
                         }
                     }
-                    Some(Received::Inline(bytes)) => {
+                    Some(Received::Inline((bytes, form))) => {
                         assert_eq!(seen % 3, 0, "frame {seen} was sent as a span");
-                        assert_eq!(bytes, vec![seen as u8; inline_len(seen)]);
+                        let (len, sent_as) = match seen % 6 {
+                            0 => (inline_len(seen), InlineForm::Slot),
+                            _ => (line_len(seen), InlineForm::Line),
+                        };
+                        assert_eq!((bytes, form), (vec![seen as u8; len], sent_as));
                         seen += 1;
                     }
                     Some(other) => panic!("only spans and inline frames sent: {other:?}"),

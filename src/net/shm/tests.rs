@@ -137,6 +137,93 @@ fn a_good_frame_then_garbage_frames_and_lengths_are_refused() {
     assert_eq!(got.meta_bytes(), b"meta");
 }
 
+/// Frames of metadata alone up to a line's worth cross in the slot's
+/// first line, whole; longer ones or ones with payloads take the slot's
+/// inline bytes.
+#[test]
+fn small_frames_cross_in_one_line_and_others_in_the_slot() {
+    let layout = Layout::new(8, 1 << 16).unwrap();
+    let (region, fd) = SharedRegion::create(layout, [5, 5]).unwrap();
+    let server_view = SharedRegion::open(&fd, layout, [5, 5]).unwrap();
+    let client = ShmChannel::new(region, Side::Client, FrameLimits::default(), Duration::ZERO);
+    let server = ShmChannel::new(server_view, Side::Server, FrameLimits::default(), Duration::ZERO);
+    let tensor = Tensor::scalar(3.5f32);
+    for (meta_len, with_payload, line) in [(0, false, true), (1, false, true), (39, false, true), (40, false, true)]
+        .into_iter()
+        .chain([(41, false, false), (8, true, false)])
+    {
+        let meta: Vec<u8> = (0..meta_len).map(|i| i as u8 ^ 0x5a).collect();
+        let payloads = if with_payload { vec![tensor.clone()] } else { Vec::new() };
+        let parts = FrameParts {
+            kind: FrameKind::Response,
+            method: 11,
+            request_id: 0x0102_0304_0506_0708 + meta_len as u64,
+            meta: &meta,
+            payloads: &payloads,
+        };
+        let header = FrameHeader::for_parts(&parts, &FrameLimits::default()).unwrap();
+        assert_eq!(line_len(&header).is_some(), line, "{meta_len} B of metadata");
+        match client.try_place_line(&parts) {
+            Some(placed) => assert!(line && placed == Placed::Sent, "{meta_len} B: {placed:?}"),
+            None => {
+                assert!(!line, "{meta_len} B: not sent as a line");
+                assert_eq!(client.try_place_inline(&header, &meta, &payloads), Some(Placed::Sent));
+            }
+        }
+        let mut rx = server.rx.lock();
+        let Ok(Polled::Frame(got)) = server.poll(&mut rx) else { panic!("{meta_len} B: the frame did not arrive") };
+        assert_eq!(got.header, header, "{meta_len} B: the header as the sender made it");
+        assert_eq!(got.meta_bytes(), meta.as_slice());
+        assert_eq!(got.payloads().len(), payloads.len());
+        if with_payload {
+            assert!(got.payloads()[0].bit_eq(&tensor));
+        }
+        assert!(matches!(server.poll(&mut rx), Ok(Polled::Empty)), "one frame per send");
+    }
+}
+
+/// A line frame's head is checked as any frame's: a kind that is no
+/// frame's, fewer bytes than its head, more than a line (refused by the
+/// ring) and a frame larger than the receiver's limit.
+#[test]
+fn garbage_line_frames_are_refused() {
+    let good = |kind: u8| {
+        let mut line = vec![kind, 0, 11, 0];
+        line.extend_from_slice(&9u64.to_le_bytes());
+        line.extend_from_slice(b"meta");
+        line
+    };
+    let line_word = |len: usize| ring::DESC_LINE | (len as u32) << 8;
+    let cases: [(u32, Vec<u8>, &str); 4] = [
+        (line_word(16), good(200), "unknown frame kind 200"),
+        (line_word(11), good(FrameKind::Request as u8), "a line frame of 11 bytes"),
+        (line_word(53), good(FrameKind::Request as u8), "a line frame of 53 bytes"),
+        (ring::DESC_LINE, good(FrameKind::Request as u8), "a line frame of 0 bytes"),
+    ];
+    for (word, bytes, expected) in cases {
+        let (channel, _producer, region) = hostile_pair(1 << 16);
+        super::fuzzing::publish_raw_line(region.ring(Direction::ClientToServer), 0, word, &bytes);
+        let err = poll_error(&channel);
+        assert!(err.contains(expected), "{expected}: {err}");
+    }
+    // Well formed, it crosses.
+    let (channel, _producer, region) = hostile_pair(1 << 16);
+    let line = good(FrameKind::Request as u8);
+    super::fuzzing::publish_raw_line(region.ring(Direction::ClientToServer), 0, line_word(line.len()), &line);
+    let mut rx = channel.rx.lock();
+    let Ok(Polled::Frame(got)) = channel.poll(&mut rx) else { panic!("good line frame refused") };
+    assert_eq!((got.header.method, got.header.request_id, got.meta_bytes()), (11, 9, &b"meta"[..]));
+    drop(rx);
+    // A receiver whose frames may not be that large refuses it.
+    let layout = Layout::new(8, 1 << 16).unwrap();
+    let (region, fd) = SharedRegion::create(layout, [7, 7]).unwrap();
+    let view = SharedRegion::open(&fd, layout, [7, 7]).unwrap();
+    let tiny = FrameLimits { max_frame_bytes: 100, ..FrameLimits::default() };
+    let channel = ShmChannel::new(view, Side::Server, tiny, Duration::ZERO);
+    super::fuzzing::publish_raw_line(region.ring(Direction::ClientToServer), 0, line_word(line.len()), &line);
+    assert!(poll_error(&channel).contains("exceeds"), "{}", poll_error(&channel));
+}
+
 fn poll_error_hint() -> &'static str {
     "garbage must be refused by the frame header check"
 }
