@@ -51,7 +51,7 @@ impl Default for BenchOptions {
         BenchOptions {
             pingpong_iterations: 20_000,
             pingpong_warmup: 2_000,
-            message_bytes: std::env::var("RF_MSG").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+            message_bytes: 64,
             bulk_bytes: 64 << 20,
             bulk_iterations: 20,
             transports: vec![TransportKind::Uring, TransportKind::Socket, TransportKind::Auto],
@@ -360,12 +360,12 @@ struct RpcEcho {
 }
 
 impl RpcEcho {
-    fn start(kind: TransportKind, opts: &BenchOptions, pin: Option<Pinning>) -> Result<RpcEcho> {
+    fn start(kind: TransportKind, opts: &BenchOptions, message_bytes: usize, pin: Option<Pinning>) -> Result<RpcEcho> {
         let mut args = peer_rpc_args(kind, opts.spin_us);
         args.extend(pin.map(|p| format!("--cpu={}", p.peer)));
         let peer = Peer::spawn("rpc", &args)?;
         let client = Client::connect(&peer.addr, bench_transport_options(kind, opts.spin_us))?;
-        Ok(RpcEcho { client, meta: vec![0x5au8; opts.message_bytes], _peer: peer })
+        Ok(RpcEcho { client, meta: vec![0x5au8; message_bytes], _peer: peer })
     }
 
     fn round_trip(&self) -> Result<Duration> {
@@ -452,6 +452,7 @@ const PINGPONG_WARMUP_TIME: Duration = Duration::from_millis(200);
 fn interleaved_pingpong(
     kind: TransportKind,
     opts: &BenchOptions,
+    message_bytes: usize,
     pin: Option<Pinning>,
 ) -> Result<(LatencyRecorder, LatencyRecorder)> {
     // Held for the whole measurement: this thread is the client of both.
@@ -461,7 +462,7 @@ fn interleaved_pingpong(
     } else {
         Box::new(RawEcho::start(opts.message_bytes, pin)?)
     };
-    let rpc = RpcEcho::start(kind, opts, pin)?;
+    let rpc = RpcEcho::start(kind, opts, message_bytes, pin)?;
     if kind == TransportKind::Auto && !rpc.client.is_shared_memory() {
         return Err(Status::unavailable("pingpong shm: the connection fell back to TCP (see the log)"));
     }
@@ -514,27 +515,58 @@ pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
         None => String::new(),
     };
     for kind in kinds {
-        let (raw, rpc) = interleaved_pingpong(kind, opts, pin)?;
         let name = transport_name(kind);
-        let baseline = if kind == TransportKind::Auto {
-            "raw shared-memory spinning ping-pong between two processes (one 64 B cache line each way, futex after the same spin)"
-        } else {
-            "raw TCP spinning ping-pong"
-        };
-        let note = format!(
-            "{name}; {} B request+response; baseline: {baseline}, same binary, same run, interleaved in blocks of {PINGPONG_BLOCK} (each after a pause that lets the other side sleep, its first round trip untimed) after a warm-up of at least {} ms{placement}",
-            opts.message_bytes,
+        let warm_up = format!(
+            "same binary, same run, interleaved in blocks of {PINGPONG_BLOCK} (each after a pause that lets the other side sleep, its first round trip untimed) after a warm-up of at least {} ms{placement}",
             PINGPONG_WARMUP_TIME.as_millis()
         );
-        for (label, p) in [("p50", 50.0), ("p99", 99.0)] {
-            figures.push(
-                Figure::new("pingpong", &format!("{label}_{name}"), rpc.percentile_us(p), "us", 1)
-                    .with_baseline(raw.percentile_us(p))
-                    .with_note(note.clone()),
+        if kind != TransportKind::Auto {
+            let (raw, rpc) = interleaved_pingpong(kind, opts, opts.message_bytes, pin)?;
+            let note = format!(
+                "{name}; {} B request+response; baseline: raw TCP spinning ping-pong, {warm_up}",
+                opts.message_bytes
             );
+            figures.extend(pingpong_figures(name, "", &rpc, &raw, &note, &[50.0, 99.0]));
+            continue;
         }
+        // Over shared memory the baseline's message is one cache line; a
+        // request or response of up to LINE_META_BYTES of metadata crosses
+        // in one line too (`shm::ring::DESC_LINE`), a longer one in two.
+        let line = crate::net::shm::LINE_META_BYTES;
+        let baseline = "raw shared-memory spinning ping-pong between two processes (a 64 B cache line each way carrying a 48 B message, futex after the same spin)";
+        let (raw, rpc) = interleaved_pingpong(kind, opts, line, pin)?;
+        let note = format!(
+            "{name}; {line} B request+response (the most metadata a one-line frame carries); baseline: {baseline}, {warm_up}"
+        );
+        figures.extend(pingpong_figures(name, "", &rpc, &raw, &note, &[50.0, 99.0]));
+        let (raw, rpc) = interleaved_pingpong(kind, opts, opts.message_bytes, pin)?;
+        let note = format!(
+            "{name}; {} B request+response (each frame two cache lines); baseline: {baseline}, {warm_up}",
+            opts.message_bytes
+        );
+        let suffix = format!("_{}B", opts.message_bytes);
+        figures.extend(pingpong_figures(name, &suffix, &rpc, &raw, &note, &[50.0]));
     }
     Ok(figures)
+}
+
+/// `pingpong` figures `p<P>_<name><suffix>` for each percentile.
+fn pingpong_figures(
+    name: &str,
+    suffix: &str,
+    rpc: &LatencyRecorder,
+    raw: &LatencyRecorder,
+    note: &str,
+    percentiles: &[f64],
+) -> Vec<Figure> {
+    percentiles
+        .iter()
+        .map(|&p| {
+            Figure::new("pingpong", &format!("p{p:.0}_{name}{suffix}"), rpc.percentile_us(p), "us", 1)
+                .with_baseline(raw.percentile_us(p))
+                .with_note(note.to_string())
+        })
+        .collect()
 }
 
 /// Raw TCP bandwidth (GB/s) sending `payload` to a peer process; `cycle_bytes`

@@ -5,7 +5,8 @@
 #   usage (on the device): bash tools/device/bench16.sh [scenario...]
 #     no scenario: every scenario over TCP;
 #     `shm`: the four shared-memory rows (pingpong, bulk, step-remote, transfer-remote with
-#     `--transport shm`), each unpinned and with `--pin-threads`, which fit one device call.
+#     `--transport shm`), each unpinned and with `--pin-threads`, which fit one device call;
+#     `shm-pingpong`: pingpong over shared memory alone, three times each way.
 set -u
 BIN=${BIN:-.dev/ringflow}
 OUT=${OUT:-/tmp/bench16}
@@ -31,6 +32,12 @@ for s in "${scenarios[@]}"; do
       for t in pingpong bulk step-remote transfer-remote; do
         run "$t shm" "$t" --transport shm
         run "$t shm pinned" "$t" --transport shm --pin-threads
+      done
+      ;;
+    shm-pingpong)
+      for _ in 1 2 3; do
+        run "pingpong shm" pingpong --transport shm
+        run "pingpong shm pinned" pingpong --transport shm --pin-threads
       done
       ;;
     *) run "$s" "$s" ;;

@@ -242,13 +242,15 @@ impl Conn {
         if !parts.payloads.is_empty() || parts.meta.len() > shm::LINE_META_BYTES || !self.line_fits {
             return false;
         }
-        if self.is_closed() {
-            return false;
-        }
-        let Some(_whole_frame) = self.send_lock.try_lock() else {
-            return false;
-        };
-        if behind_outbox && self.writer_running.load(Ordering::Acquire) {
+        // No send lock: a line frame takes one slot under the producer
+        // lock, so it cannot land inside another frame (a split frame's
+        // slots are published under one hold of that lock, and a frame
+        // sent over the socket follows its marker slot, which the reader
+        // takes first). It may pass a frame another thread is still
+        // sending, as it could have by being called first; it never passes
+        // one this thread sent: sends return once done, and a reply that
+        // this thread queued keeps `writer_running` set until it is out.
+        if self.is_closed() || (behind_outbox && self.writer_running.load(Ordering::Acquire)) {
             return false;
         }
         shm.try_place_line(parts) == Some(Placed::Sent)

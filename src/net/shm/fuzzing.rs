@@ -169,6 +169,7 @@ pub(crate) fn publish_raw(memory: RingMemory, index: u64, descriptor: Descriptor
 /// Writes slot `index` of `memory` as a line frame of `bytes` whose kind
 /// word is `kind_word` (a good one is `DESC_LINE | len << 8`), as a
 /// hostile producer may, and publishes it.
+#[cfg(test)]
 pub(crate) fn publish_raw_line(memory: RingMemory, index: u64, kind_word: u32, bytes: &[u8]) {
     let bytes = &bytes[..bytes.len().min(super::ring::LINE_BYTES)];
     let slot = memory.slots_base.wrapping_add((index & (memory.slots - 1)) as usize);

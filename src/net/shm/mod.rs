@@ -31,8 +31,8 @@ pub mod watch;
 
 use crate::alloc::IoBuf;
 use crate::net::frame::{
-    FrameError, FrameHeader, FrameKind, FrameLimits, FrameParts, HEADER_BYTES, OutgoingFrame, PayloadPart, PayloadParts,
-    ReceivedFrame,
+    FrameError, FrameHeader, FrameKind, FrameLimits, FrameParts, HEADER_BYTES, OutgoingFrame, PayloadPart,
+    PayloadParts, ReceivedFrame,
 };
 use crate::tensor::placement::{OutputPlacement, PlacedBytes, SharedPlacement};
 use crate::tensor::{DType, Tensor};
@@ -201,11 +201,70 @@ impl InlineBuf {
     }
 }
 
+/// The receiving end's state, for one reader at a time: a connection is
+/// read by one thread at a time by construction (a client's leader, who
+/// holds its reader lock, or a server's serving thread), so this is never
+/// contended, and it unlocks with a plain `Release` store rather than a
+/// mutex's locked instruction, which would sit on the path of every
+/// received frame.
+pub(crate) struct ReaderCell<T> {
+    busy: AtomicBool,
+    state: std::cell::UnsafeCell<T>,
+}
+
+// SAFETY: the state is reached only through a guard, and `busy` admits one
+// guard at a time (its `Acquire` swap pairs with the last guard's
+// `Release` store), so `T` moves between threads, never shared.
+unsafe impl<T: Send> Sync for ReaderCell<T> {}
+
+impl<T> ReaderCell<T> {
+    pub(crate) fn new(state: T) -> ReaderCell<T> {
+        ReaderCell { busy: AtomicBool::new(false), state: std::cell::UnsafeCell::new(state) }
+    }
+
+    /// The state, once no other reader holds it (by construction nobody
+    /// does; a second reader would spin, yielding once the host has no
+    /// spare core, until the first is done).
+    pub(crate) fn lock(&self) -> ReaderGuard<'_, T> {
+        let start = Instant::now();
+        while self.busy.swap(true, Ordering::Acquire) {
+            crate::net::io::spin_pause(start);
+        }
+        ReaderGuard { cell: self }
+    }
+}
+
+pub(crate) struct ReaderGuard<'a, T> {
+    cell: &'a ReaderCell<T>,
+}
+
+impl<T> std::ops::Deref for ReaderGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (`lock`), so nothing else
+        // reaches the state while it lives.
+        unsafe { &*self.cell.state.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for ReaderGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as `deref`, and `&mut self` makes this borrow unique.
+        unsafe { &mut *self.cell.state.get() }
+    }
+}
+
+impl<T> Drop for ReaderGuard<'_, T> {
+    fn drop(&mut self) {
+        self.cell.busy.store(false, Ordering::Release);
+    }
+}
+
 /// One connection's shared-memory channel, both directions.
 pub struct ShmChannel {
     region: Arc<SharedRegion>,
     tx: Arc<TxSide>,
-    pub(crate) rx: Mutex<RxState>,
+    pub(crate) rx: ReaderCell<RxState>,
     /// The direction this side reads (its doorbell wakes our reader).
     rx_direction: Direction,
     /// Set, and our reader woken, when the peer's socket hangs up.
@@ -324,7 +383,7 @@ impl ShmChannel {
             hangup: Arc::new(watch::HangupSignal::new(region.clone(), receive)),
             tx: tx.clone(),
             region,
-            rx: Mutex::new(RxState { consumer, socket_frames_due: 0, inline_buf: InlineBuf(None) }),
+            rx: ReaderCell::new(RxState { consumer, socket_frames_due: 0, inline_buf: InlineBuf(None) }),
             rx_direction: receive,
             watched: None,
             stalled_at_progress: AtomicU64::new(NOT_STALLED),
@@ -490,13 +549,8 @@ impl ShmChannel {
     /// caller holds the connection's send lock.
     pub(crate) fn try_place_inline(&self, header: &FrameHeader, meta: &[u8], payloads: &[Tensor]) -> Option<Placed> {
         if line_len(header).is_some() {
-            let parts = FrameParts {
-                kind: header.kind,
-                method: header.method,
-                request_id: header.request_id,
-                meta,
-                payloads,
-            };
+            let parts =
+                FrameParts { kind: header.kind, method: header.method, request_id: header.request_id, meta, payloads };
             debug_assert_eq!(header.flags, 0, "frames are sent without flags");
             return self.try_place_line(&parts);
         }
@@ -773,20 +827,21 @@ impl ShmChannel {
     /// metadata copied into `buf`'s buffer.
     ///
     /// # Safety
-    /// `len` readable bytes at `at`, at most [`ring::LINE_BYTES`].
+    /// [`ring::LINE_BYTES`] readable bytes at `at` (the line), of which the
+    /// frame claims `len`.
     unsafe fn decode_line(&self, at: *const u8, len: usize, buf: &mut InlineBuf) -> Result<ReceivedFrame, FrameError> {
         assert!(len <= ring::LINE_BYTES, "a line frame lies in one line");
         let body = buf.take()?;
-        let mut head = [0u8; LINE_HEAD_BYTES];
-        // SAFETY: the caller's promise, and the buffer (nobody else holds
-        // it: `take`) has room for a line. Copied before anything is
-        // checked: the peer can still write the slot.
-        unsafe {
-            std::ptr::copy_nonoverlapping(at, head.as_mut_ptr(), len.min(LINE_HEAD_BYTES));
+        // SAFETY: the caller's promise (a whole line's bytes, whatever
+        // `len` says), and the buffer (nobody else holds it: `take`) has
+        // room for a line. Copied before anything is checked: the peer can
+        // still write the slot.
+        let head: [u8; LINE_HEAD_BYTES] = unsafe {
             if len > LINE_HEAD_BYTES {
                 std::ptr::copy_nonoverlapping(at.add(LINE_HEAD_BYTES), body.as_mut_ptr(), len - LINE_HEAD_BYTES);
             }
-        }
+            std::ptr::read_unaligned(at.cast())
+        };
         let header = decode_line_head(&head, len, &self.limits)?;
         Ok(ReceivedFrame::metadata_only(header, body))
     }

@@ -1135,8 +1135,10 @@ impl Consumer {
 
     /// Takes the next slot, checked, or `None` when there is none. An
     /// inline frame's bytes are handed to `copy_inline` (address, length
-    /// and form, inside the slot) before the slot is released; the peer can
-    /// still write them, so the callee copies them out before checking.
+    /// and form, inside the slot; a line frame's address has a whole
+    /// line's [`LINE_BYTES`] after it) before the slot is released; the
+    /// peer can still write them, so the callee copies them out before
+    /// checking.
     /// A split frame's leading spans are taken as their slots come, and
     /// returned with its last slot.
     pub fn poll<T>(
@@ -1511,7 +1513,9 @@ mod tests {
             (Descriptor { kind: DESC_INLINE | 8 << 8, len: 8, ..Default::default() }, |e| {
                 matches!(e, RingError::UnknownKind { .. })
             }),
-            (Descriptor { kind: DESC_LINE, ..Default::default() }, |e| matches!(e, RingError::LineLength { len: 0, .. })),
+            (Descriptor { kind: DESC_LINE, ..Default::default() }, |e| {
+                matches!(e, RingError::LineLength { len: 0, .. })
+            }),
             (Descriptor { kind: DESC_LINE | (LINE_BYTES as u32 + 1) << 8, ..Default::default() }, |e| {
                 matches!(e, RingError::LineLength { len: 53, .. })
             }),

@@ -664,3 +664,26 @@ fn inline_frames_are_encoded_in_the_slot_and_their_buffer_reused_only_when_free(
     let header = FrameHeader::for_parts(&parts, &limits).unwrap();
     assert_eq!(client.try_place_inline(&header, &big, &[]), None);
 }
+
+/// Readers that find the cell taken wait their turn: no two guards at once,
+/// and every update of the state is seen by the next holder.
+#[test]
+fn the_reader_cell_admits_one_reader_at_a_time() {
+    let cell = ReaderCell::new((0u64, false));
+    let rounds = if cfg!(miri) { 50 } else { 20_000 };
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| {
+                for _ in 0..rounds {
+                    let mut state = cell.lock();
+                    assert!(!state.1, "two readers at once");
+                    state.1 = true;
+                    state.0 += 1;
+                    std::hint::spin_loop();
+                    state.1 = false;
+                }
+            });
+        }
+    });
+    assert_eq!(cell.lock().0, 3 * rounds);
+}
