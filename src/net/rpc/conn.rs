@@ -533,13 +533,17 @@ impl Conn {
             // Read before the ring is polled: frames the peer published
             // before it hung up are then all visible to the poll.
             let hung_up = shm.peer_hung_up();
-            let polled = shm.poll(&mut rx).map_err(|e| NetError::Frame {
+            let frame_error = |e| NetError::Frame {
                 peer: self.peer.clone(),
                 source: match e {
                     shm::ShmError::Frame(source) => source,
                     shm::ShmError::Ring(ring) => FrameError::InconsistentLengths(format!("shared-memory ring: {ring}")),
                 },
-            })?;
+            };
+            if let Some(frame) = shm.poll_line(&mut rx).map_err(frame_error)? {
+                return Ok(Some(frame));
+            }
+            let polled = shm.poll(&mut rx).map_err(frame_error)?;
             match polled {
                 Polled::Frame(frame) => return Ok(Some(frame)),
                 Polled::ViaSocket => {

@@ -773,6 +773,17 @@ impl ShmChannel {
         }
     }
 
+    /// The next frame if it is a line frame (`Consumer::take_line`), else
+    /// `None`: the common case of a call's request or response, decoded
+    /// without the general poll's descriptor and enums.
+    pub(crate) fn poll_line(&self, rx: &mut RxState) -> Result<Option<ReceivedFrame>, ShmError> {
+        let Some((line, len)) = rx.consumer.take_line()? else {
+            return Ok(None);
+        };
+        // SAFETY: a whole line's bytes, copied out of the ring.
+        Ok(Some(unsafe { self.decode_line(line.as_ptr(), len, &mut rx.inline_buf)? }))
+    }
+
     /// The header of the `len`-byte frame at `at`, copied out and checked.
     ///
     /// # Safety

@@ -1133,6 +1133,37 @@ impl Consumer {
         self.memory.seq(self.desc_head).load(Ordering::Acquire) == self.desc_head + 1
     }
 
+    /// The next slot's line frame ([`DESC_LINE`]), its whole line copied
+    /// out (the frame is its first `len` bytes) and the slot released:
+    /// `None` when the next slot is not published or holds another kind
+    /// (which [`poll`](Self::poll) then takes, refusing what it must). The
+    /// small frames of a call take this path: no descriptor, no enum of
+    /// every kind to build and unpack.
+    pub fn take_line(&mut self) -> Result<Option<([u8; LINE_BYTES], usize)>, RingError> {
+        if !self.pending.is_empty() || !self.has_pending() {
+            return Ok(None);
+        }
+        let index = self.desc_head;
+        let slot = self.memory.slot(index);
+        // SAFETY: the slot lies in the mapping; the `Acquire` load of its
+        // publish word in `has_pending` made the producer's writes
+        // visible. The kind word and the line are copied out before they
+        // are checked; the line's bytes lie inside the slot's first line.
+        let (kind, line) = unsafe {
+            let kind = std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor.kind));
+            if kind & 0xff != DESC_LINE {
+                return Ok(None);
+            }
+            (kind, std::ptr::read_volatile(slot.cast::<u8>().add(LINE_OFFSET).cast::<[u8; LINE_BYTES]>()))
+        };
+        let len = u64::from(kind >> 8);
+        if len == 0 || len > LINE_BYTES as u64 {
+            return Err(RingError::LineLength { index, len });
+        }
+        self.release_slot();
+        Ok(Some((line, len as usize)))
+    }
+
     /// Takes the next slot, checked, or `None` when there is none. An
     /// inline frame's bytes are handed to `copy_inline` (address, length
     /// and form, inside the slot; a line frame's address has a whole
@@ -1805,6 +1836,28 @@ mod tests {
         }
     }
 
+    /// `take_line` takes line frames alone: anything else stays for
+    /// `poll`, in order, and a bad length is refused.
+    #[test]
+    fn take_line_takes_line_frames_and_leaves_the_rest_to_poll() {
+        let (mut heap, mut producer, mut consumer) = fresh(4, 512);
+        assert!(consumer.take_line().unwrap().is_none(), "nothing published");
+        // SAFETY: a free slot's line bytes are the producer's.
+        unsafe { std::ptr::write_bytes(producer.line_bytes(), 0x11, LINE_BYTES) };
+        producer.publish_line(20);
+        // SAFETY: a free slot's inline bytes are the producer's.
+        unsafe { std::ptr::write_bytes(producer.inline_bytes(), 0x22, 30) };
+        producer.publish_inline(30);
+        let (line, len) = consumer.take_line().unwrap().unwrap();
+        assert_eq!((len, &line[..len]), (20, &[0x11; 20][..]));
+        assert!(consumer.take_line().unwrap().is_none(), "an inline frame is poll's");
+        let Some(Received::Inline((bytes, InlineForm::Slot))) = poll_copy(&mut consumer).unwrap() else { panic!() };
+        assert_eq!(bytes, vec![0x22; 30]);
+        // A line frame with a bad length, written raw.
+        heap.set_slot(2, Descriptor { kind: DESC_LINE | 60 << 8, ..Default::default() });
+        assert_eq!(consumer.take_line().unwrap_err(), RingError::LineLength { index: 2, len: 60 });
+    }
+
     /// Producer and consumer on two threads, inline frames among spans:
     /// every frame arrives whole and in order, and the producer never
     /// overwrites a span still lent (each is checked after a delay, while
@@ -1855,6 +1908,15 @@ mod tests {
             let mut held: VecDeque<(usize, usize, u8, LentSpan)> = VecDeque::new();
             let mut seen = 0u64;
             while seen < rounds {
+                // As the channel reads: a line frame first, then the rest.
+                if seen % 2 == 1
+                    && let Some((line, len)) = consumer.take_line().unwrap()
+                {
+                    assert_eq!(seen % 6, 3, "frame {seen} was not sent as a line");
+                    assert_eq!(&line[..len], &vec![seen as u8; line_len(seen)][..]);
+                    seen += 1;
+                    continue;
+                }
                 match poll_copy(&mut consumer).unwrap() {
                     Some(Received::Frame { offset, len, span }) => {
                         assert_eq!(len as u64, 64 * (1 + seen % 5));
