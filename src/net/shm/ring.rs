@@ -1440,7 +1440,10 @@ mod tests {
     }
 
     /// Polls, copying an inline frame's bytes out.
-    fn poll_copy(consumer: &mut Consumer) -> Result<Option<Received<(Vec<u8>, InlineForm)>>, RingError> {
+    /// An inline frame's bytes, copied out, and the form it took.
+    type Copied = (Vec<u8>, InlineForm);
+
+    fn poll_copy(consumer: &mut Consumer) -> Result<Option<Received<Copied>>, RingError> {
         // SAFETY: `poll` hands over `len` bytes inside the slot.
         consumer.poll(|at, len, form| (unsafe { std::slice::from_raw_parts(at, len).to_vec() }, form))
     }
