@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Instructions per 64 B round trip under callgrind, per process: the bench
+# Instructions per round trip under callgrind, per process: the bench
 # client, the ringflow peer and the raw peer, for `ringflow bench pingpong
-# --transport T`, at ROUNDS and 2*ROUNDS measured round trips, the difference
+# --transport T` (64 B calls over TCP; over shm the bench's 40 B one-line
+# calls and its 64 B calls, as many of each, so the figure is their
+# mean), at ROUNDS and 2*ROUNDS measured round trips, the difference
 # divided by the difference in round trips (counted, warm-up included).
 # `--spin-us 0`: no wait spins, so only work is counted (a wait goes
 # straight to sleep, and the sleep's setup is counted with it). The
