@@ -1256,8 +1256,8 @@ pub(crate) fn decode_line_head(
     }
     let kind = FrameKind::from_u8(head[0]).ok_or(FrameError::UnknownKind(head[0]))?;
     let meta_len = (len - LINE_HEAD_BYTES) as u64;
-    // Metadata alone pads to one payload alignment.
-    let body_len = (meta_len.next_multiple_of(8)).next_multiple_of(crate::net::frame::PAYLOAD_ALIGN as u64);
+    let body_len =
+        crate::net::frame::body_layout(meta_len, 0, 0).expect("a line's metadata lays out without overflow").body_len;
     if HEADER_BYTES as u64 + body_len > limits.max_frame_bytes {
         return Err(FrameError::Oversized { len: HEADER_BYTES as u64 + body_len, max: limits.max_frame_bytes });
     }
