@@ -18,6 +18,7 @@ use crate::error::{Result, Status};
 use crate::graph::builder::GraphBuilder;
 use crate::graph::{GraphSpec, load_graph};
 use crate::server::local_cluster::{LocalCluster, current_binary, parse_jobs};
+use crate::session::saved_model::{DEFAULT_SIGNATURE, LoadedModel, default_tags};
 use crate::session::{RunOptions, Session, SessionOptions, create_session};
 use crate::tensor::{DType, Tensor};
 use std::path::{Path, PathBuf};
@@ -54,6 +55,13 @@ pub struct GraphBenchArgs {
     /// Write one traced step (after the timed ones) as Chrome trace-event JSON.
     #[arg(long, value_name = "FILE.json")]
     pub trace_file: Option<PathBuf>,
+    /// bench graph of a SavedModel directory: the signature to time
+    /// (default serving_default; --feed and --fetch then name its keys).
+    #[arg(long, value_name = "NAME")]
+    pub signature: Option<String>,
+    /// bench graph of a SavedModel directory: its meta graph's tags (default serve).
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
 }
 
 impl GraphBenchArgs {
@@ -63,6 +71,8 @@ impl GraphBenchArgs {
             || self.target.is_some()
             || self.local_cluster.is_some()
             || self.steps.is_some()
+            || self.signature.is_some()
+            || !self.tags.is_empty()
     }
 }
 
@@ -108,14 +118,17 @@ impl Callable {
 
 /// Runs `bench graph GRAPH` and returns its figures.
 pub fn bench_graph(graph_path: &Path, args: &GraphBenchArgs) -> Result<Vec<Figure>> {
-    if args.fetches.is_empty() && args.targets.is_empty() {
+    let saved_model = graph_path.is_dir();
+    if args.fetches.is_empty() && args.targets.is_empty() && !saved_model {
         return Err(Status::invalid_argument("bench graph: name at least one --fetch or --op"));
+    }
+    if !saved_model && (args.signature.is_some() || !args.tags.is_empty()) {
+        return Err(Status::invalid_argument("bench graph: --signature and --tag are for a SavedModel directory"));
     }
     let steps = args.steps.unwrap_or(DEFAULT_STEPS);
     if steps == 0 {
         return Err(Status::invalid_argument("bench graph: --steps must be at least 1"));
     }
-    let graph = load_graph(graph_path)?;
     let feeds = args.feeds.iter().map(|f| parse_feed(f)).collect::<Result<Vec<_>>>()?;
     let cluster = match &args.local_cluster {
         Some(jobs) => Some(LocalCluster::start_jobs(&current_binary()?, &parse_jobs(jobs)?, &Default::default())?),
@@ -126,8 +139,18 @@ pub fn bench_graph(graph_path: &Path, args: &GraphBenchArgs) -> Result<Vec<Figur
         None => args.target.clone().unwrap_or_default(),
     };
     let options = SessionOptions { target: target.clone(), ..SessionOptions::default() };
-    let subject = Callable::new(create_session(graph, &options)?, feeds, &args.fetches, &args.targets)
-        .map_err(|e| e.context(format_args!("bench graph {}", graph_path.display())))?;
+    let subject = if saved_model {
+        // Loaded (restored, initialized), then its signature timed by key.
+        let tags = if args.tags.is_empty() { default_tags() } else { args.tags.clone() };
+        let signature = args.signature.as_deref().unwrap_or(DEFAULT_SIGNATURE);
+        let model = LoadedModel::load(graph_path, &tags, &options)?;
+        let (feeds, fetches) = model.resolve(signature, feeds, &args.fetches)?;
+        let names: Vec<String> = fetches.into_iter().map(|(_, tensor)| tensor).collect();
+        Callable::new(model.into_session(), feeds, &names, &args.targets)
+    } else {
+        Callable::new(create_session(load_graph(graph_path)?, &options)?, feeds, &args.fetches, &args.targets)
+    }
+    .map_err(|e| e.context(format_args!("bench graph {}", graph_path.display())))?;
     let floor = Callable::new(create_session(floor_graph(), &options)?, Vec::new(), &["floor/y:0".into()], &[])?;
 
     let block = steps.min(TURN_BLOCK);

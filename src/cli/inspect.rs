@@ -1,12 +1,15 @@
-//! `ringflow inspect G.pb`: what a graph holds and whether this runtime
-//! can run it, before running it: its ops with counts (function bodies
-//! included), the ops or attrs this runtime lacks (with a node that uses
-//! each), the devices pinned, the placeholders, and the likely outputs.
+//! `ringflow inspect G.pb` (or a SavedModel directory): what a graph holds
+//! and whether this runtime can run it, before running it: its ops with
+//! counts (function bodies included), the ops or attrs this runtime lacks
+//! (with a node that uses each), the devices pinned, the placeholders, and
+//! the likely outputs; for a SavedModel also its signatures, variables and
+//! init op.
 //!
 //! Owns: the report. Must not run the graph.
 
 use crate::error::{Result, Status};
 use crate::graph::import::{graph_from_proto, proto};
+use crate::graph::saved_model;
 use crate::graph::spec::GraphSpec;
 use crate::graph::validate::resolve_node;
 use prost::Message;
@@ -29,6 +32,8 @@ pub struct Report {
     pub functions: usize,
     /// Why the graph cannot be imported as a whole, if it cannot.
     pub import_error: Option<String>,
+    /// A SavedModel's signatures, variables and init op, one line each.
+    pub saved_model: Option<Vec<String>>,
 }
 
 impl Report {
@@ -37,12 +42,48 @@ impl Report {
     }
 }
 
-/// Inspects the binary GraphDef at `path`.
+/// Inspects the binary GraphDef at `path`, or the SavedModel directory
+/// `path` (its meta graph tagged `serve`).
 pub fn inspect(path: &Path) -> Result<Report> {
+    if path.is_dir() {
+        let meta = saved_model::load_meta_graph(path, &[saved_model::SERVE_TAG.to_string()])?;
+        let mut report = inspect_def(&meta.graph_def);
+        report.saved_model = Some(saved_model_lines(&meta));
+        return Ok(report);
+    }
     let bytes =
         std::fs::read(path).map_err(|e| Status::not_found(format!("cannot read graph {}: {e}", path.display())))?;
     let def = proto::GraphDef::decode(bytes.as_slice())
         .map_err(|e| Status::invalid_argument(format!("{}: not a binary GraphDef: {e}", path.display())))?;
+    Ok(inspect_def(&def))
+}
+
+/// What a SavedModel serves and how it loads, one line each.
+fn saved_model_lines(meta: &saved_model::MetaGraph) -> Vec<String> {
+    let mut lines = vec![format!("meta graph tagged [{}]", meta.tags.join(","))];
+    for (name, sig) in &meta.signatures {
+        lines.push(format!("signature '{name}' ({})", sig.method));
+        for (key, info) in &sig.inputs {
+            lines.push(format!("  input  {key}: {info}"));
+        }
+        for (key, info) in &sig.outputs {
+            lines.push(format!("  output {key}: {info}"));
+        }
+    }
+    match (&meta.restore, meta.variables_prefix()) {
+        (Some(r), Some(prefix)) => {
+            lines.push(format!("variables: {} restored by '{}'", prefix.display(), r.restore_op))
+        }
+        (_, None) => lines.push("variables: none".to_string()),
+        (None, Some(prefix)) => lines.push(format!("variables: {} but no saver to restore them", prefix.display())),
+    }
+    if let Some(init) = &meta.init_op {
+        lines.push(format!("init op: '{init}' ({} asset files)", meta.assets.len()));
+    }
+    lines
+}
+
+fn inspect_def(def: &proto::GraphDef) -> Report {
     let mut report = Report::default();
     let library = def.library.as_ref().map(|l| l.function.as_slice()).unwrap_or_default();
     let function_names: BTreeSet<&str> =
@@ -55,7 +96,7 @@ pub fn inspect(path: &Path) -> Result<Report> {
             report.devices.insert(node.device.clone());
         }
     }
-    match graph_from_proto(&def) {
+    match graph_from_proto(def) {
         Ok(graph) => check_nodes(&graph, &mut report),
         Err(e) => report.import_error = Some(e.to_string()),
     }
@@ -80,7 +121,7 @@ pub fn inspect(path: &Path) -> Result<Report> {
     }
     report.likely_outputs = likely_outputs(&def.node);
     let _ = function_names;
-    Ok(report)
+    report
 }
 
 /// Resolves every node of the expanded graph: an op that is missing, or
@@ -148,6 +189,12 @@ pub fn format_report(path: &Path, report: &Report) -> String {
         report.op_counts.len(),
         report.functions
     );
+    if let Some(lines) = &report.saved_model {
+        let _ = writeln!(out, "\nSavedModel:");
+        for line in lines {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     let _ = writeln!(out, "\nops (count):");
     for (op, count) in &report.op_counts {
         let mark = if report.unsupported.contains_key(op) { "  <- not supported" } else { "" };

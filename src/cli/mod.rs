@@ -42,19 +42,32 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run one step of a GraphDef in process and print (or write) the fetches.
+    /// Run one step of a GraphDef, or one signature of a SavedModel, and
+    /// print (or write) the fetches.
     Run {
         /// Binary GraphDef (.pb).
-        #[arg(long)]
-        graph: PathBuf,
-        /// NAME=FILE.npy, e.g. x:0=feeds/x.npy (repeatable).
+        #[arg(long, required_unless_present = "saved_model", conflicts_with = "saved_model")]
+        graph: Option<PathBuf>,
+        /// SavedModel directory: its variables are restored and its init op
+        /// run, then `--signature` runs with feeds and fetches named by key.
+        #[arg(long, value_name = "DIR")]
+        saved_model: Option<PathBuf>,
+        /// SavedModel: the meta graph's tags (repeatable; default: serve).
+        #[arg(long = "tag", requires = "saved_model")]
+        tags: Vec<String>,
+        /// SavedModel: the signature to run.
+        #[arg(long, default_value = "serving_default", requires = "saved_model")]
+        signature: String,
+        /// NAME=FILE.npy, e.g. x:0=feeds/x.npy; with --saved-model, KEY=FILE.npy
+        /// for each input key of the signature (repeatable).
         #[arg(long = "feed")]
         feeds: Vec<String>,
-        /// Tensor to fetch, e.g. y:0 (repeatable).
+        /// Tensor to fetch, e.g. y:0; with --saved-model an output key
+        /// (default: every output) (repeatable).
         #[arg(long = "fetch")]
         fetches: Vec<String>,
-        /// Op to run as a target, e.g. init (repeatable).
-        #[arg(long = "op")]
+        /// Op to run as a target, e.g. init (repeatable; not with --saved-model).
+        #[arg(long = "op", conflicts_with = "saved_model")]
         targets: Vec<String>,
         /// Write each fetch as DIR/NAME.npy instead of printing it.
         #[arg(long)]
@@ -80,7 +93,7 @@ pub enum Command {
     },
     /// Print every op this runtime runs, one per line.
     Ops,
-    /// Check golden case directories (graph.pb + case.json) against their
+    /// Check golden case directories (graph.pb or a SavedModel, + case.json) against their
     /// expected outputs; exits 0 only if all pass.
     Verify {
         /// Session target: "" (in process), ringflow://host:port or grpc://host:port.
@@ -179,7 +192,8 @@ pub enum Command {
     /// Measure scenarios against raw baselines taken in the same run:
     /// step-inproc, chain, fanout, pingpong, bulk, step-remote, train-step,
     /// transfer-remote, scale; or time any graph's step with
-    /// `bench graph G.pb --fetch T [--feed N=F.npy] [--local-cluster N | --target URL]`.
+    /// `bench graph G.pb --fetch T [--feed N=F.npy] [--local-cluster N | --target URL]`
+    /// (or a SavedModel directory's signature: `bench graph DIR [--signature S] --feed KEY=F.npy`).
     Bench {
         /// Scenarios (default: step-inproc chain fanout pingpong bulk).
         scenarios: Vec<String>,
@@ -330,9 +344,30 @@ pub fn main() -> i32 {
 
 fn dispatch(command: Command) -> Result<bool> {
     match command {
-        Command::Run { graph, feeds, fetches, targets, out, target, trace, trace_file } => {
+        Command::Run {
+            graph,
+            saved_model,
+            tags,
+            signature,
+            feeds,
+            fetches,
+            targets,
+            out,
+            target,
+            trace,
+            trace_file,
+        } => {
+            let source = match (graph, saved_model) {
+                (Some(graph), _) => run::Source::Graph(graph),
+                (None, Some(dir)) => run::Source::SavedModel {
+                    dir,
+                    tags: if tags.is_empty() { crate::session::saved_model::default_tags() } else { tags },
+                    signature,
+                },
+                (None, None) => return Err(Status::invalid_argument("name --graph or --saved-model")),
+            };
             let outcome = run::run(&run::RunArgs {
-                graph,
+                source,
                 feeds,
                 fetches,
                 targets,
@@ -397,30 +432,34 @@ fn dispatch(command: Command) -> Result<bool> {
                 };
                 let record: Option<&mut verify::StepRecorder<'_>> =
                     if trace_file.is_some() { Some(&mut record) } else { None };
-                let result = verify::verify_case_traced(dir, record, &|case| {
-                    let needed = case.jobs_needed();
-                    let wanted = match needed.as_slice() {
-                        [(job, n)] if job == "worker" => n.to_string(),
-                        _ => needed.iter().map(|(job, n)| format!("{job}={n}")).collect::<Vec<_>>().join(","),
-                    };
-                    if target.is_empty() && !needed.is_empty() {
-                        return Err(Status::failed_precondition(format!(
-                            "the graph pins nodes to tasks of a cluster; run with --local-cluster {wanted} or --target"
-                        )));
-                    }
-                    if let Some(c) = &cluster {
-                        if let Some((job, n)) = needed.iter().find(|(job, n)| c.tasks_of(job) < *n) {
+                // A case expects fresh state: its session keeps its variables to itself.
+                let config = crate::master::SessionConfig { isolate_session_state: true, ..Default::default() };
+                let options = SessionOptions { target: target.clone(), config, ..SessionOptions::default() };
+                let result = if verify::is_saved_model_case(dir) {
+                    verify::SavedModelCase::load(dir).and_then(|case| case.check(&options))
+                } else {
+                    verify::verify_case_traced(dir, record, &|case| {
+                        let needed = case.jobs_needed();
+                        let wanted = match needed.as_slice() {
+                            [(job, n)] if job == "worker" => n.to_string(),
+                            _ => needed.iter().map(|(job, n)| format!("{job}={n}")).collect::<Vec<_>>().join(","),
+                        };
+                        if target.is_empty() && !needed.is_empty() {
                             return Err(Status::failed_precondition(format!(
-                                "the graph pins nodes to {n} tasks of job '{job}'; the local cluster has {} (try --local-cluster {wanted})",
-                                c.tasks_of(job)
+                                "the graph pins nodes to tasks of a cluster; run with --local-cluster {wanted} or --target"
                             )));
                         }
-                    }
-                    // A case expects fresh state: its session keeps its variables to itself.
-                    let config = crate::master::SessionConfig { isolate_session_state: true, ..Default::default() };
-                    let options = SessionOptions { target: target.clone(), config, ..SessionOptions::default() };
-                    create_session(case.graph.clone(), &options)
-                });
+                        if let Some(c) = &cluster {
+                            if let Some((job, n)) = needed.iter().find(|(job, n)| c.tasks_of(job) < *n) {
+                                return Err(Status::failed_precondition(format!(
+                                    "the graph pins nodes to {n} tasks of job '{job}'; the local cluster has {} (try --local-cluster {wanted})",
+                                    c.tasks_of(job)
+                                )));
+                            }
+                        }
+                        create_session(case.graph.clone(), &options)
+                    })
+                };
                 progress.inc(1);
                 match result {
                     Ok(()) => progress.println(&format!("PASS {name}")),
@@ -453,7 +492,8 @@ fn dispatch(command: Command) -> Result<bool> {
             if scenarios.first().is_some_and(|s| s == "graph") {
                 let [_, path] = scenarios.as_slice() else {
                     return Err(Status::invalid_argument(
-                        "bench graph takes one GraphDef: ringflow bench graph G.pb --fetch T [--feed N=F.npy] ...",
+                        "bench graph takes one GraphDef or SavedModel: ringflow bench graph G.pb --fetch T [--feed N=F.npy] ... \
+                         or ringflow bench graph DIR [--signature S] --feed KEY=F.npy ...",
                     ));
                 };
                 let cpu_before = CpuTimes::now();
@@ -465,7 +505,7 @@ fn dispatch(command: Command) -> Result<bool> {
             }
             if graph.any() || graph.trace_file.is_some() {
                 return Err(Status::invalid_argument(
-                    "--feed, --fetch, --op, --target, --local-cluster, --steps and --trace-file are for `bench graph G.pb`",
+                    "--feed, --fetch, --op, --target, --local-cluster, --steps, --trace-file, --signature and --tag are for `bench graph G.pb|DIR`",
                 ));
             }
             let scenarios = if scenarios.is_empty() {

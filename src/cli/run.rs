@@ -1,4 +1,5 @@
-//! `ringflow run`: one step of a GraphDef in process, feeds from .npy files,
+//! `ringflow run`: one step of a GraphDef, or one signature of a SavedModel
+//! (loaded: variables restored, init op run), feeds from .npy files,
 //! fetches printed or written as .npy, and with `--trace` the step's
 //! per-node timings (RunMetadata's step stats) as a table. String tensors
 //! travel as numpy bytes arrays (`|S<n>`, or `<U<n>` on input) and print as
@@ -10,12 +11,29 @@
 use crate::error::{Result, Status};
 use crate::executor::NodeStats;
 use crate::graph::load_graph;
+use crate::session::saved_model::LoadedModel;
 use crate::session::{RunOptions, SessionOptions, create_session};
 use crate::tensor::{Tensor, npy};
 use std::path::{Path, PathBuf};
 
+/// What a run steps: a GraphDef, or a SavedModel's signature (whose feeds
+/// and fetches are its input and output keys).
+pub enum Source {
+    Graph(PathBuf),
+    SavedModel { dir: PathBuf, tags: Vec<String>, signature: String },
+}
+
+impl Source {
+    fn label(&self) -> String {
+        match self {
+            Source::Graph(path) => path.display().to_string(),
+            Source::SavedModel { dir, signature, .. } => format!("{} signature '{signature}'", dir.display()),
+        }
+    }
+}
+
 pub struct RunArgs {
-    pub graph: PathBuf,
+    pub source: Source,
     pub feeds: Vec<String>,
     pub fetches: Vec<String>,
     pub targets: Vec<String>,
@@ -53,24 +71,38 @@ pub fn output_file_name(fetch: &str) -> String {
 }
 
 pub fn run(args: &RunArgs) -> Result<RunOutcome> {
-    if args.fetches.is_empty() && args.targets.is_empty() {
-        return Err(Status::invalid_argument("name at least one --fetch or --op"));
-    }
-    let graph = load_graph(&args.graph)?;
     let feeds = args.feeds.iter().map(|f| parse_feed(f)).collect::<Result<Vec<_>>>()?;
-    let options = SessionOptions { target: args.target.clone(), ..SessionOptions::default() };
-    let session = create_session(graph, &options)?;
+    let session_options = SessionOptions { target: args.target.clone(), ..SessionOptions::default() };
     let options = RunOptions { trace: args.trace || args.trace_file.is_some(), ..RunOptions::default() };
-    let (outputs, metadata) = session.run(&options, feeds, &args.fetches, &args.targets)?;
-    session.close()?;
+    let (named, metadata) = match &args.source {
+        Source::Graph(path) => {
+            if args.fetches.is_empty() && args.targets.is_empty() {
+                return Err(Status::invalid_argument("name at least one --fetch or --op"));
+            }
+            let session = create_session(load_graph(path)?, &session_options)?;
+            let (outputs, metadata) = session.run(&options, feeds, &args.fetches, &args.targets)?;
+            session.close()?;
+            (args.fetches.iter().cloned().zip(outputs).collect::<Vec<_>>(), metadata)
+        }
+        Source::SavedModel { dir, tags, signature } => {
+            let model = LoadedModel::load(dir, tags, &session_options)?;
+            let (feeds, fetches) = model.resolve(signature, feeds, &args.fetches)?;
+            let names: Vec<String> = fetches.iter().map(|(_, tensor)| tensor.clone()).collect();
+            let (outputs, metadata) = model
+                .session()
+                .run(&options, feeds, &names, &[])
+                .map_err(|e| e.context(format_args!("signature '{signature}'")))?;
+            model.close()?;
+            (fetches.into_iter().map(|(key, _)| key).zip(outputs).collect(), metadata)
+        }
+    };
     if let Some(path) = &args.trace_file {
-        let label = format!("{} step", args.graph.display());
+        let label = format!("{} step", args.source.label());
         super::trace_file::write_trace_file(
             path,
             &[super::trace_file::TracedStep { label, metadata: metadata.clone() }],
         )?;
     }
-    let named: Vec<(String, Tensor)> = args.fetches.iter().cloned().zip(outputs).collect();
     if let Some(dir) = &args.out {
         write_outputs(dir, &named)?;
     }
@@ -136,7 +168,7 @@ mod tests {
         npy::write_npy(&feed, &feed_file).unwrap();
         let out_dir = dir.path().join("out");
         let args = RunArgs {
-            graph,
+            source: Source::Graph(graph),
             feeds: vec![format!("x:0={}", feed_file.display())],
             fetches: vec!["y:0".into()],
             targets: vec![],

@@ -9,12 +9,18 @@
 //! and removed with it (checkpoint prefixes: a case saves and restores
 //! there).
 //!
+//! A directory holding `saved_model.pb` is a SavedModel case instead: its
+//! case.json names the `signature` (and `tags`), its `inputs` and expected
+//! `outputs` by key; the model is loaded as a server would load it
+//! (`session::saved_model`) and the signature run once.
+//!
 //! Owns: case loading and checking; `ringflow verify` and the tests use it.
 //! Must not choose where the session runs: the caller passes a factory.
 
 use crate::error::{Result, Status};
 use crate::graph::{GraphSpec, load_graph};
-use crate::session::{RunOptions, Session};
+use crate::session::saved_model::LoadedModel;
+use crate::session::{RunOptions, Session, SessionOptions};
 use crate::tensor::{Tensor, npy};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -212,6 +218,74 @@ impl GoldenCase {
             }
             .map_err(|e| e.context(format_args!("step {i}")))?;
             self.compare(i, step, &outputs)?;
+        }
+        Ok(())
+    }
+}
+
+/// case.json of a SavedModel case.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct SavedModelCaseFile {
+    #[serde(default)]
+    pub note: String,
+    pub signature: String,
+    #[serde(default = "crate::session::saved_model::default_tags")]
+    pub tags: Vec<String>,
+    pub inputs: BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerance: Option<Tolerance>,
+}
+
+/// A loaded SavedModel case: the model's directory, its inputs and the
+/// outputs TensorFlow gave, by key.
+pub struct SavedModelCase {
+    pub name: String,
+    pub dir: PathBuf,
+    pub file: SavedModelCaseFile,
+    pub inputs: Vec<(String, Tensor)>,
+    pub outputs: Vec<(String, Tensor)>,
+}
+
+/// Whether `dir` is a SavedModel case (it holds `saved_model.pb`).
+pub fn is_saved_model_case(dir: &Path) -> bool {
+    dir.join("saved_model.pb").is_file()
+}
+
+impl SavedModelCase {
+    pub fn load(dir: &Path) -> Result<SavedModelCase> {
+        let name =
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
+        let case_path = dir.join("case.json");
+        let text = std::fs::read_to_string(&case_path)
+            .map_err(|e| Status::not_found(format!("cannot read {}: {e}", case_path.display())))?;
+        let file: SavedModelCaseFile = serde_json::from_str(&text)
+            .map_err(|e| Status::invalid_argument(format!("{}: {e}", case_path.display())))?;
+        let read = |m: &BTreeMap<String, String>| -> Result<Vec<(String, Tensor)>> {
+            m.iter().map(|(key, f)| Ok((key.clone(), npy::read_npy(dir.join(f))?))).collect()
+        };
+        let inputs = read(&file.inputs)?;
+        let outputs = read(&file.outputs)?;
+        Ok(SavedModelCase { name, dir: dir.to_path_buf(), file, inputs, outputs })
+    }
+
+    /// Loads the model with `options` (restore, init op), runs the
+    /// signature and compares every output.
+    pub fn check(&self, options: &SessionOptions) -> Result<()> {
+        let model = LoadedModel::load(&self.dir, &self.file.tags, options)?;
+        let result = self.check_loaded(&model);
+        let closed = model.close();
+        result.and(closed)
+    }
+
+    /// Runs the signature on an already loaded model and compares.
+    pub fn check_loaded(&self, model: &LoadedModel) -> Result<()> {
+        let keys: Vec<String> = self.outputs.iter().map(|(k, _)| k.clone()).collect();
+        let got = model.run(&self.file.signature, self.inputs.clone(), &keys)?;
+        let Tolerance { rtol, atol } = self.file.tolerance.unwrap_or(Tolerance { rtol: RTOL, atol: ATOL });
+        for ((key, expected), (_, got)) in self.outputs.iter().zip(&got) {
+            got.all_close(expected, rtol, atol)
+                .map_err(|why| Status::invalid_argument(format!("output '{key}': {why}")))?;
         }
         Ok(())
     }

@@ -240,33 +240,15 @@ fn instantiate(
 }
 
 /// The port of output `index` of the output arg `arg` of `op`: ops with
-/// several output args number them in order; one output arg (possibly a
-/// list) numbers from 0.
+/// several output args (TensorFlow's OpDefs, `op_defs`) number them in
+/// order; one output arg (possibly a list) numbers from 0.
 fn output_port(op: &str, arg: &str, index: u32) -> Option<u32> {
-    let args: &[&str] = match op {
-        "Switch" | "RefSwitch" => &["output_false", "output_true"],
-        "Merge" | "RefMerge" => &["output", "value_index"],
-        "FusedBatchNorm" | "FusedBatchNormV2" | "FusedBatchNormV3" => {
-            &["y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2", "reserve_space_3"]
-        }
-        "FusedBatchNormGrad" | "FusedBatchNormGradV2" => {
-            &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"]
-        }
-        "FusedBatchNormGradV3" => {
-            &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"]
-        }
-        "TopK" | "TopKV2" => &["values", "indices"],
-        "Unique" => &["y", "idx"],
-        "UniqueWithCounts" => &["y", "idx", "count"],
-        "SoftmaxCrossEntropyWithLogits" | "SparseSoftmaxCrossEntropyWithLogits" => &["loss", "backprop"],
-        "BroadcastGradientArgs" => &["r0", "r1"],
-        "MaxPoolWithArgmax" => &["output", "argmax"],
-        "Qr" => &["q", "r"],
-        "TensorListPopBack" => &["output_handle", "tensor"],
-        _ => return Some(index),
-    };
+    let args = super::op_defs::output_args(op);
+    if args.is_empty() {
+        return Some(index);
+    }
     let position = args.iter().position(|a| *a == arg)?;
-    // Every arg in these tables is a single tensor.
+    // Every arg of an op with several is a single tensor (op_defs checks).
     (index == 0).then_some(position as u32)
 }
 
@@ -569,6 +551,10 @@ mod tests {
         assert_eq!(output_port("FusedBatchNormV3", "batch_variance", 0), Some(2));
         assert_eq!(output_port("TensorListPopBack", "tensor", 0), Some(1));
         assert_eq!(output_port("TopKV2", "nonsense", 0), None);
+        // From the OpDefs: every op with several output args is known.
+        assert_eq!(output_port("StringSplitV2", "values", 0), Some(1));
+        assert_eq!(output_port("NonMaxSuppressionV5", "valid_outputs", 0), Some(2));
+        assert_eq!(output_port("StatelessRandomGetKeyCounter", "counter", 0), Some(1));
     }
 
     fn f32() -> AttrValue {

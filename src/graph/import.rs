@@ -209,7 +209,7 @@ pub mod proto {
 }
 
 /// TensorFlow's `DataType` numbers (refs are +100).
-fn data_type_of(tf: i32) -> DataType {
+pub(crate) fn data_type_of(tf: i32) -> DataType {
     match tf {
         1 => DataType::Tensor(DType::F32),
         2 => DataType::Tensor(DType::F64),
@@ -352,6 +352,10 @@ fn node_of(def: &proto::NodeDef) -> Result<NodeSpec> {
     for key in keys {
         let value = attr_of(&def.attr[key]).map_err(|e| here(e.context(format_args!("attr '{key}'"))))?;
         node.attrs.insert(key.clone(), value);
+    }
+    // Writers that strip default attrs (SavedModels) leave these out.
+    for (key, default) in super::op_defs::default_attrs(&def.op) {
+        node.attrs.entry((*key).to_string()).or_insert_with(|| default.to_attr());
     }
     Ok(node)
 }

@@ -326,3 +326,33 @@ fn fed_value_read_on_several_tasks_is_fed_to_each() {
     // 11 pairs less x's three.
     assert_eq!(assert_paired(&ring), 8);
 }
+
+#[test]
+fn import_puts_back_the_default_attrs_a_writer_stripped() {
+    use crate::graph::import::proto;
+    let attr_type = |t: i32| proto::AttrValue { value: Some(proto::attr_value::Value::Type(t)) };
+    let attr_s = |s: &[u8]| proto::AttrValue { value: Some(proto::attr_value::Value::S(s.to_vec())) };
+    let node = |name: &str, op: &str, attrs: Vec<(&str, proto::AttrValue)>| proto::NodeDef {
+        name: name.into(),
+        op: op.into(),
+        attr: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        ..Default::default()
+    };
+    let def = proto::GraphDef {
+        node: vec![
+            // As a SavedModel stores it: T (float32) and data_format (NHWC) left out.
+            node("pool", "MaxPool", vec![("padding", attr_s(b"VALID"))]),
+            // Given values are kept.
+            node("pool64", "MaxPool", vec![("T", attr_type(2)), ("data_format", attr_s(b"NCHW"))]),
+        ],
+        ..Default::default()
+    };
+    let graph = crate::graph::import::graph_from_proto(&def).unwrap();
+    let pool = &graph.nodes[0];
+    assert_eq!(pool.attr_dtype("T").unwrap(), DType::F32);
+    assert_eq!(pool.get_attr("data_format"), Some(&AttrValue::Bytes(b"NHWC".to_vec())));
+    assert_eq!(pool.get_attr("padding"), Some(&AttrValue::Bytes(b"VALID".to_vec())));
+    let pool64 = &graph.nodes[1];
+    assert_eq!(pool64.attr_dtype("T").unwrap(), DType::F64);
+    assert_eq!(pool64.get_attr("data_format"), Some(&AttrValue::Bytes(b"NCHW".to_vec())));
+}

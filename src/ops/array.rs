@@ -34,6 +34,7 @@ pub mod gather;
 pub mod layout;
 pub mod one_hot;
 pub mod pad;
+pub mod ragged_to_tensor;
 pub mod range;
 pub mod roll;
 pub mod scan;

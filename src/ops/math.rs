@@ -626,10 +626,29 @@ struct EqualityKernel {
 }
 
 fn build_equality<C: Compare>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let compute = pick_compare::<C>(init.node, &DType::ALL)?;
+    let compute = if init.node.attr_dtype("T")? == DType::String {
+        compute_string_equality::<C> as ComputeFn
+    } else {
+        pick_compare::<C>(init.node, &DType::ALL)?
+    };
     let error = init.node.attr_bool_or("incompatible_shape_error", true)?;
     let incompatible = (!error).then(|| C::apply(0, 1));
     Ok(Box::new(EqualityKernel { compute, incompatible }))
+}
+
+/// Equal/NotEqual of strings (byte for byte), broadcast.
+fn compute_string_equality<C: Compare>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    let shape = crate::ops::broadcast::broadcast_shape(a.dims(), b.dims())?;
+    let (sa, sb) = (a.strings()?, b.strings()?);
+    let mut out = Vec::with_capacity(shape.num_elements());
+    if shape.num_elements() > 0 {
+        let plan = crate::ops::broadcast::Plan::new(a.dims(), b.dims(), shape.dims());
+        plan.for_each_index(|i, j| out.push(C::apply(sa.get(i), sb.get(j))));
+    }
+    let out = Tensor::from_slice(shape, &out)?;
+    ctx.set_output(0, out);
+    Ok(())
 }
 
 impl OpKernel for EqualityKernel {
@@ -1286,6 +1305,13 @@ mod tests {
         assert!(eq.shape().is_scalar() && !eq.scalar_value::<bool>().unwrap());
         let ne = run1(&lenient("NotEqual"), &[x, y]).unwrap();
         assert!(ne.scalar_value::<bool>().unwrap());
+        // Strings compare byte for byte, broadcast (a token against "").
+        let words = Tensor::from_strings([2, 2], &["a", "", "b", "a"]).unwrap();
+        let eq = run1(&op("Equal", DType::String), &[words.clone(), Tensor::string_scalar("a")]).unwrap();
+        assert_eq!(eq.as_slice::<bool>().unwrap(), &[true, false, false, true]);
+        let row = Tensor::from_strings([2], &["a", ""]).unwrap();
+        let ne = run1(&op("NotEqual", DType::String), &[words, row]).unwrap();
+        assert_eq!(ne.as_slice::<bool>().unwrap(), &[false, false, true, true]);
     }
 
     #[test]

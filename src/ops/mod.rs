@@ -22,6 +22,7 @@ pub mod io;
 pub mod linalg;
 pub mod list;
 pub mod logging;
+pub mod lookup;
 pub mod math;
 pub mod matmul;
 pub mod nn;
@@ -32,6 +33,7 @@ pub mod registry;
 pub mod resource;
 pub mod shape_ops;
 pub mod signal;
+pub mod string;
 #[cfg(test)]
 pub mod test_kernels;
 pub mod training;

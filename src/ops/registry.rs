@@ -93,6 +93,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::layout::DEFS,
             super::array::one_hot::DEFS,
             super::array::pad::DEFS,
+            super::array::ragged_to_tensor::DEFS,
             super::array::range::DEFS,
             super::array::scan::DEFS,
             super::array::roll::DEFS,
@@ -109,6 +110,8 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::image::scale_translate::DEFS,
             super::io::filenames::DEFS,
             super::io::save_restore::DEFS,
+            super::lookup::DEFS,
+            super::string::DEFS,
             super::linalg::DEFS,
             super::list::DEFS,
             super::logging::DEFS,
@@ -414,6 +417,51 @@ mod tests {
         rows.push(("StringJoin", NodeSpec::new("n", "StringJoin").attr("N", AttrValue::Int(2)), vec![S, S], vec![S]));
         let regex = NodeSpec::new("n", "StaticRegexFullMatch").attr("pattern", AttrValue::Bytes(b"^s3://.*".to_vec()));
         rows.push(("StaticRegexFullMatch", regex, vec![S], vec![B]));
+        // Lookup tables.
+        let st = |dtype: DType| AttrValue::Type(DataType::Tensor(dtype));
+        let table =
+            |op: &str| NodeSpec::new("n", op).attr("key_dtype", st(DType::String)).attr("value_dtype", st(DType::I64));
+        rows.push(("HashTableV2", table("HashTableV2"), vec![], vec![RES]));
+        rows.push(("MutableHashTableV2", table("MutableHashTableV2"), vec![], vec![RES]));
+        let tin_tout = |op: &str| NodeSpec::new("n", op).attr("Tin", st(DType::String)).attr("Tout", st(DType::I64));
+        rows.push(("LookupTableImportV2", tin_tout("LookupTableImportV2"), vec![RES, S, I64], vec![]));
+        rows.push(("LookupTableInsertV2", tin_tout("LookupTableInsertV2"), vec![RES, S, I64], vec![]));
+        let init = NodeSpec::new("n", "InitializeTableV2").attr("Tkey", st(DType::String)).attr("Tval", st(DType::I64));
+        rows.push(("InitializeTableV2", init, vec![RES, S, I64], vec![]));
+        rows.push(("LookupTableFindV2", tin_tout("LookupTableFindV2"), vec![RES, S, I64], vec![I64]));
+        let from_file = NodeSpec::new("n", "InitializeTableFromTextFileV2")
+            .attr("key_index", AttrValue::Int(-2))
+            .attr("value_index", AttrValue::Int(-1));
+        rows.push(("InitializeTableFromTextFileV2", from_file, vec![RES, S], vec![]));
+        rows.push(("LookupTableSizeV2", NodeSpec::new("n", "LookupTableSizeV2"), vec![RES], vec![I64]));
+        let export =
+            NodeSpec::new("n", "LookupTableExportV2").attr("Tkeys", st(DType::String)).attr("Tvalues", st(DType::I64));
+        rows.push(("LookupTableExportV2", export, vec![RES], vec![S, I64]));
+        // Text.
+        for op in ["StringLower", "StringUpper"] {
+            rows.push((op, NodeSpec::new("n", op), vec![S], vec![S]));
+        }
+        let replace = NodeSpec::new("n", "StaticRegexReplace")
+            .attr("pattern", AttrValue::Bytes(b"[,.]".to_vec()))
+            .attr("rewrite", AttrValue::Bytes(Vec::new()));
+        rows.push(("StaticRegexReplace", replace, vec![S], vec![S]));
+        rows.push(("RegexReplace", NodeSpec::new("n", "RegexReplace"), vec![S, S, S], vec![S]));
+        rows.push(("StringSplitV2", NodeSpec::new("n", "StringSplitV2"), vec![S, S], vec![I64, S, I64]));
+        let buckets = |op: &str| NodeSpec::new("n", op).attr("num_buckets", AttrValue::Int(10));
+        rows.push(("StringToHashBucketFast", buckets("StringToHashBucketFast"), vec![S], vec![I64]));
+        let strong = buckets("StringToHashBucketStrong").attr("key", AttrValue::List(AttrList::Int(vec![1, 2])));
+        rows.push(("StringToHashBucketStrong", strong, vec![S], vec![I64]));
+        rows.push(("AsString", NodeSpec::new("n", "AsString").attr("T", st(DType::I64)), vec![I64], vec![S]));
+        let ragged = NodeSpec::new("n", "RaggedTensorToTensor")
+            .attr("T", st(DType::F32))
+            .attr("Tindex", st(DType::I64))
+            .attr("Tshape", st(DType::I64))
+            .attr("num_row_partition_tensors", AttrValue::Int(2))
+            .attr(
+                "row_partition_types",
+                AttrValue::List(AttrList::Bytes(vec![b"FIRST_DIM_SIZE".to_vec(), b"VALUE_ROWIDS".to_vec()])),
+            );
+        rows.push(("RaggedTensorToTensor", ragged, vec![I64, F, F, I64, I64], vec![F]));
         for op in ["VariableV2", "Variable"] {
             rows.push((op, dtype(op), vec![], vec![REF]));
         }
@@ -571,6 +619,7 @@ mod tests {
         rows.push(("Dilation2D", spatial("Dilation2D", &["strides", "rates"]), vec![F, F], vec![F]));
         rows.push(("VarIsInitializedOp", NodeSpec::new("n", "VarIsInitializedOp"), vec![RES], vec![B]));
         rows.push(("DestroyResourceOp", NodeSpec::new("n", "DestroyResourceOp"), vec![RES], vec![]));
+        rows.push(("DisableCopyOnRead", NodeSpec::new("n", "DisableCopyOnRead"), vec![RES], vec![]));
         // Training: gradients.
         for op in [
             "ReluGrad",
@@ -749,7 +798,7 @@ mod tests {
     }
 
     #[test]
-    fn stateful_ops_are_exactly_the_variable_random_and_checkpoint_ops() {
+    fn stateful_ops_are_exactly_the_variable_table_random_and_checkpoint_ops() {
         for (op, ..) in table() {
             let def = lookup(op).unwrap();
             let want = matches!(
@@ -767,6 +816,16 @@ mod tests {
                     | "AssignSubVariableOp"
                     | "VarIsInitializedOp"
                     | "DestroyResourceOp"
+                    | "DisableCopyOnRead"
+                    | "HashTableV2"
+                    | "MutableHashTableV2"
+                    | "LookupTableImportV2"
+                    | "LookupTableInsertV2"
+                    | "InitializeTableV2"
+                    | "InitializeTableFromTextFileV2"
+                    | "LookupTableFindV2"
+                    | "LookupTableSizeV2"
+                    | "LookupTableExportV2"
                     | "ResourceGather"
                     | "RandomUniform"
                     | "RandomStandardNormal"

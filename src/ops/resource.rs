@@ -1,6 +1,8 @@
-//! Per-device resource containers: the variables that outlive a step.
+//! Per-device resource containers: the variables and lookup tables that
+//! outlive a step.
 //!
-//! Owns: [`ResourceMgr`] (container name → variable name → [`Variable`]) and
+//! Owns: [`ResourceMgr`] (container name → variable name → [`Variable`],
+//! and the same for [`LookupTable`]s, which `ops::lookup` defines) and
 //! [`Variable`] itself. Both variable families live here: ref variables
 //! (`VariableV2`) are found by the kernel and passed along edges as
 //! `Value::Ref`; resource variables (`VarHandleOp`) are passed as a
@@ -15,6 +17,7 @@
 
 use crate::error::{Result, Status};
 use crate::graph::spec::ShapeSpec;
+use crate::ops::lookup::LookupTable;
 use crate::tensor::{DType, Element, Tensor};
 use foldhash::HashMap;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
@@ -183,10 +186,11 @@ pub struct ResourceHandle {
     pub dtype: DType,
 }
 
-/// The variables of one device, by container.
+/// The variables and tables of one device, by container.
 #[derive(Default)]
 pub struct ResourceMgr {
     containers: Mutex<HashMap<String, HashMap<String, Arc<Variable>>>>,
+    tables: Mutex<HashMap<String, HashMap<String, Arc<LookupTable>>>>,
 }
 
 impl ResourceMgr {
@@ -222,10 +226,39 @@ impl ResourceMgr {
         Some(var)
     }
 
-    /// Drops every variable of the named containers (all of them when
-    /// `containers` is empty). Kernels that still hold one see it
-    /// uninitialised.
+    /// The table `container/name`, made by `create` if absent.
+    pub fn table_or_create(
+        &self,
+        container: &str,
+        name: &str,
+        create: impl FnOnce() -> LookupTable,
+    ) -> Arc<LookupTable> {
+        let mut tables = self.tables.lock();
+        if let Some(table) = tables.get(container).and_then(|t| t.get(name)) {
+            return table.clone();
+        }
+        let table = Arc::new(create());
+        tables.entry(container.to_string()).or_default().insert(name.to_string(), table.clone());
+        table
+    }
+
+    /// The table `container/name`, if it exists.
+    pub fn table(&self, container: &str, name: &str) -> Option<Arc<LookupTable>> {
+        self.tables.lock().get(container)?.get(name).cloned()
+    }
+
+    /// Drops every variable and table of the named containers (all of
+    /// them when `containers` is empty). Kernels that still hold a
+    /// variable see it uninitialised.
     pub fn clear(&self, containers: &[String]) {
+        {
+            let mut tables = self.tables.lock();
+            if containers.is_empty() {
+                tables.clear();
+            } else {
+                containers.iter().for_each(|c| drop(tables.remove(c)));
+            }
+        }
         let mut map = self.containers.lock();
         let names: Vec<String> =
             if containers.is_empty() { map.keys().cloned().collect() } else { containers.to_vec() };

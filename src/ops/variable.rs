@@ -46,6 +46,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("VarIsInitializedOp", var_is_initialized_signature, build_var_is_initialized).stateful(),
     OpDef::kernel("VariableShape", variable_shape_signature, build_variable_shape).stateful(),
     OpDef::kernel("DestroyResourceOp", destroy_signature, build_destroy).stateful(),
+    OpDef::kernel("DisableCopyOnRead", destroy_signature, build_disable_copy_on_read).stateful(),
 ];
 
 // ---------------------------------------------------------------------------
@@ -390,6 +391,22 @@ impl OpKernel for DestroyKernel {
     }
 }
 
+/// TensorFlow's savers call it before reading a variable to save it: it
+/// turns off the copy a sparse update makes of a variable being read.
+/// Variables here have no such mode; the variable must still exist.
+struct DisableCopyOnReadKernel;
+
+fn build_disable_copy_on_read(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(DisableCopyOnReadKernel))
+}
+
+impl OpKernel for DisableCopyOnReadKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        existing(ctx.resources(), ctx.input_resource(0)?)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,6 +534,7 @@ mod tests {
         assert_eq!(out[0].as_tensor().unwrap().scalar_value::<i64>().unwrap(), 15);
         let out = run(&mgr, &is_init, vec![h.clone()]).unwrap();
         assert!(out[0].as_tensor().unwrap().scalar_value::<bool>().unwrap());
+        run(&mgr, &NodeSpec::new("dc", "DisableCopyOnRead"), vec![h.clone()]).unwrap();
         let shape = run(&mgr, &NodeSpec::new("shape", "VariableShape"), vec![h.clone()]).unwrap();
         assert_eq!(shape[0].as_tensor().unwrap().dims(), &[0], "a scalar variable's shape is []");
         // A read with the wrong dtype names both.
@@ -527,6 +545,8 @@ mod tests {
         let destroy = NodeSpec::new("d", "DestroyResourceOp");
         run(&mgr, &destroy, vec![h.clone()]).unwrap();
         assert!(run(&mgr, &res_op("ReadVariableOp"), vec![h.clone()]).is_err());
+        let gone = run(&mgr, &NodeSpec::new("dc", "DisableCopyOnRead"), vec![h.clone()]).unwrap_err();
+        assert!(gone.message.contains("counter"), "{gone}");
         run(&mgr, &destroy, vec![h.clone()]).unwrap();
         let strict = destroy.attr("ignore_lookup_error", AttrValue::Bool(false));
         let err = run(&mgr, &strict, vec![h]).unwrap_err();

@@ -11,6 +11,7 @@
 
 pub mod local;
 pub mod remote;
+pub mod saved_model;
 
 pub use crate::master::{RunMetadata, RunOptions, SessionConfig};
 pub use crate::worker::DeviceAttributes;

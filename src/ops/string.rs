@@ -1,0 +1,515 @@
+//! Text preprocessing: the string ops Keras `TextVectorization`,
+//! `Hashing` and `tf.strings` put in graphs. Case (`StringLower`,
+//! `StringUpper`), regular-expression rewrites (`StaticRegexReplace`,
+//! `RegexReplace`, RE2 syntax through the `regex` crate), splitting into
+//! a sparse tensor of tokens (`StringSplitV2`), hashing into buckets
+//! (`StringToHashBucketFast`: FarmHash's Fingerprint64, as TensorFlow;
+//! `StringToHashBucketStrong`: keyed SipHash-2-4) and `AsString` of
+//! integers and booleans.
+//!
+//! Owns: these kernels. Must not keep state between steps: a pattern is
+//! compiled once, when its kernel is built (a static one), or per step.
+
+use crate::error::{Result, Status};
+use crate::graph::spec::{AttrList, AttrValue, NodeSpec};
+use crate::ops::registry::OpDef;
+use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
+use crate::tensor::{DType, Tensor};
+use regex::bytes::Regex;
+
+pub const DEFS: &[OpDef] = &[
+    OpDef::kernel("StringLower", unary_signature, build_case::<false>),
+    OpDef::kernel("StringUpper", unary_signature, build_case::<true>),
+    OpDef::kernel("StaticRegexReplace", unary_signature, build_static_replace),
+    OpDef::kernel("RegexReplace", regex_replace_signature, build_regex_replace),
+    OpDef::kernel("StringSplitV2", split_signature, build_split),
+    OpDef::kernel("StringToHashBucketFast", hash_signature, build_hash_fast),
+    OpDef::kernel("StringToHashBucketStrong", hash_signature, build_hash_strong),
+    OpDef::kernel("AsString", as_string_signature, build_as_string),
+];
+
+const STRING: ValueType = ValueType::Tensor(DType::String);
+const INT64: ValueType = ValueType::Tensor(DType::I64);
+
+fn unary_signature(_node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING], vec![STRING]))
+}
+
+fn regex_replace_signature(_node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING, STRING, STRING], vec![STRING]))
+}
+
+fn split_signature(_node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING, STRING], vec![INT64, STRING, INT64]))
+}
+
+fn hash_signature(_node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING], vec![INT64]))
+}
+
+fn as_string_signature(node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![ValueType::Tensor(node.attr_dtype("T")?)], vec![STRING]))
+}
+
+/// `f` applied to every string of input 0, output shaped as it.
+fn map_strings(ctx: &mut OpContext<'_>, mut f: impl FnMut(&[u8]) -> Result<Vec<u8>>) -> Result<()> {
+    let input = ctx.input(0)?;
+    let out: Vec<Vec<u8>> = input.strings()?.iter().map(&mut f).collect::<Result<_>>()?;
+    let out = Tensor::from_strings(input.shape().clone(), &out)?;
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Case
+
+struct Case<const UPPER: bool> {
+    /// `encoding: "utf-8"`: Unicode case mapping; `""`: ASCII letters only.
+    utf8: bool,
+    node: String,
+}
+
+fn build_case<const UPPER: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let utf8 = match node.attr_str_or("encoding", "")?.to_ascii_lowercase().as_str() {
+        "" => false,
+        "utf-8" | "utf8" => true,
+        other => {
+            return Err(Status::unimplemented(format!(
+                "node '{}' ({}): encoding '{other}' (only '' and 'utf-8')",
+                node.name, node.op
+            )));
+        }
+    };
+    Ok(Box::new(Case::<UPPER> { utf8, node: node.name.clone() }))
+}
+
+impl<const UPPER: bool> OpKernel for Case<UPPER> {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        map_strings(ctx, |s| {
+            if !self.utf8 {
+                return Ok(if UPPER { s.to_ascii_uppercase() } else { s.to_ascii_lowercase() });
+            }
+            let text = std::str::from_utf8(s).map_err(|e| {
+                Status::invalid_argument(format!("node '{}': a string that is not UTF-8 ({e})", self.node))
+            })?;
+            Ok(if UPPER { text.to_uppercase() } else { text.to_lowercase() }.into_bytes())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Regular expressions
+
+/// RE2's rewrite string (`\1`, `\\`) as the `regex` crate's (`${1}`, `$$`
+/// for a literal dollar).
+fn regex_rewrite(rewrite: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(rewrite.len());
+    let mut bytes = rewrite.iter().copied();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'\\' => match bytes.next() {
+                Some(d @ b'0'..=b'9') => out.extend_from_slice(format!("${{{}}}", d - b'0').as_bytes()),
+                Some(b'\\') => out.push(b'\\'),
+                other => {
+                    return Err(Status::invalid_argument(format!(
+                        "rewrite '{}': a backslash must be followed by a digit or a backslash, not {}",
+                        String::from_utf8_lossy(rewrite),
+                        other.map_or("the end".to_string(), |c| format!("'{}'", c as char))
+                    )));
+                }
+            },
+            b'$' => out.extend_from_slice(b"$$"),
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+fn compile(pattern: &[u8], node: &NodeSpec) -> Result<Regex> {
+    let pattern = std::str::from_utf8(pattern).map_err(|_| {
+        Status::invalid_argument(format!("node '{}' ({}): the pattern is not UTF-8", node.name, node.op))
+    })?;
+    Regex::new(pattern)
+        .map_err(|e| Status::invalid_argument(format!("node '{}' ({}): pattern '{pattern}': {e}", node.name, node.op)))
+}
+
+fn replace(regex: &Regex, text: &[u8], rewrite: &[u8], global: bool) -> Vec<u8> {
+    if global { regex.replace_all(text, rewrite).into_owned() } else { regex.replace(text, rewrite).into_owned() }
+}
+
+struct StaticReplace {
+    regex: Regex,
+    rewrite: Vec<u8>,
+    global: bool,
+}
+
+fn build_static_replace(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let bytes = |key: &str| match node.get_attr(key) {
+        Some(AttrValue::Bytes(b)) => Ok(b.clone()),
+        // An empty string may arrive as an attr with no value set.
+        Some(AttrValue::List(AttrList::Int(v))) if v.is_empty() => Ok(Vec::new()),
+        other => Err(Status::invalid_argument(format!(
+            "node '{}' ({}): attr '{key}' should be a string, got {other:?}",
+            node.name, node.op
+        ))),
+    };
+    let regex = compile(&bytes("pattern")?, node)?;
+    let rewrite = regex_rewrite(&bytes("rewrite")?).map_err(|e| e.context(format_args!("node '{}'", node.name)))?;
+    Ok(Box::new(StaticReplace { regex, rewrite, global: node.attr_bool_or("replace_global", true)? }))
+}
+
+impl OpKernel for StaticReplace {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        map_strings(ctx, |s| Ok(replace(&self.regex, s, &self.rewrite, self.global)))
+    }
+}
+
+struct DynamicReplace {
+    node: NodeSpec,
+    global: bool,
+}
+
+fn build_regex_replace(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(DynamicReplace {
+        node: NodeSpec::new(init.node.name.clone(), init.node.op.clone()),
+        global: init.node.attr_bool_or("replace_global", true)?,
+    }))
+}
+
+impl OpKernel for DynamicReplace {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let regex = compile(ctx.input(1)?.string_value().map_err(|e| e.context("pattern"))?, &self.node)?;
+        let rewrite = regex_rewrite(ctx.input(2)?.string_value().map_err(|e| e.context("rewrite"))?)?;
+        map_strings(ctx, |s| Ok(replace(&regex, s, &rewrite, self.global)))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Splitting
+
+/// The whitespace an empty separator splits on.
+fn is_split_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// `text`'s tokens: on runs of whitespace when `sep` is empty (no empty
+/// tokens), on each `sep` otherwise (empty tokens kept). With `maxsplit`
+/// >= 0, after that many tokens the rest is one more token: on whitespace,
+/// the rest after the whitespace that follows, even when empty (as
+/// TensorFlow's kernel splits: `"a b"` at most twice is `a`, `b`, ``).
+fn split<'a>(text: &'a [u8], sep: &[u8], maxsplit: i64) -> Vec<&'a [u8]> {
+    let limit = usize::try_from(maxsplit).ok();
+    let mut tokens = Vec::new();
+    if sep.is_empty() {
+        let skip_space = |mut at: usize| {
+            while at < text.len() && is_split_space(text[at]) {
+                at += 1;
+            }
+            at
+        };
+        let mut at = skip_space(0);
+        while at < text.len() {
+            let end = text[at..].iter().position(|&b| is_split_space(b)).map_or(text.len(), |p| at + p);
+            tokens.push(&text[at..end]);
+            at = skip_space(end);
+            if limit.is_some_and(|l| tokens.len() == l) {
+                tokens.push(&text[at..]);
+                break;
+            }
+        }
+        return tokens;
+    }
+    let mut rest = text;
+    while let Some(p) = rest.windows(sep.len()).position(|w| w == sep) {
+        if limit.is_some_and(|l| tokens.len() == l) {
+            break;
+        }
+        tokens.push(&rest[..p]);
+        rest = &rest[p + sep.len()..];
+    }
+    tokens.push(rest);
+    tokens
+}
+
+struct Split {
+    maxsplit: i64,
+}
+
+fn build_split(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(Split { maxsplit: init.node.attr_int_or("maxsplit", -1)? }))
+}
+
+impl OpKernel for Split {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let input = ctx.input(0)?;
+        if input.rank() != 1 {
+            return Err(Status::invalid_argument(format!("input must be a vector, got shape {}", input.shape())));
+        }
+        let sep = ctx.input(1)?.string_value().map_err(|e| e.context("sep"))?;
+        let mut indices: Vec<i64> = Vec::new();
+        let mut values: Vec<&[u8]> = Vec::new();
+        let mut widest = 0;
+        let strings = input.strings()?;
+        for (row, text) in strings.iter().enumerate() {
+            let tokens = split(text, sep, self.maxsplit);
+            widest = widest.max(tokens.len());
+            for (column, token) in tokens.into_iter().enumerate() {
+                indices.extend([row as i64, column as i64]);
+                values.push(token);
+            }
+        }
+        let n = values.len();
+        let shape = [strings.len() as i64, widest as i64];
+        let (indices, values) = (Tensor::from_slice([n, 2], &indices)?, Tensor::from_strings([n], &values)?);
+        ctx.set_output(0, indices);
+        ctx.set_output(1, values);
+        ctx.set_output(2, Tensor::from_slice([2], &shape)?);
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hashing
+
+fn num_buckets(node: &NodeSpec) -> Result<u64> {
+    let n = node.attr_int("num_buckets")?;
+    u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+        Status::invalid_argument(format!("node '{}' ({}): num_buckets must be positive, got {n}", node.name, node.op))
+    })
+}
+
+fn hash_into_buckets(ctx: &mut OpContext<'_>, hash: impl Fn(&[u8]) -> u64, buckets: u64) -> Result<()> {
+    let input = ctx.input(0)?;
+    let out: Vec<i64> = input.strings()?.iter().map(|s| (hash(s) % buckets) as i64).collect();
+    let out = Tensor::from_slice(input.shape().clone(), &out)?;
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+struct HashFast {
+    buckets: u64,
+}
+
+fn build_hash_fast(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(HashFast { buckets: num_buckets(init.node)? }))
+}
+
+impl OpKernel for HashFast {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        hash_into_buckets(ctx, farmhash::fingerprint64, self.buckets)
+    }
+}
+
+struct HashStrong {
+    buckets: u64,
+    key: [u64; 2],
+}
+
+fn build_hash_strong(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let key = match node.get_attr("key") {
+        Some(AttrValue::List(AttrList::Int(k))) if k.len() == 2 => [k[0] as u64, k[1] as u64],
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "node '{}' ({}): attr 'key' must be two ints, got {other:?}",
+                node.name, node.op
+            )));
+        }
+    };
+    Ok(Box::new(HashStrong { buckets: num_buckets(node)?, key }))
+}
+
+impl OpKernel for HashStrong {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let [k0, k1] = self.key;
+        let hash = |s: &[u8]| {
+            use std::hash::Hasher;
+            let mut hasher = siphasher::sip::SipHasher24::new_with_keys(k0, k1);
+            hasher.write(s);
+            hasher.finish()
+        };
+        hash_into_buckets(ctx, hash, self.buckets)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// AsString
+
+struct AsString {
+    width: usize,
+    fill: u8,
+}
+
+fn build_as_string(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let dtype = node.attr_dtype("T")?;
+    if !matches!(dtype, DType::I32 | DType::I64 | DType::U8 | DType::U64 | DType::Bool) {
+        return Err(Status::unimplemented(format!(
+            "node '{}' ({}): AsString of {dtype} (integers and bools are formatted)",
+            node.name, node.op
+        )));
+    }
+    let fill = node.attr_str_or("fill", "")?;
+    let fill = match fill.as_bytes() {
+        [] => b' ',
+        [c] => *c,
+        _ => {
+            return Err(Status::invalid_argument(format!(
+                "node '{}' ({}): fill must be one character, got '{fill}'",
+                node.name, node.op
+            )));
+        }
+    };
+    Ok(Box::new(AsString { width: usize::try_from(node.attr_int_or("width", -1)?).unwrap_or(0), fill }))
+}
+
+impl OpKernel for AsString {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let input = ctx.input(0)?;
+        let plain: Vec<String> = match input.dtype() {
+            DType::I32 => input.as_slice::<i32>()?.iter().map(i32::to_string).collect(),
+            DType::I64 => input.as_slice::<i64>()?.iter().map(i64::to_string).collect(),
+            DType::U8 => input.as_slice::<u8>()?.iter().map(u8::to_string).collect(),
+            DType::U64 => input.as_slice::<u64>()?.iter().map(u64::to_string).collect(),
+            DType::Bool => input.as_slice::<bool>()?.iter().map(|b| b.to_string()).collect(),
+            other => return Err(Status::unimplemented(format!("AsString of {other}"))),
+        };
+        let padded: Vec<Vec<u8>> = plain
+            .into_iter()
+            .map(|s| {
+                let pad = self.width.saturating_sub(s.len());
+                // A '0' fill goes after the sign, as printf's does.
+                let (sign, digits) =
+                    if self.fill == b'0' && s.starts_with('-') { ("-", &s[1..]) } else { ("", &s[..]) };
+                let mut out = sign.as_bytes().to_vec();
+                out.extend(std::iter::repeat_n(self.fill, pad));
+                out.extend_from_slice(digits.as_bytes());
+                out
+            })
+            .collect();
+        let out = Tensor::from_strings(input.shape().clone(), &padded)?;
+        ctx.set_output(0, out);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::ResourceMgr;
+    use crate::ops::Value;
+    use crate::ops::testing::ty;
+
+    fn strings(v: &[&str]) -> Tensor {
+        Tensor::from_strings([v.len()], v).unwrap()
+    }
+
+    fn run(node: &NodeSpec, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
+        let mgr = ResourceMgr::default();
+        let out = crate::ops::run_kernel_once(node, inputs.into_iter().map(Value::Tensor).collect(), &mgr)?;
+        Ok(out.into_iter().map(|v| v.as_tensor().unwrap().clone()).collect())
+    }
+
+    fn texts(t: &Tensor) -> Vec<String> {
+        t.strings().unwrap().iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+    }
+
+    fn bytes(s: &str) -> AttrValue {
+        AttrValue::Bytes(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn case_maps_ascii_by_default_and_unicode_when_asked() {
+        let input = strings(&["Hello WORLD", "ÄÖ Straße"]);
+        let lower = run(&NodeSpec::new("l", "StringLower"), vec![input.clone()]).unwrap();
+        assert_eq!(texts(&lower[0]), ["hello world", "ÄÖ straße"]);
+        let utf8 = NodeSpec::new("l", "StringLower").attr("encoding", bytes("utf-8"));
+        assert_eq!(texts(&run(&utf8, vec![input.clone()]).unwrap()[0]), ["hello world", "äö straße"]);
+        let upper = NodeSpec::new("u", "StringUpper").attr("encoding", bytes("utf-8"));
+        assert_eq!(texts(&run(&upper, vec![input]).unwrap()[0]), ["HELLO WORLD", "ÄÖ STRASSE"]);
+        let bad = Tensor::from_strings([1], &[&b"\xff"[..]]).unwrap();
+        let err = run(&utf8, vec![bad]).unwrap_err();
+        assert!(err.message.contains("node 'l'") && err.message.contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn regex_replace_strips_punctuation_as_keras_standardizes() {
+        // TextVectorization's default standardization pattern, as exported.
+        let pattern = r##"[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']"##;
+        let node = NodeSpec::new("r", "StaticRegexReplace").attr("pattern", bytes(pattern)).attr("rewrite", bytes(""));
+        let out = run(&node, vec![strings(&["a dog, a cat!", "[x] (y)"])]).unwrap();
+        assert_eq!(texts(&out[0]), ["a dog a cat", "x y"]);
+        // Groups, a literal dollar and backslash; only the first when not global.
+        let node = NodeSpec::new("r", "StaticRegexReplace")
+            .attr("pattern", bytes(r"(\w+)@(\w+)"))
+            .attr("rewrite", bytes(r"\2$\\\1"))
+            .attr("replace_global", AttrValue::Bool(false));
+        assert_eq!(texts(&run(&node, vec![strings(&["a@b c@d"])]).unwrap()[0]), [r"b$\a c@d"]);
+        let dynamic = NodeSpec::new("d", "RegexReplace");
+        let out =
+            run(&dynamic, vec![strings(&["aaa"]), Tensor::string_scalar("a"), Tensor::string_scalar("bb")]).unwrap();
+        assert_eq!(texts(&out[0]), ["bbbbbb"]);
+        let broken = NodeSpec::new("r", "StaticRegexReplace").attr("pattern", bytes("(")).attr("rewrite", bytes(""));
+        let err = run(&broken, vec![strings(&["x"])]).unwrap_err();
+        assert!(err.message.contains("node 'r'") && err.message.contains("pattern '('"), "{err}");
+        let rewrite =
+            NodeSpec::new("r", "StaticRegexReplace").attr("pattern", bytes("x")).attr("rewrite", bytes(r"\q"));
+        assert!(run(&rewrite, vec![strings(&["x"])]).unwrap_err().message.contains("backslash"));
+    }
+
+    #[test]
+    fn split_makes_a_sparse_tensor_of_tokens() {
+        let node = NodeSpec::new("s", "StringSplitV2");
+        let input = strings(&["  the cat\tsat ", "", "dog"]);
+        let out = run(&node, vec![input.clone(), Tensor::string_scalar("")]).unwrap();
+        assert_eq!(out[0].as_slice::<i64>().unwrap(), &[0, 0, 0, 1, 0, 2, 2, 0]);
+        assert_eq!(texts(&out[1]), ["the", "cat", "sat", "dog"]);
+        assert_eq!(out[2].as_slice::<i64>().unwrap(), &[3, 3]);
+        let out = run(&node, vec![strings(&["1<>2<><>3", ""]), Tensor::string_scalar("<>")]).unwrap();
+        assert_eq!(texts(&out[1]), ["1", "2", "", "3", ""]);
+        assert_eq!(out[2].as_slice::<i64>().unwrap(), &[2, 4]);
+        let capped = node.clone().attr("maxsplit", AttrValue::Int(1));
+        let out = run(&capped, vec![strings(&["a b  c", "x,y,z"]), Tensor::string_scalar("")]).unwrap();
+        assert_eq!(texts(&out[1]), ["a", "b  c", "x,y,z", ""]);
+        let twice = node.clone().attr("maxsplit", AttrValue::Int(2));
+        let out = run(&twice, vec![strings(&["a b", "a b c", "a  b c "]), Tensor::string_scalar("")]).unwrap();
+        assert_eq!(texts(&out[1]), ["a", "b", "", "a", "b", "c", "a", "b", "c "]);
+        let out = run(&capped, vec![strings(&["x,y,z"]), Tensor::string_scalar(",")]).unwrap();
+        assert_eq!(texts(&out[1]), ["x", "y,z"]);
+        let err = run(&node, vec![Tensor::from_strings([1, 1], &["a"]).unwrap(), Tensor::string_scalar("")]);
+        assert!(err.unwrap_err().message.contains("vector"));
+    }
+
+    #[test]
+    fn hashes_match_tensorflows_buckets() {
+        // tf.strings.to_hash_bucket_fast(["", "a", "the cat", "ringflow"], 1000)
+        // and to_hash_bucket_strong(..., 1000, key=[1, 2]) in TensorFlow 2.21.
+        let input = strings(&["", "a", "the cat", "ringflow"]);
+        let fast = NodeSpec::new("h", "StringToHashBucketFast").attr("num_buckets", AttrValue::Int(1000));
+        let got = run(&fast, vec![input.clone()]).unwrap();
+        assert_eq!(got[0].as_slice::<i64>().unwrap(), FAST_EXPECTED);
+        let strong = NodeSpec::new("h", "StringToHashBucketStrong")
+            .attr("num_buckets", AttrValue::Int(1000))
+            .attr("key", AttrValue::List(AttrList::Int(vec![1, 2])));
+        let got = run(&strong, vec![input]).unwrap();
+        assert_eq!(got[0].as_slice::<i64>().unwrap(), STRONG_EXPECTED);
+        let zero = NodeSpec::new("h", "StringToHashBucketFast").attr("num_buckets", AttrValue::Int(0));
+        assert!(run(&zero, vec![strings(&["a"])]).unwrap_err().message.contains("num_buckets"));
+    }
+
+    const FAST_EXPECTED: &[i64] = &[263, 939, 218, 254];
+    const STRONG_EXPECTED: &[i64] = &[435, 646, 703, 977];
+
+    #[test]
+    fn as_string_formats_integers_with_width_and_fill() {
+        let node = NodeSpec::new("a", "AsString").attr("T", ty(DType::I64));
+        let input = Tensor::from_slice([3], &[7i64, -42, 1234]).unwrap();
+        assert_eq!(texts(&run(&node, vec![input.clone()]).unwrap()[0]), ["7", "-42", "1234"]);
+        let padded = node.clone().attr("width", AttrValue::Int(4)).attr("fill", bytes("0"));
+        assert_eq!(texts(&run(&padded, vec![input]).unwrap()[0]), ["0007", "-042", "1234"]);
+        let float = NodeSpec::new("a", "AsString").attr("T", ty(DType::F32));
+        assert!(run(&float, vec![Tensor::scalar(1.5f32)]).unwrap_err().message.contains("node 'a'"));
+    }
+}

@@ -1,0 +1,186 @@
+"""Exports SavedModel golden cases: each a directory under OUT_DIR holding a
+SavedModel as TensorFlow writes it (saved_model.pb, variables/, assets/)
+and case.json: the signature to run, its inputs (key -> .npy) and the
+outputs TensorFlow's own loader gave (key -> .npy).
+
+    /root/tfvenv/bin/python tools/golden/export_saved_models.py OUT_DIR [CASE...]
+
+Each model's weights are set to seeded random values before it is saved,
+so a case passes only if the variables really are restored.
+"""
+import json, os, shutil, sys
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+rng = np.random.default_rng(7)
+
+
+def randomize(model):
+    model.set_weights([rng.standard_normal(w.shape).astype(w.dtype) * 0.5 for w in model.get_weights()])
+
+
+def write_case(out, name, note, inputs, signature="serving_default", tags=("serve",)):
+    """Loads the saved model back with TensorFlow, runs `signature` on `inputs`
+    and writes case.json with what it returned."""
+    case_dir = os.path.join(out, name)
+    loaded = tf.saved_model.load(case_dir, tags=list(tags))
+    fn = loaded.signatures[signature]
+    got = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+    case = {"note": note, "signature": signature, "tags": list(tags), "inputs": {}, "outputs": {}}
+    for k, v in inputs.items():
+        np.save(os.path.join(case_dir, f"input_{k}.npy"), v)
+        case["inputs"][k] = f"input_{k}.npy"
+    for k, v in got.items():
+        np.save(os.path.join(case_dir, f"expect_{k}.npy"), v.numpy())
+        case["outputs"][k] = f"expect_{k}.npy"
+    with open(os.path.join(case_dir, "case.json"), "w") as f:
+        json.dump(case, f, indent=1, sort_keys=True)
+
+
+def keras_mlp_export(out, name):
+    inp = keras.Input((4,), name="x")
+    h = keras.layers.Dense(8, activation="relu")(inp)
+    y = keras.layers.Dense(3, activation="softmax")(h)
+    model = keras.Model(inp, y)
+    randomize(model)
+    model.export(os.path.join(out, name))
+    write_case(out, name, "keras 3 model.export(): Dense relu, Dense softmax; variables restored from variables/",
+               {"x": rng.standard_normal((3, 4)).astype(np.float32)})
+
+
+def keras_cnn_export(out, name):
+    inp = keras.Input((12, 12, 3), name="image")
+    h = keras.layers.Conv2D(6, 3, padding="same")(inp)
+    h = keras.layers.BatchNormalization()(h)
+    h = keras.layers.ReLU()(h)
+    h = keras.layers.MaxPooling2D()(h)
+    h = keras.layers.Conv2D(8, 3, strides=2)(h)
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    y = keras.layers.Dense(5)(h)
+    model = keras.Model(inp, y)
+    randomize(model)
+    # Batch-norm variance must stay positive.
+    bn = model.layers[2]
+    bn.moving_variance.assign(np.abs(bn.moving_variance.numpy()) + 0.5)
+    model.export(os.path.join(out, name))
+    write_case(out, name, "keras 3 model.export() of a CNN: Conv2D, BatchNormalization (moving statistics "
+               "restored), ReLU, MaxPool, strided Conv2D, global average pooling, Dense",
+               {"image": rng.standard_normal((2, 12, 12, 3)).astype(np.float32)})
+
+
+class Scaler(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable(rng.standard_normal((3, 2)).astype(np.float32), name="w")
+        self.offset = tf.Variable(np.int64(40), name="offset")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="features")])
+    def project(self, features):
+        return {"projected": tf.matmul(features, self.w), "norm": tf.norm(features, axis=1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int64, name="ids"),
+                                  tf.TensorSpec([], tf.int64, name="step")])
+    def shift(self, ids, step):
+        return {"shifted": ids + self.offset * step}
+
+
+def tf_module_signatures(out, name):
+    module = Scaler()
+    path = os.path.join(out, name)
+    tf.saved_model.save(module, path, signatures={"project": module.project, "shift": module.shift})
+    write_case(out, name, "tf.saved_model.save of a tf.Module with two signatures (float and int64 inputs, "
+               "two outputs), run by the non-default signature 'project'",
+               {"features": rng.standard_normal((4, 3)).astype(np.float32)}, signature="project")
+    # A second case over the same model: the other signature.
+    other = name + "_shift"
+    shutil.copytree(path, os.path.join(out, other))
+    write_case(out, other, "the same tf.Module, signature 'shift': int64 ids and a scalar step",
+               {"ids": np.array([1, -5, 7], np.int64), "step": np.array(3, np.int64)}, signature="shift")
+
+
+def tf1_builder(out, name):
+    path = os.path.join(out, name)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        w = tf.compat.v1.get_variable("w", initializer=rng.standard_normal((2, 2)).astype(np.float32))
+        b = tf.compat.v1.get_variable("b", initializer=np.float32([0.5, -1.0]))
+        y = tf.nn.sigmoid(tf.matmul(x, w) + b, name="y")
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            # Changed after initialisation: only a restore brings these back.
+            sess.run(w.assign(w * 3.0))
+            builder = tf.compat.v1.saved_model.Builder(path)
+            sig = tf.compat.v1.saved_model.predict_signature_def({"x": x}, {"y": y})
+            builder.add_meta_graph_and_variables(
+                sess, ["serve"], signature_def_map={"serving_default": sig},
+                main_op=tf.compat.v1.tables_initializer())
+            builder.save()
+    write_case(out, name, "TF1 SavedModelBuilder (graph mode, tf.compat.v1 variables, save/restore_all "
+               "restore op, main_op), predict signature",
+               {"x": rng.standard_normal((3, 2)).astype(np.float32)})
+
+
+def keras_text_export(out, name):
+    """Text in, ids and buckets out: TextVectorization (lowercase, strip
+    punctuation, split on whitespace, vocabulary lookup in a mutable table
+    restored from the checkpoint, padded and cut to 6 tokens), an
+    Embedding over those ids, Hashing (FarmHash buckets) and StringLookup
+    (a HashTable its init op fills)."""
+    vec = keras.layers.TextVectorization(max_tokens=20, output_sequence_length=6)
+    vec.adapt(["The cat sat on the mat.", "A dog, a cat!", "Dogs and cats; mats and hats?"])
+    text = keras.Input((), dtype="string", name="text")
+    ids = vec(text)
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(20, 4)(ids))
+    hashed = keras.layers.Hashing(num_bins=7)(text)
+    salted = keras.layers.Hashing(num_bins=11, salt=[3, 5])(text)
+    looked = keras.layers.StringLookup(vocabulary=["a", "b", "the cat sat"])(text)
+    model = keras.Model(text, {"pooled": pooled, "hashed": hashed, "salted": salted, "looked": looked, "ids": ids})
+    emb = [layer for layer in model.layers if isinstance(layer, keras.layers.Embedding)][0]
+    emb.embeddings.assign(rng.standard_normal(emb.embeddings.shape).astype(np.float32))
+    model.export(os.path.join(out, name))
+    texts = np.array([b"The CAT sat, on a mat!", b"b", b"", b"  dogs   and unseen words here too", b"the cat sat"],
+                     dtype="S")
+    what = " ".join(keras_text_export.__doc__.split(":", 1)[1].split())
+    write_case(out, name, "keras 3 model.export() of text preprocessing: " + what, {"text": texts})
+
+
+class Vocab(tf.Module):
+    def __init__(self, path):
+        by_line = tf.lookup.TextFileInitializer(path, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+                                                tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER)
+        self.table = tf.lookup.StaticHashTable(by_line, -1)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="words")])
+    def lookup(self, words):
+        return {"ids": self.table.lookup(words), "size": self.table.size()}
+
+
+def tf_module_vocab_file(out, name):
+    """A table filled from a vocabulary file: the file becomes an asset,
+    its path a placeholder the init op is fed."""
+    vocab = os.path.join(out, "vocab.txt")
+    with open(vocab, "w") as f:
+        f.write("the\ncat\nsat\non\nmat\n")
+    module = Vocab(vocab)
+    tf.saved_model.save(module, os.path.join(out, name), signatures={"serving_default": module.lookup})
+    os.remove(vocab)
+    words = np.array([b"cat", b"dog", b"mat", b"the"], dtype="S")
+    write_case(out, name, "tf.saved_model.save of a tf.Module whose StaticHashTable reads a vocabulary file "
+               "(TextFileInitializer: whole line -> line number): the file saved as an asset, the init op fed "
+               "its path", {"words": words})
+
+
+CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file]
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    wanted = set(sys.argv[2:])
+    for case in CASES:
+        if wanted and case.__name__ not in wanted:
+            continue
+        path = os.path.join(out, case.__name__)
+        shutil.rmtree(path, ignore_errors=True)
+        case(out, case.__name__)
+        print("wrote", path)
