@@ -144,9 +144,9 @@ pub fn bench_graph(graph_path: &Path, args: &GraphBenchArgs) -> Result<Vec<Figur
         let tags = if args.tags.is_empty() { default_tags() } else { args.tags.clone() };
         let signature = args.signature.as_deref().unwrap_or(DEFAULT_SIGNATURE);
         let model = LoadedModel::load(graph_path, &tags, &options)?;
-        let (feeds, fetches) = model.resolve(signature, feeds, &args.fetches)?;
-        let names: Vec<String> = fetches.into_iter().map(|(_, tensor)| tensor).collect();
-        Callable::new(model.into_session(), feeds, &names, &args.targets)
+        let step = model.resolve(signature, feeds, &args.fetches)?;
+        let names = step.fetch_names();
+        Callable::new(model.into_session(), step.feeds, &names, &args.targets)
     } else {
         Callable::new(create_session(load_graph(graph_path)?, &options)?, feeds, &args.fetches, &args.targets)
     }

@@ -86,14 +86,14 @@ pub fn run(args: &RunArgs) -> Result<RunOutcome> {
         }
         Source::SavedModel { dir, tags, signature } => {
             let model = LoadedModel::load(dir, tags, &session_options)?;
-            let (feeds, fetches) = model.resolve(signature, feeds, &args.fetches)?;
-            let names: Vec<String> = fetches.iter().map(|(_, tensor)| tensor.clone()).collect();
+            let step = model.resolve(signature, feeds, &args.fetches)?;
+            let names = step.fetch_names();
             let (outputs, metadata) = model
                 .session()
-                .run(&options, feeds, &names, &[])
+                .run(&options, step.feeds, &names, &[])
                 .map_err(|e| e.context(format_args!("signature '{signature}'")))?;
             model.close()?;
-            (fetches.into_iter().map(|(key, _)| key).zip(outputs).collect(), metadata)
+            (step.fetches.into_iter().map(|(key, _)| key).zip(outputs).collect(), metadata)
         }
     };
     if let Some(path) = &args.trace_file {

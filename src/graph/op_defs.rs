@@ -139,34 +139,28 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "FFT" => &[("Tcomplex", D::Type(8))],
         "Fill" => &[("index_type", D::Type(3))],
         "FusedBatchNorm" => &[
-            ("epsilon", D::Float(9.999999747378752e-05)),
+            ("epsilon", D::Float(0.0001)),
             ("exponential_avg_factor", D::Float(1.0)),
             ("data_format", D::Bytes(b"NHWC")),
             ("is_training", D::Bool(true)),
         ],
-        "FusedBatchNormGrad" => &[
-            ("epsilon", D::Float(9.999999747378752e-05)),
-            ("data_format", D::Bytes(b"NHWC")),
-            ("is_training", D::Bool(true)),
-        ],
-        "FusedBatchNormGradV2" => &[
-            ("epsilon", D::Float(9.999999747378752e-05)),
-            ("data_format", D::Bytes(b"NHWC")),
-            ("is_training", D::Bool(true)),
-        ],
-        "FusedBatchNormGradV3" => &[
-            ("epsilon", D::Float(9.999999747378752e-05)),
-            ("data_format", D::Bytes(b"NHWC")),
-            ("is_training", D::Bool(true)),
-        ],
+        "FusedBatchNormGrad" => {
+            &[("epsilon", D::Float(0.0001)), ("data_format", D::Bytes(b"NHWC")), ("is_training", D::Bool(true))]
+        }
+        "FusedBatchNormGradV2" => {
+            &[("epsilon", D::Float(0.0001)), ("data_format", D::Bytes(b"NHWC")), ("is_training", D::Bool(true))]
+        }
+        "FusedBatchNormGradV3" => {
+            &[("epsilon", D::Float(0.0001)), ("data_format", D::Bytes(b"NHWC")), ("is_training", D::Bool(true))]
+        }
         "FusedBatchNormV2" => &[
-            ("epsilon", D::Float(9.999999747378752e-05)),
+            ("epsilon", D::Float(0.0001)),
             ("exponential_avg_factor", D::Float(1.0)),
             ("data_format", D::Bytes(b"NHWC")),
             ("is_training", D::Bool(true)),
         ],
         "FusedBatchNormV3" => &[
-            ("epsilon", D::Float(9.999999747378752e-05)),
+            ("epsilon", D::Float(0.0001)),
             ("exponential_avg_factor", D::Float(1.0)),
             ("data_format", D::Bytes(b"NHWC")),
             ("is_training", D::Bool(true)),
@@ -193,8 +187,8 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
             ("beta", D::Float(0.5)),
             ("T", D::Type(1)),
         ],
-        "LeakyRelu" => &[("alpha", D::Float(0.20000000298023224)), ("T", D::Type(1))],
-        "LeakyReluGrad" => &[("alpha", D::Float(0.20000000298023224)), ("T", D::Type(1))],
+        "LeakyRelu" => &[("alpha", D::Float(0.2)), ("T", D::Type(1))],
+        "LeakyReluGrad" => &[("alpha", D::Float(0.2)), ("T", D::Type(1))],
         "LowerBound" => &[("out_type", D::Type(3))],
         "MatMul" => &[
             ("transpose_a", D::Bool(false)),

@@ -195,10 +195,11 @@ fn is_split_space(b: u8) -> bool {
 }
 
 /// `text`'s tokens: on runs of whitespace when `sep` is empty (no empty
-/// tokens), on each `sep` otherwise (empty tokens kept). With `maxsplit`
-/// >= 0, after that many tokens the rest is one more token: on whitespace,
-/// the rest after the whitespace that follows, even when empty (as
-/// TensorFlow's kernel splits: `"a b"` at most twice is `a`, `b`, ``).
+/// tokens), on each `sep` otherwise (empty tokens kept). With a
+/// non-negative `maxsplit`, after that many tokens the rest is one more
+/// token: on whitespace, what follows the next run of whitespace, even
+/// when empty, as TensorFlow's kernel splits (`"a b"` split at most twice
+/// is `a`, `b` and an empty token).
 fn split<'a>(text: &'a [u8], sep: &[u8], maxsplit: i64) -> Vec<&'a [u8]> {
     let limit = usize::try_from(maxsplit).ok();
     let mut tokens = Vec::new();

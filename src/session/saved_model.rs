@@ -13,6 +13,21 @@ use crate::graph::saved_model::{MetaGraph, Signature, load_meta_graph};
 use crate::tensor::Tensor;
 use std::path::Path;
 
+/// A signature step in the graph's own names.
+pub struct SignatureStep {
+    /// Graph tensor name and value, one per input key.
+    pub feeds: Vec<(String, Tensor)>,
+    /// Output key and the graph tensor it names, in the order asked.
+    pub fetches: Vec<(String, String)>,
+}
+
+impl SignatureStep {
+    /// The graph tensors to fetch, in order.
+    pub fn fetch_names(&self) -> Vec<String> {
+        self.fetches.iter().map(|(_, tensor)| tensor.clone()).collect()
+    }
+}
+
 /// A SavedModel ready to serve.
 pub struct LoadedModel {
     meta: MetaGraph,
@@ -41,7 +56,7 @@ impl LoadedModel {
                     &RunOptions::default(),
                     vec![(restore.filename_tensor.clone(), prefix)],
                     &[],
-                    &[restore.restore_op.clone()],
+                    std::slice::from_ref(&restore.restore_op),
                 )
                 .map_err(|e| e.context(format_args!("restoring variables (op '{}')", restore.restore_op)))?;
         }
@@ -77,14 +92,8 @@ impl LoadedModel {
 
     /// The graph tensors of a signature step: `inputs` by key (every input
     /// the signature has, each of its dtype) and `outputs` by key (empty:
-    /// all, in key order). Returns the feeds and the fetched tensor names
-    /// with their keys.
-    pub fn resolve(
-        &self,
-        signature: &str,
-        inputs: Vec<(String, Tensor)>,
-        outputs: &[String],
-    ) -> Result<(Vec<(String, Tensor)>, Vec<(String, String)>)> {
+    /// all, in key order).
+    pub fn resolve(&self, signature: &str, inputs: Vec<(String, Tensor)>, outputs: &[String]) -> Result<SignatureStep> {
         let sig = self.signature(signature)?;
         let keys = |map: &std::collections::BTreeMap<String, _>| map.keys().cloned().collect::<Vec<_>>().join(", ");
         let mut feeds = Vec::with_capacity(inputs.len());
@@ -131,7 +140,7 @@ impl LoadedModel {
                 })
                 .collect::<Result<Vec<_>>>()?
         };
-        Ok((feeds, fetches))
+        Ok(SignatureStep { feeds, fetches })
     }
 
     /// Runs `signature` on `inputs` (by key) and returns `outputs` (by
@@ -142,13 +151,13 @@ impl LoadedModel {
         inputs: Vec<(String, Tensor)>,
         outputs: &[String],
     ) -> Result<Vec<(String, Tensor)>> {
-        let (feeds, fetches) = self.resolve(signature, inputs, outputs)?;
-        let names: Vec<String> = fetches.iter().map(|(_, tensor)| tensor.clone()).collect();
+        let step = self.resolve(signature, inputs, outputs)?;
+        let names = step.fetch_names();
         let (tensors, _) = self
             .session
-            .run(&RunOptions::default(), feeds, &names, &[])
+            .run(&RunOptions::default(), step.feeds, &names, &[])
             .map_err(|e| e.context(format_args!("signature '{signature}'")))?;
-        Ok(fetches.into_iter().map(|(key, _)| key).zip(tensors).collect())
+        Ok(step.fetches.into_iter().map(|(key, _)| key).zip(tensors).collect())
     }
 
     pub fn close(&self) -> Result<()> {

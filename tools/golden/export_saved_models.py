@@ -4,6 +4,11 @@ and case.json: the signature to run, its inputs (key -> .npy) and the
 outputs TensorFlow's own loader gave (key -> .npy).
 
     /root/tfvenv/bin/python tools/golden/export_saved_models.py OUT_DIR [CASE...]
+    /root/tfvenv/bin/python tools/golden/export_saved_models.py --time CASE_DIR [CALLS]
+
+`--time` loads a case's SavedModel with TensorFlow and prints the p50 and
+p99 of calling its signature on the case's inputs (after 300 untimed
+calls), TensorFlow's side of `ringflow bench graph CASE_DIR`.
 
 Each model's weights are set to seeded random values before it is saved,
 so a case passes only if the variables really are restored.
@@ -174,7 +179,28 @@ def tf_module_vocab_file(out, name):
 
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file]
 
+def time_case(case_dir, calls):
+    import time
+    with open(os.path.join(case_dir, "case.json")) as f:
+        case = json.load(f)
+    fn = tf.saved_model.load(case_dir, tags=case["tags"]).signatures[case["signature"]]
+    inputs = {k: tf.constant(np.load(os.path.join(case_dir, v))) for k, v in case["inputs"].items()}
+    for _ in range(300):
+        fn(**inputs)
+    took = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn(**inputs)
+        took.append(time.perf_counter() - start)
+    took = np.array(took) * 1e6
+    print(f"{case_dir}: TensorFlow {tf.__version__}, {calls} calls: "
+          f"p50 {np.percentile(took, 50):.1f} us, p99 {np.percentile(took, 99):.1f} us")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--time":
+        time_case(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3000)
+        sys.exit(0)
     out = sys.argv[1]
     wanted = set(sys.argv[2:])
     for case in CASES:

@@ -10,6 +10,8 @@ in order (function bodies name outputs `node:arg:index`).
 """
 import sys
 
+import numpy as np
+
 from tensorflow.python.framework import op_def_registry
 import tensorflow as tf  # noqa: F401  (registers the ops)
 
@@ -25,8 +27,9 @@ def value(v):
     if kind == "i":
         return f"D::Int({v.i})"
     if kind == "f":
-        f = repr(float(v.f))
-        return f"D::Float({f if '.' in f or 'e' in f or 'inf' in f or 'nan' in f else f + '.0'})"
+        # The shortest text that reads back as the same float32.
+        f = np.format_float_positional(np.float32(v.f), unique=True, trim="0")
+        return f"D::Float({f})"
     if kind == "b":
         return f"D::Bool({'true' if v.b else 'false'})"
     if kind == "type":
