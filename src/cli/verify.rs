@@ -99,15 +99,20 @@ pub struct LoadedStep {
     pub targets: Vec<String>,
 }
 
+/// A case directory's name and its parsed `case.json`.
+fn read_case_file<F: serde::de::DeserializeOwned>(dir: &Path) -> Result<(String, F)> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
+    let case_path = dir.join("case.json");
+    let text = std::fs::read_to_string(&case_path)
+        .map_err(|e| Status::not_found(format!("cannot read {}: {e}", case_path.display())))?;
+    let file =
+        serde_json::from_str(&text).map_err(|e| Status::invalid_argument(format!("{}: {e}", case_path.display())))?;
+    Ok((name, file))
+}
+
 impl GoldenCase {
     pub fn load(dir: &Path) -> Result<GoldenCase> {
-        let name =
-            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
-        let case_path = dir.join("case.json");
-        let text = std::fs::read_to_string(&case_path)
-            .map_err(|e| Status::not_found(format!("cannot read {}: {e}", case_path.display())))?;
-        let file: CaseFile = serde_json::from_str(&text)
-            .map_err(|e| Status::invalid_argument(format!("{}: {e}", case_path.display())))?;
+        let (name, file) = read_case_file::<CaseFile>(dir)?;
         let graph = load_graph(dir.join("graph.pb"))?;
         let uses_scratch = file.steps.iter().flat_map(|s| s.feeds.values()).any(|f| f.starts_with(SCRATCH_FEED_PREFIX));
         let scratch = if uses_scratch { Some(ScratchDir::create(&name)?) } else { None };
@@ -254,13 +259,7 @@ pub fn is_saved_model_case(dir: &Path) -> bool {
 
 impl SavedModelCase {
     pub fn load(dir: &Path) -> Result<SavedModelCase> {
-        let name =
-            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| dir.display().to_string());
-        let case_path = dir.join("case.json");
-        let text = std::fs::read_to_string(&case_path)
-            .map_err(|e| Status::not_found(format!("cannot read {}: {e}", case_path.display())))?;
-        let file: SavedModelCaseFile = serde_json::from_str(&text)
-            .map_err(|e| Status::invalid_argument(format!("{}: {e}", case_path.display())))?;
+        let (name, file) = read_case_file::<SavedModelCaseFile>(dir)?;
         let read = |m: &BTreeMap<String, String>| -> Result<Vec<(String, Tensor)>> {
             m.iter().map(|(key, f)| Ok((key.clone(), npy::read_npy(dir.join(f))?))).collect()
         };
