@@ -2,8 +2,8 @@
 //! and restore variables in TensorFlow's checkpoint format.
 //! - [`save_restore`]: `SaveV2`, `RestoreV2`, `MergeV2Checkpoints`;
 //! - [`filenames`]: the string ops a sharded Saver builds its file names
-//!   with: `ShardedFilename`, `ShardedFilespec`, `StringJoin`,
-//!   `StaticRegexFullMatch`.
+//!   with: `ShardedFilename`, `ShardedFilespec`, `StringJoin` (its
+//!   `StaticRegexFullMatch` is in `ops::string`).
 //!
 //! Owns: these kernels and their signatures. Must not know the bytes of a
 //! checkpoint (that is `crate::checkpoint`) nor touch variables: a Saver

@@ -446,6 +446,7 @@ mod tests {
             .attr("rewrite", AttrValue::Bytes(Vec::new()));
         rows.push(("StaticRegexReplace", replace, vec![S], vec![S]));
         rows.push(("RegexReplace", NodeSpec::new("n", "RegexReplace"), vec![S, S, S], vec![S]));
+        rows.push(("RegexFullMatch", NodeSpec::new("n", "RegexFullMatch"), vec![S, S], vec![B]));
         rows.push(("StringSplitV2", NodeSpec::new("n", "StringSplitV2"), vec![S, S], vec![I64, S, I64]));
         let buckets = |op: &str| NodeSpec::new("n", op).attr("num_buckets", AttrValue::Int(10));
         rows.push(("StringToHashBucketFast", buckets("StringToHashBucketFast"), vec![S], vec![I64]));

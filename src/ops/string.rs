@@ -1,7 +1,8 @@
 //! Text preprocessing: the string ops Keras `TextVectorization`,
 //! `Hashing` and `tf.strings` put in graphs. Case (`StringLower`,
-//! `StringUpper`), regular-expression rewrites (`StaticRegexReplace`,
-//! `RegexReplace`, RE2 syntax through the `regex` crate), splitting into
+//! `StringUpper`), regular expressions (`StaticRegexReplace`,
+//! `RegexReplace`, `StaticRegexFullMatch`, `RegexFullMatch`: RE2 syntax
+//! through the `regex` crate, which reads it alike), splitting into
 //! a sparse tensor of tokens (`StringSplitV2`), hashing into buckets
 //! (`StringToHashBucketFast`: FarmHash's Fingerprint64, as TensorFlow;
 //! `StringToHashBucketStrong`: keyed SipHash-2-4) and `AsString` of
@@ -22,6 +23,8 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("StringUpper", unary_signature, build_case::<true>),
     OpDef::kernel("StaticRegexReplace", unary_signature, build_static_replace),
     OpDef::kernel("RegexReplace", regex_replace_signature, build_regex_replace),
+    OpDef::kernel("StaticRegexFullMatch", full_match_signature, build_static_full_match),
+    OpDef::kernel("RegexFullMatch", dynamic_full_match_signature, build_dynamic_full_match),
     OpDef::kernel("StringSplitV2", split_signature, build_split),
     OpDef::kernel("StringToHashBucketFast", hash_signature, build_hash_fast),
     OpDef::kernel("StringToHashBucketStrong", hash_signature, build_hash_strong),
@@ -37,6 +40,14 @@ fn unary_signature(_node: &NodeSpec) -> Result<OpSignature> {
 
 fn regex_replace_signature(_node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![STRING, STRING, STRING], vec![STRING]))
+}
+
+fn full_match_signature(_node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING], vec![ValueType::Tensor(DType::Bool)]))
+}
+
+fn dynamic_full_match_signature(_node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING, STRING], vec![ValueType::Tensor(DType::Bool)]))
 }
 
 fn split_signature(_node: &NodeSpec) -> Result<OpSignature> {
@@ -183,6 +194,68 @@ impl OpKernel for DynamicReplace {
         let regex = compile(ctx.input(1)?.string_value().map_err(|e| e.context("pattern"))?, &self.node)?;
         let rewrite = regex_rewrite(ctx.input(2)?.string_value().map_err(|e| e.context("rewrite"))?)?;
         map_strings(ctx, |s| Ok(replace(&regex, s, &rewrite, self.global)))
+    }
+}
+
+/// A pattern that must match the whole string, as RE2's `FullMatch`.
+fn compile_full(pattern: &[u8], node: &NodeSpec) -> Result<Regex> {
+    let mut anchored = b"^(?:".to_vec();
+    anchored.extend_from_slice(pattern);
+    anchored.extend_from_slice(b")\\z");
+    compile(&anchored, node).map_err(|_| {
+        // Name the pattern as written, not as anchored here.
+        match compile(pattern, node) {
+            Err(e) => e,
+            Ok(_) => {
+                Status::invalid_argument(format!("node '{}' ({}): pattern cannot be anchored", node.name, node.op))
+            }
+        }
+    })
+}
+
+fn full_matches(ctx: &mut OpContext<'_>, regex: &Regex) -> Result<()> {
+    let input = ctx.input(0)?;
+    let matches: Vec<bool> = input.strings()?.iter().map(|s| regex.is_match(s)).collect();
+    let out = Tensor::from_slice(input.shape().clone(), &matches)?;
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+struct StaticFullMatch {
+    regex: Regex,
+}
+
+fn build_static_full_match(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let pattern = match init.node.get_attr("pattern") {
+        Some(AttrValue::Bytes(b)) => b.clone(),
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "node '{}' ({}): attr 'pattern' should be a string, got {other:?}",
+                init.node.name, init.node.op
+            )));
+        }
+    };
+    Ok(Box::new(StaticFullMatch { regex: compile_full(&pattern, init.node)? }))
+}
+
+impl OpKernel for StaticFullMatch {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        full_matches(ctx, &self.regex)
+    }
+}
+
+struct DynamicFullMatch {
+    node: NodeSpec,
+}
+
+fn build_dynamic_full_match(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(DynamicFullMatch { node: NodeSpec::new(init.node.name.clone(), init.node.op.clone()) }))
+}
+
+impl OpKernel for DynamicFullMatch {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let regex = compile_full(ctx.input(1)?.string_value().map_err(|e| e.context("pattern"))?, &self.node)?;
+        full_matches(ctx, &regex)
     }
 }
 
@@ -458,6 +531,25 @@ mod tests {
         let rewrite =
             NodeSpec::new("r", "StaticRegexReplace").attr("pattern", bytes("x")).attr("rewrite", bytes(r"\q"));
         assert!(run(&rewrite, vec![strings(&["x"])]).unwrap_err().message.contains("backslash"));
+    }
+
+    #[test]
+    fn full_matches_match_the_whole_string() {
+        let node =
+            |p: &str| NodeSpec::new("save/StaticRegexFullMatch", "StaticRegexFullMatch").attr("pattern", bytes(p));
+        let paths = strings(&["s3://bucket/m", "/tmp/s3://", "s3:/", "gs://x"]);
+        let out = run(&node("^s3://.*"), vec![paths.clone()]).unwrap();
+        assert_eq!(out[0].as_slice::<bool>().unwrap(), &[true, false, false, false]);
+        let out = run(&node("s3:/"), vec![paths.clone()]).unwrap();
+        assert_eq!(out[0].as_slice::<bool>().unwrap(), &[false, false, true, false], "whole string, not a prefix");
+        // Alternation binds inside the anchors.
+        let out = run(&node("(s3|gs)://.*|/tmp.*"), vec![paths.clone()]).unwrap();
+        assert_eq!(out[0].as_slice::<bool>().unwrap(), &[true, true, false, true]);
+        let dynamic = NodeSpec::new("m", "RegexFullMatch");
+        let out = run(&dynamic, vec![paths.clone(), Tensor::string_scalar("[a-z0-9]+:/+.*")]).unwrap();
+        assert_eq!(out[0].as_slice::<bool>().unwrap(), &[true, false, true, true]);
+        let err = run(&node("(s3"), vec![paths]).unwrap_err();
+        assert!(err.message.contains("save/StaticRegexFullMatch") && err.message.contains("'(s3'"), "{err}");
     }
 
     #[test]

@@ -1,13 +1,10 @@
 //! The string ops a sharded `Saver` computes its file names with:
 //! `ShardedFilename` (`BASE-00001-of-00004`), `ShardedFilespec`
-//! (`BASE-?????-of-00004`), `StringJoin` and `StaticRegexFullMatch` (which
-//! the Saver uses to tell `s3://` paths apart).
+//! (`BASE-?????-of-00004`) and `StringJoin`. (The `StaticRegexFullMatch`
+//! it tells `s3://` paths apart with is a regular-expression op in
+//! `ops::string`.)
 //!
 //! Owns: these kernels and their signatures. Must not touch files.
-//! `StaticRegexFullMatch` understands the patterns Savers use: a literal,
-//! optionally anchored, optionally ending in `.*`; any other pattern is
-//! refused when the kernel is built, naming the node, rather than matched
-//! wrongly.
 
 use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
@@ -19,7 +16,6 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("ShardedFilename", sharded_filename_signature, build_sharded_filename),
     OpDef::kernel("ShardedFilespec", sharded_filespec_signature, build_sharded_filespec),
     OpDef::kernel("StringJoin", string_join_signature, build_string_join),
-    OpDef::kernel("StaticRegexFullMatch", regex_signature, build_static_regex_full_match),
 ];
 
 const STRING: ValueType = ValueType::Tensor(DType::String);
@@ -35,10 +31,6 @@ fn sharded_filespec_signature(_node: &NodeSpec) -> Result<OpSignature> {
 
 fn string_join_signature(node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![STRING; attr_count(node, "N", 1)?], vec![STRING]))
-}
-
-fn regex_signature(_node: &NodeSpec) -> Result<OpSignature> {
-    Ok(OpSignature::new(vec![STRING], vec![ValueType::Tensor(DType::Bool)]))
 }
 
 fn basename(ctx: &OpContext<'_>) -> Result<String> {
@@ -129,62 +121,6 @@ impl OpKernel for StringJoin {
     }
 }
 
-/// What a supported pattern asks of the whole string.
-#[derive(Debug, PartialEq, Eq)]
-enum FullMatch {
-    Exactly(Vec<u8>),
-    StartsWith(Vec<u8>),
-}
-
-/// The meaning of `pattern` as a full match, if it is a literal with an
-/// optional `^`, `$` and trailing `.*`.
-fn parse_pattern(pattern: &str) -> Option<FullMatch> {
-    let body = pattern.strip_prefix('^').unwrap_or(pattern);
-    let body = body.strip_suffix('$').unwrap_or(body);
-    let (literal, any_tail) = match body.strip_suffix(".*") {
-        Some(literal) => (literal, true),
-        None => (body, false),
-    };
-    if literal.chars().any(|c| "\\.^$|?*+()[]{}".contains(c)) {
-        return None;
-    }
-    let literal = literal.as_bytes().to_vec();
-    Some(if any_tail { FullMatch::StartsWith(literal) } else { FullMatch::Exactly(literal) })
-}
-
-struct StaticRegexFullMatch {
-    pattern: FullMatch,
-}
-
-fn build_static_regex_full_match(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let pattern = init.node.attr_str_or("pattern", "")?;
-    let pattern = parse_pattern(&pattern).ok_or_else(|| {
-        Status::unimplemented(format!(
-            "node '{}' (StaticRegexFullMatch): pattern '{pattern}' is not supported; only a literal, \
-             optionally anchored and ending in '.*', is",
-            init.node.name
-        ))
-    })?;
-    Ok(Box::new(StaticRegexFullMatch { pattern }))
-}
-
-impl OpKernel for StaticRegexFullMatch {
-    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let input = ctx.input(0)?;
-        let matches: Vec<bool> = input
-            .strings()?
-            .iter()
-            .map(|s| match &self.pattern {
-                FullMatch::Exactly(literal) => s == literal.as_slice(),
-                FullMatch::StartsWith(literal) => s.starts_with(literal),
-            })
-            .collect();
-        let out = Tensor::from_slice(input.shape().clone(), &matches)?;
-        ctx.set_output(0, out);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,21 +168,5 @@ mod tests {
         let bad =
             vec![Tensor::from_strings([2], &["a", "b"]).unwrap(), Tensor::from_strings([3], &["a", "b", "c"]).unwrap()];
         assert_eq!(run(node, bad).unwrap_err().code, Code::InvalidArgument);
-    }
-
-    #[test]
-    fn regex_full_match_handles_the_savers_patterns_and_refuses_others() {
-        let node = |p: &str| {
-            NodeSpec::new("save/StaticRegexFullMatch", "StaticRegexFullMatch")
-                .attr("pattern", AttrValue::Bytes(p.as_bytes().to_vec()))
-        };
-        let paths = Tensor::from_strings([3], &["s3://bucket/m", "/tmp/s3://", "s3:/"]).unwrap();
-        let out = run(node("^s3://.*"), vec![paths.clone()]).unwrap();
-        assert_eq!(out.as_slice::<bool>().unwrap(), &[true, false, false]);
-        let out = run(node("s3:/"), vec![paths.clone()]).unwrap();
-        assert_eq!(out.as_slice::<bool>().unwrap(), &[false, false, true]);
-        let err = run(node("^(s3|gs)://.*"), vec![paths]).unwrap_err();
-        assert_eq!(err.code, Code::Unimplemented);
-        assert!(err.message.contains("save/StaticRegexFullMatch"), "{err}");
     }
 }
