@@ -177,7 +177,47 @@ def tf_module_vocab_file(out, name):
                "its path", {"words": words})
 
 
-CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file]
+def keras_recurrent_export(out, name):
+    inp = keras.Input((7, 3), name="seq")
+    h = keras.layers.LSTM(5, return_sequences=True)(inp)
+    h = keras.layers.Bidirectional(keras.layers.GRU(4))(h)
+    model = keras.Model(inp, keras.layers.Dense(2)(h))
+    randomize(model)
+    model.export(os.path.join(out, name))
+    write_case(out, name, "keras 3 model.export() of LSTM (sequences) then a Bidirectional GRU, Dense: "
+               "While loops in the function library, with default attrs stripped",
+               {"seq": rng.standard_normal((2, 7, 3)).astype(np.float32)})
+
+
+def keras_transformer_export(out, name):
+    inp = keras.Input((6, 8), name="tokens")
+    attended = keras.layers.MultiHeadAttention(2, 4)(inp, inp)
+    h = keras.layers.LayerNormalization()(inp + attended)
+    ff = keras.layers.Dense(8)(keras.layers.Dense(16, activation="gelu")(h))
+    h = keras.layers.LayerNormalization()(h + ff)
+    model = keras.Model(inp, keras.layers.GlobalAveragePooling1D()(h))
+    randomize(model)
+    model.export(os.path.join(out, name))
+    write_case(out, name, "keras 3 model.export() of a transformer encoder block: MultiHeadAttention, "
+               "LayerNormalization, GELU feed-forward, pooling",
+               {"tokens": rng.standard_normal((2, 6, 8)).astype(np.float32)})
+
+
+def keras_categorical_export(out, name):
+    ids = keras.Input((), dtype="int64", name="ids")
+    looked = keras.layers.IntegerLookup(vocabulary=[3, 7, 11])(ids)
+    hashed = keras.layers.Hashing(num_bins=5)(ids)
+    bucket = keras.layers.Discretization(bin_boundaries=[0.0, 5.0])(keras.ops.cast(ids, "float32"))
+    onehot = keras.layers.CategoryEncoding(num_tokens=4, output_mode="one_hot")(looked)
+    model = keras.Model(ids, {"looked": looked, "hashed": hashed, "bucket": bucket, "onehot": onehot})
+    model.export(os.path.join(out, name))
+    write_case(out, name, "keras 3 model.export() of integer features: IntegerLookup (an int64-keyed "
+               "HashTable), Hashing of integers (AsString, then FarmHash buckets), Discretization, "
+               "CategoryEncoding one-hot", {"ids": np.array([3, 4, 11, -2, 7], np.int64)})
+
+
+CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
+         keras_recurrent_export, keras_transformer_export, keras_categorical_export]
 
 def time_case(case_dir, calls):
     import time
