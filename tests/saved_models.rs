@@ -1,7 +1,7 @@
 //! SavedModels as TensorFlow writes them (Keras `model.export` of an MLP,
 //! a CNN, recurrent layers, a transformer block, text and integer
-//! preprocessing; `tf.saved_model.save` of modules with two signatures or
-//! a vocabulary file; TF1's `SavedModelBuilder`), loaded as a server loads them (variables restored,
+//! preprocessing; `tf.saved_model.save` of modules with two signatures, a
+//! vocabulary file or a training signature called step after step; TF1's `SavedModelBuilder`), loaded as a server loads them (variables restored,
 //! init op run) and served by signature, in process and on a 2-task
 //! cluster of real server processes; the errors a wrong call gets, each
 //! naming its culprit, with the model serving on; and the CLI's
@@ -20,13 +20,13 @@ const CASES: [&str; 10] = [
     "keras_mlp_export",
     "keras_cnn_export",
     "tf_module_signatures",
-    "tf_module_signatures_shift",
     "tf1_builder",
     "keras_text_export",
     "tf_module_vocab_file",
     "keras_recurrent_export",
     "keras_transformer_export",
     "keras_categorical_export",
+    "tf_module_training",
 ];
 
 fn binary() -> &'static Path {

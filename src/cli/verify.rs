@@ -10,9 +10,11 @@
 //! there).
 //!
 //! A directory holding `saved_model.pb` is a SavedModel case instead: its
-//! case.json names the `signature` (and `tags`), its `inputs` and expected
-//! `outputs` by key; the model is loaded as a server would load it
-//! (`session::saved_model`) and the signature run once.
+//! case.json lists `steps`, each a `signature` with its `inputs` and
+//! expected `outputs` by key (and the meta graph's `tags`); the model is
+//! loaded as a server would load it (`session::saved_model`) and the
+//! calls made in order on it (a training signature's variables carry
+//! from one to the next).
 //!
 //! Owns: case loading and checking; `ringflow verify` and the tests use it.
 //! Must not choose where the session runs: the caller passes a factory.
@@ -233,23 +235,37 @@ impl GoldenCase {
 pub struct SavedModelCaseFile {
     #[serde(default)]
     pub note: String,
-    pub signature: String,
     #[serde(default = "crate::session::saved_model::default_tags")]
     pub tags: Vec<String>,
-    pub inputs: BTreeMap<String, String>,
-    pub outputs: BTreeMap<String, String>,
+    /// Signature calls, run in order on one loaded model.
+    pub steps: Vec<SignatureCallFile>,
     #[serde(default)]
     pub tolerance: Option<Tolerance>,
 }
 
-/// A loaded SavedModel case: the model's directory, its inputs and the
-/// outputs TensorFlow gave, by key.
+/// One signature call of a SavedModel case: inputs and expected outputs
+/// by key, each an .npy file.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct SignatureCallFile {
+    pub signature: String,
+    pub inputs: BTreeMap<String, String>,
+    pub outputs: BTreeMap<String, String>,
+}
+
+/// A signature call with its .npy files read.
+pub struct SignatureCall {
+    pub signature: String,
+    pub inputs: Vec<(String, Tensor)>,
+    pub outputs: Vec<(String, Tensor)>,
+}
+
+/// A loaded SavedModel case: the model's directory and its signature
+/// calls, with the outputs TensorFlow gave.
 pub struct SavedModelCase {
     pub name: String,
     pub dir: PathBuf,
     pub file: SavedModelCaseFile,
-    pub inputs: Vec<(String, Tensor)>,
-    pub outputs: Vec<(String, Tensor)>,
+    pub steps: Vec<SignatureCall>,
 }
 
 /// Whether `dir` is a SavedModel case (it holds `saved_model.pb`).
@@ -263,13 +279,22 @@ impl SavedModelCase {
         let read = |m: &BTreeMap<String, String>| -> Result<Vec<(String, Tensor)>> {
             m.iter().map(|(key, f)| Ok((key.clone(), npy::read_npy(dir.join(f))?))).collect()
         };
-        let inputs = read(&file.inputs)?;
-        let outputs = read(&file.outputs)?;
-        Ok(SavedModelCase { name, dir: dir.to_path_buf(), file, inputs, outputs })
+        let steps = file
+            .steps
+            .iter()
+            .map(|s| {
+                Ok(SignatureCall {
+                    signature: s.signature.clone(),
+                    inputs: read(&s.inputs)?,
+                    outputs: read(&s.outputs)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(SavedModelCase { name, dir: dir.to_path_buf(), file, steps })
     }
 
-    /// Loads the model with `options` (restore, init op), runs the
-    /// signature and compares every output.
+    /// Loads the model with `options` (restore, init op), makes each
+    /// signature call in order and compares every output.
     pub fn check(&self, options: &SessionOptions) -> Result<()> {
         let model = LoadedModel::load(&self.dir, &self.file.tags, options)?;
         let result = self.check_loaded(&model);
@@ -277,14 +302,17 @@ impl SavedModelCase {
         result.and(closed)
     }
 
-    /// Runs the signature on an already loaded model and compares.
+    /// Makes the calls on an already loaded model and compares.
     pub fn check_loaded(&self, model: &LoadedModel) -> Result<()> {
-        let keys: Vec<String> = self.outputs.iter().map(|(k, _)| k.clone()).collect();
-        let got = model.run(&self.file.signature, self.inputs.clone(), &keys)?;
         let Tolerance { rtol, atol } = self.file.tolerance.unwrap_or(Tolerance { rtol: RTOL, atol: ATOL });
-        for ((key, expected), (_, got)) in self.outputs.iter().zip(&got) {
-            got.all_close(expected, rtol, atol)
-                .map_err(|why| Status::invalid_argument(format!("output '{key}': {why}")))?;
+        for (i, step) in self.steps.iter().enumerate() {
+            let keys: Vec<String> = step.outputs.iter().map(|(k, _)| k.clone()).collect();
+            let got = model.run(&step.signature, step.inputs.clone(), &keys)?;
+            for ((key, expected), (_, got)) in step.outputs.iter().zip(&got) {
+                got.all_close(expected, rtol, atol).map_err(|why| {
+                    Status::invalid_argument(format!("step {i} ('{}'): output '{key}': {why}", step.signature))
+                })?;
+            }
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 """Exports SavedModel golden cases: each a directory under OUT_DIR holding a
 SavedModel as TensorFlow writes it (saved_model.pb, variables/, assets/)
-and case.json: the signature to run, its inputs (key -> .npy) and the
-outputs TensorFlow's own loader gave (key -> .npy).
+and case.json: its steps, each a signature with its inputs (key -> .npy)
+and the outputs TensorFlow's own loader gave (key -> .npy), called in
+order on one loaded model.
 
     /root/tfvenv/bin/python tools/golden/export_saved_models.py OUT_DIR [CASE...]
     /root/tfvenv/bin/python tools/golden/export_saved_models.py --time CASE_DIR [CALLS]
@@ -29,17 +30,26 @@ def randomize(model):
 def write_case(out, name, note, inputs, signature="serving_default", tags=("serve",)):
     """Loads the saved model back with TensorFlow, runs `signature` on `inputs`
     and writes case.json with what it returned."""
+    write_steps_case(out, name, note, [(signature, inputs)], tags)
+
+
+def write_steps_case(out, name, note, calls, tags=("serve",)):
+    """As write_case, for several signature calls made in order on one
+    loaded model (a training signature's updates carry to the next)."""
     case_dir = os.path.join(out, name)
     loaded = tf.saved_model.load(case_dir, tags=list(tags))
-    fn = loaded.signatures[signature]
-    got = fn(**{k: tf.constant(v) for k, v in inputs.items()})
-    case = {"note": note, "signature": signature, "tags": list(tags), "inputs": {}, "outputs": {}}
-    for k, v in inputs.items():
-        np.save(os.path.join(case_dir, f"input_{k}.npy"), v)
-        case["inputs"][k] = f"input_{k}.npy"
-    for k, v in got.items():
-        np.save(os.path.join(case_dir, f"expect_{k}.npy"), v.numpy())
-        case["outputs"][k] = f"expect_{k}.npy"
+    case = {"note": note, "tags": list(tags), "steps": []}
+    for i, (signature, inputs) in enumerate(calls):
+        got = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+        prefix = "" if len(calls) == 1 else f"step{i}_"
+        step = {"signature": signature, "inputs": {}, "outputs": {}}
+        for k, v in inputs.items():
+            np.save(os.path.join(case_dir, f"{prefix}input_{k}.npy"), v)
+            step["inputs"][k] = f"{prefix}input_{k}.npy"
+        for k, v in got.items():
+            np.save(os.path.join(case_dir, f"{prefix}expect_{k}.npy"), v.numpy())
+            step["outputs"][k] = f"{prefix}expect_{k}.npy"
+        case["steps"].append(step)
     with open(os.path.join(case_dir, "case.json"), "w") as f:
         json.dump(case, f, indent=1, sort_keys=True)
 
@@ -94,14 +104,10 @@ def tf_module_signatures(out, name):
     module = Scaler()
     path = os.path.join(out, name)
     tf.saved_model.save(module, path, signatures={"project": module.project, "shift": module.shift})
-    write_case(out, name, "tf.saved_model.save of a tf.Module with two signatures (float and int64 inputs, "
-               "two outputs), run by the non-default signature 'project'",
-               {"features": rng.standard_normal((4, 3)).astype(np.float32)}, signature="project")
-    # A second case over the same model: the other signature.
-    other = name + "_shift"
-    shutil.copytree(path, os.path.join(out, other))
-    write_case(out, other, "the same tf.Module, signature 'shift': int64 ids and a scalar step",
-               {"ids": np.array([1, -5, 7], np.int64), "step": np.array(3, np.int64)}, signature="shift")
+    write_steps_case(out, name, "tf.saved_model.save of a tf.Module with two signatures, neither the default: "
+                     "'project' (float input, two outputs), then 'shift' (int64 ids and a scalar step)",
+                     [("project", {"features": rng.standard_normal((4, 3)).astype(np.float32)}),
+                      ("shift", {"ids": np.array([1, -5, 7], np.int64), "step": np.array(3, np.int64)})])
 
 
 def tf1_builder(out, name):
@@ -216,15 +222,49 @@ def keras_categorical_export(out, name):
                "CategoryEncoding one-hot", {"ids": np.array([3, 4, 11, -2, 7], np.int64)})
 
 
+class Trainer(tf.Module):
+    def __init__(self):
+        self.w = tf.Variable(rng.standard_normal((3, 1)).astype(np.float32), name="w")
+        self.b = tf.Variable(np.zeros(1, np.float32), name="b")
+        self.velocity = tf.Variable(np.zeros((3, 1), np.float32), name="velocity")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x"),
+                                  tf.TensorSpec([None, 1], tf.float32, name="y")])
+    def train(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, self.w) + self.b - y))
+        grad_w, grad_b = tape.gradient(loss, [self.w, self.b])
+        self.velocity.assign(0.9 * self.velocity + grad_w)
+        self.w.assign_sub(0.1 * self.velocity)
+        self.b.assign_sub(0.1 * grad_b)
+        return {"loss": loss}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32, name="x")])
+    def predict(self, x):
+        return {"y": tf.matmul(x, self.w) + self.b}
+
+
+def tf_module_training(out, name):
+    module = Trainer()
+    tf.saved_model.save(module, os.path.join(out, name), signatures={"train": module.train, "predict": module.predict})
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    y = rng.standard_normal((4, 1)).astype(np.float32)
+    write_steps_case(out, name, "tf.saved_model.save of a tf.Module with a 'train' signature (GradientTape, "
+                     "momentum by hand: the gradient graph in the function library, variables assigned) called "
+                     "three times, then 'predict' with the trained weights",
+                     [("train", {"x": x, "y": y})] * 3 + [("predict", {"x": x})])
+
+
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
-         keras_recurrent_export, keras_transformer_export, keras_categorical_export]
+         keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training]
 
 def time_case(case_dir, calls):
     import time
     with open(os.path.join(case_dir, "case.json")) as f:
         case = json.load(f)
-    fn = tf.saved_model.load(case_dir, tags=case["tags"]).signatures[case["signature"]]
-    inputs = {k: tf.constant(np.load(os.path.join(case_dir, v))) for k, v in case["inputs"].items()}
+    step = case["steps"][0]
+    fn = tf.saved_model.load(case_dir, tags=case["tags"]).signatures[step["signature"]]
+    inputs = {k: tf.constant(np.load(os.path.join(case_dir, v))) for k, v in step["inputs"].items()}
     for _ in range(300):
         fn(**inputs)
     took = []
