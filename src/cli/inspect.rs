@@ -70,6 +70,9 @@ fn saved_model_lines(meta: &saved_model::MetaGraph) -> Vec<String> {
             lines.push(format!("  output {key}: {info}"));
         }
     }
+    for (name, why) in &meta.unservable {
+        lines.push(format!("signature '{name}': not served ({why})"));
+    }
     match (&meta.restore, meta.variables_prefix()) {
         (Some(r), Some(prefix)) => {
             lines.push(format!("variables: {} restored by '{}'", prefix.display(), r.restore_op))

@@ -162,6 +162,9 @@ pub struct MetaGraph {
     pub graph_def: GraphDef,
     /// Sorted by name; the init op's signature left out.
     pub signatures: BTreeMap<String, Signature>,
+    /// Signatures that cannot be served here, and why (a sparse or
+    /// composite input or output); the others load and serve.
+    pub unservable: BTreeMap<String, String>,
     /// `None` when the model has no variables to restore.
     pub restore: Option<Restore>,
     /// The op that initializes tables and the like, run once after restoring.
@@ -180,6 +183,9 @@ impl MetaGraph {
     }
 
     pub fn signature(&self, name: &str) -> Result<&Signature> {
+        if let Some(why) = self.unservable.get(name) {
+            return Err(Status::unimplemented(format!("SavedModel {}: {why}", self.dir.display())));
+        }
         self.signatures.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.signatures.keys().map(String::as_str).collect();
             Status::not_found(format!(
@@ -225,6 +231,7 @@ pub fn load_meta_graph(dir: &Path, tags: &[String]) -> Result<MetaGraph> {
 fn meta_graph_of(dir: &Path, tags: Vec<String>, def: &wire::MetaGraphDef) -> Result<MetaGraph> {
     let graph_def = def.graph_def.clone().ok_or_else(|| Status::invalid_argument("the meta graph has no graph"))?;
     let mut signatures = BTreeMap::new();
+    let mut unservable = BTreeMap::new();
     let mut init_op = None;
     for (name, sig) in &def.signature_def {
         if name == INIT_OP_SIGNATURE {
@@ -244,12 +251,14 @@ fn meta_graph_of(dir: &Path, tags: Vec<String>, def: &wire::MetaGraphDef) -> Res
                 })
                 .collect()
         };
-        let signature = Signature {
-            method: sig.method_name.clone(),
-            inputs: ends(&sig.inputs, "input")?,
-            outputs: ends(&sig.outputs, "output")?,
-        };
-        signatures.insert(name.clone(), signature);
+        match (ends(&sig.inputs, "input"), ends(&sig.outputs, "output")) {
+            (Ok(inputs), Ok(outputs)) => {
+                signatures.insert(name.clone(), Signature { method: sig.method_name.clone(), inputs, outputs });
+            }
+            (Err(why), _) | (_, Err(why)) => {
+                unservable.insert(name.clone(), why.message.clone());
+            }
+        }
     }
     if init_op.is_none() {
         init_op = INIT_OP_COLLECTIONS
@@ -268,7 +277,7 @@ fn meta_graph_of(dir: &Path, tags: Vec<String>, def: &wire::MetaGraphDef) -> Res
             Some((info.name.clone(), dir.join("assets").join(&a.filename)))
         })
         .collect();
-    Ok(MetaGraph { dir: dir.to_path_buf(), tags, graph_def, signatures, restore, init_op, assets })
+    Ok(MetaGraph { dir: dir.to_path_buf(), tags, graph_def, signatures, unservable, restore, init_op, assets })
 }
 
 /// `name:0` → `name`; `^name` → `name`.
@@ -392,15 +401,22 @@ mod tests {
     }
 
     #[test]
-    fn sparse_signature_ends_are_refused_by_name() {
+    fn a_signature_with_sparse_ends_is_refused_by_name_and_the_others_serve() {
         let dir = tempfile::tempdir().unwrap();
         let mut m = meta(&["serve"]);
         m.signature_def.insert(
             "s".into(),
             wire::SignatureDef { inputs: [("ids".to_string(), info("", 9))].into(), ..Default::default() },
         );
+        m.signature_def.insert(
+            "dense".into(),
+            wire::SignatureDef { inputs: [("x".to_string(), info("x:0", 1))].into(), ..Default::default() },
+        );
         write_model(dir.path(), vec![m]);
-        let err = load_meta_graph(dir.path(), &["serve".into()]).unwrap_err().to_string();
-        assert!(err.contains("'ids'") && err.contains("sparse"), "{err}");
+        let picked = load_meta_graph(dir.path(), &["serve".into()]).unwrap();
+        assert!(picked.signature("dense").is_ok());
+        let err = picked.signature("s").unwrap_err();
+        assert_eq!(err.code, crate::error::Code::Unimplemented);
+        assert!(err.message.contains("'ids'") && err.message.contains("sparse"), "{err}");
     }
 }
