@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const CASES: [&str; 10] = [
+const CASES: [&str; 11] = [
     "keras_mlp_export",
     "keras_cnn_export",
     "tf_module_signatures",
@@ -27,6 +27,7 @@ const CASES: [&str; 10] = [
     "keras_transformer_export",
     "keras_categorical_export",
     "tf_module_training",
+    "keras_text_bags_export",
 ];
 
 fn binary() -> &'static Path {

@@ -448,6 +448,11 @@ mod tests {
         rows.push(("RegexReplace", NodeSpec::new("n", "RegexReplace"), vec![S, S, S], vec![S]));
         rows.push(("RegexFullMatch", NodeSpec::new("n", "RegexFullMatch"), vec![S, S], vec![B]));
         rows.push(("StringSplitV2", NodeSpec::new("n", "StringSplitV2"), vec![S, S], vec![I64, S, I64]));
+        let ngrams =
+            NodeSpec::new("n", "StringNGrams").attr("ngram_widths", AttrValue::List(AttrList::Int(vec![1, 2])));
+        rows.push(("StringNGrams", ngrams, vec![S, I64], vec![S, I64]));
+        let ragged_count = NodeSpec::new("n", "RaggedBincount").attr("T", st(DType::F32)).attr("Tidx", st(DType::I64));
+        rows.push(("RaggedBincount", ragged_count, vec![I64, I64, I64, F], vec![F]));
         let buckets = |op: &str| NodeSpec::new("n", op).attr("num_buckets", AttrValue::Int(10));
         rows.push(("StringToHashBucketFast", buckets("StringToHashBucketFast"), vec![S], vec![I64]));
         let strong = buckets("StringToHashBucketStrong").attr("key", AttrValue::List(AttrList::Int(vec![1, 2])));

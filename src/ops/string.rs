@@ -3,7 +3,8 @@
 //! `StringUpper`), regular expressions (`StaticRegexReplace`,
 //! `RegexReplace`, `StaticRegexFullMatch`, `RegexFullMatch`: RE2 syntax
 //! through the `regex` crate, which reads it alike), splitting into
-//! a sparse tensor of tokens (`StringSplitV2`), hashing into buckets
+//! a sparse tensor of tokens (`StringSplitV2`), n-grams of ragged rows of
+//! tokens (`StringNGrams`, Keras `TextVectorization(ngrams=...)`), hashing into buckets
 //! (`StringToHashBucketFast`: FarmHash's Fingerprint64, as TensorFlow;
 //! `StringToHashBucketStrong`: keyed SipHash-2-4) and `AsString` of
 //! integers and booleans.
@@ -26,6 +27,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("StaticRegexFullMatch", full_match_signature, build_static_full_match),
     OpDef::kernel("RegexFullMatch", dynamic_full_match_signature, build_dynamic_full_match),
     OpDef::kernel("StringSplitV2", split_signature, build_split),
+    OpDef::kernel("StringNGrams", ngrams_signature, build_ngrams),
     OpDef::kernel("StringToHashBucketFast", hash_signature, build_hash_fast),
     OpDef::kernel("StringToHashBucketStrong", hash_signature, build_hash_strong),
     OpDef::kernel("AsString", as_string_signature, build_as_string),
@@ -52,6 +54,12 @@ fn dynamic_full_match_signature(_node: &NodeSpec) -> Result<OpSignature> {
 
 fn split_signature(_node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![STRING, STRING], vec![INT64, STRING, INT64]))
+}
+
+/// `[string data, Tsplits splits] -> [string ngrams, Tsplits splits]`.
+fn ngrams_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let splits = ValueType::Tensor(node.attr_dtype_or("Tsplits", DType::I64)?);
+    Ok(OpSignature::new(vec![STRING, splits], vec![STRING, splits]))
 }
 
 fn hash_signature(_node: &NodeSpec) -> Result<OpSignature> {
@@ -345,6 +353,121 @@ impl OpKernel for Split {
 }
 
 // ---------------------------------------------------------------------------
+// N-grams
+
+struct NGrams {
+    separator: Vec<u8>,
+    widths: Vec<usize>,
+    left_pad: Vec<u8>,
+    right_pad: Vec<u8>,
+    /// < 0: each width pads `width - 1` tokens a side.
+    pad_width: i64,
+    preserve_short: bool,
+}
+
+fn build_ngrams(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let widths = match node.get_attr("ngram_widths") {
+        Some(AttrValue::List(AttrList::Int(w))) if !w.is_empty() && w.iter().all(|&w| w > 0) => {
+            w.iter().map(|&w| w as usize).collect()
+        }
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "node '{}' ({}): ngram_widths must be positive ints, got {other:?}",
+                node.name, node.op
+            )));
+        }
+    };
+    Ok(Box::new(NGrams {
+        separator: node.attr_str_or("separator", " ")?.into_bytes(),
+        widths,
+        left_pad: node.attr_str_or("left_pad", "")?.into_bytes(),
+        right_pad: node.attr_str_or("right_pad", "")?.into_bytes(),
+        pad_width: node.attr_int_or("pad_width", 0)?,
+        preserve_short: node.attr_bool_or("preserve_short_sequences", false)?,
+    }))
+}
+
+impl NGrams {
+    fn pad_for(&self, width: usize) -> usize {
+        usize::try_from(self.pad_width).map_or(width - 1, |p| p.min(width - 1))
+    }
+
+    fn count(&self, tokens: usize, width: usize) -> usize {
+        (tokens + 2 * self.pad_for(width) + 1).saturating_sub(width)
+    }
+
+    /// The `count` n-grams of `width` over `tokens` padded on both sides,
+    /// as TensorFlow makes them.
+    fn push(&self, tokens: &[&[u8]], width: usize, count: usize, out: &mut Vec<Vec<u8>>) {
+        let pad = self.pad_for(width);
+        for index in 0..count {
+            let left = pad.saturating_sub(index);
+            let right = pad.saturating_sub(count - (index + 1));
+            let taken = width - (left + right);
+            let start = if left > 0 { 0 } else { index - pad };
+            let pieces = std::iter::repeat_n(&self.left_pad[..], left)
+                .chain(tokens[start..start + taken].iter().copied())
+                .chain(std::iter::repeat_n(&self.right_pad[..], right));
+            let mut gram = Vec::new();
+            for (i, piece) in pieces.enumerate() {
+                if i > 0 {
+                    gram.extend_from_slice(&self.separator);
+                }
+                gram.extend_from_slice(piece);
+            }
+            out.push(gram);
+        }
+    }
+}
+
+impl OpKernel for NGrams {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let (data, splits_tensor) = (ctx.input(0)?, ctx.input(1)?);
+        let data = data.strings()?;
+        let splits: Vec<i64> = match splits_tensor.dtype() {
+            DType::I32 => splits_tensor.as_slice::<i32>()?.iter().map(|&s| i64::from(s)).collect(),
+            _ => splits_tensor.as_slice::<i64>()?.to_vec(),
+        };
+        let bad = splits.first() != Some(&0)
+            || splits.last() != Some(&(data.len() as i64))
+            || splits.windows(2).any(|w| w[1] < w[0]);
+        if bad {
+            return Err(Status::invalid_argument(format!(
+                "data_splits must start at 0, never decrease and end at the {} strings, got {splits:?}",
+                data.len()
+            )));
+        }
+        let tokens: Vec<&[u8]> = data.iter().collect();
+        let mut grams: Vec<Vec<u8>> = Vec::new();
+        let mut out_splits = vec![0i64];
+        for w in splits.windows(2) {
+            let row = &tokens[w[0] as usize..w[1] as usize];
+            let before = grams.len();
+            for &width in &self.widths {
+                let count = self.count(row.len(), width);
+                self.push(row, width, count, &mut grams);
+            }
+            if self.preserve_short && grams.len() == before && !row.is_empty() {
+                // Shorter than every width: one n-gram of the whole padded row.
+                let pad = usize::try_from(self.pad_width).unwrap_or(0);
+                self.push(row, row.len() + 2 * pad, 1, &mut grams);
+            }
+            out_splits.push(grams.len() as i64);
+        }
+        let n = grams.len();
+        let (grams, rows) = (Tensor::from_strings([n], &grams)?, out_splits.len());
+        let out_splits = match splits_tensor.dtype() {
+            DType::I32 => Tensor::from_slice([rows], &out_splits.iter().map(|&s| s as i32).collect::<Vec<_>>())?,
+            _ => Tensor::from_slice([rows], &out_splits)?,
+        };
+        ctx.set_output(0, grams);
+        ctx.set_output(1, out_splits);
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Hashing
 
 fn num_buckets(node: &NodeSpec) -> Result<u64> {
@@ -573,6 +696,36 @@ mod tests {
         assert_eq!(texts(&out[1]), ["x", "y,z"]);
         let err = run(&node, vec![Tensor::from_strings([1, 1], &["a"]).unwrap(), Tensor::string_scalar("")]);
         assert!(err.unwrap_err().message.contains("vector"));
+    }
+
+    #[test]
+    fn ngrams_match_tensorflows_with_and_without_padding() {
+        let node = |widths: Vec<i64>, sep: &str| {
+            NodeSpec::new("g", "StringNGrams")
+                .attr("ngram_widths", AttrValue::List(AttrList::Int(widths)))
+                .attr("separator", bytes(sep))
+        };
+        let data = strings(&["a", "b", "c", "d"]);
+        let splits = Tensor::from_slice([4], &[0i64, 3, 4, 4]).unwrap();
+        // tf.strings.ngrams([[a, b, c], [d], []], ngram_width=(1, 2)).
+        let out = run(&node(vec![1, 2], " "), vec![data.clone(), splits.clone()]).unwrap();
+        assert_eq!(texts(&out[0]), ["a", "b", "c", "a b", "b c", "d"]);
+        assert_eq!(out[1].as_slice::<i64>().unwrap(), &[0, 5, 6, 6]);
+        // Width 3, pads '<' '>' one a side, short rows kept.
+        let padded = node(vec![3], "|")
+            .attr("left_pad", bytes("<"))
+            .attr("right_pad", bytes(">"))
+            .attr("pad_width", AttrValue::Int(1))
+            .attr("preserve_short_sequences", AttrValue::Bool(true));
+        let out = run(&padded, vec![data.clone(), splits]).unwrap();
+        assert_eq!(texts(&out[0]), ["<|a|b", "a|b|c", "b|c|>", "<|d|>"]);
+        // No padding: a row shorter than the width is one n-gram of itself.
+        let short = node(vec![3], "|").attr("preserve_short_sequences", AttrValue::Bool(true));
+        let out =
+            run(&short, vec![strings(&["a", "d", "e"]), Tensor::from_slice([3], &[0i64, 1, 3]).unwrap()]).unwrap();
+        assert_eq!(texts(&out[0]), ["a", "d|e"]);
+        let bad = run(&node(vec![2], " "), vec![data, Tensor::from_slice([2], &[0i64, 9]).unwrap()]);
+        assert!(bad.unwrap_err().message.contains("data_splits"));
     }
 
     #[test]

@@ -255,8 +255,26 @@ def tf_module_training(out, name):
                      [("train", {"x": x, "y": y})] * 3 + [("predict", {"x": x})])
 
 
+def keras_text_bags_export(out, name):
+    corpus = ["The cat sat on the mat.", "A dog, a cat!", "Dogs and cats; mats and hats?"]
+    text = keras.Input((), dtype="string", name="text")
+    outputs = {}
+    for key, options in [("bigram_ids", dict(max_tokens=30, ngrams=2, output_sequence_length=8)),
+                         ("multi_hot", dict(max_tokens=20, output_mode="multi_hot")),
+                         ("counts", dict(max_tokens=20, output_mode="count")),
+                         ("tf_idf", dict(max_tokens=20, output_mode="tf_idf"))]:
+        layer = keras.layers.TextVectorization(**options)
+        layer.adapt(corpus)
+        outputs[key] = layer(text)
+    keras.Model(text, outputs).export(os.path.join(out, name))
+    texts = np.array([b"the cat sat on the cat", b"dogs and hats", b"", b"a mat a mat a"], dtype="S")
+    write_case(out, name, "keras 3 model.export() of TextVectorization's other outputs: unigrams and bigrams "
+               "(StringNGrams) as padded ids, multi-hot, counts and tf-idf (RaggedBincount)", {"text": texts})
+
+
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
-         keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training]
+         keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training,
+         keras_text_bags_export]
 
 def time_case(case_dir, calls):
     import time

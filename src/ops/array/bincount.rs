@@ -1,6 +1,8 @@
-//! Counting into bins: `Bincount` and `DenseBincount` (`tf.math.bincount`,
-//! Keras `CategoryEncoding`'s count and multi-hot modes) and
-//! `HistogramFixedWidth` (`tf.histogram_fixed_width`).
+//! Counting into bins: `Bincount`, `DenseBincount` and `RaggedBincount`
+//! (`tf.math.bincount`, Keras `CategoryEncoding`'s count and multi-hot
+//! modes, `TextVectorization`'s multi-hot, count and tf-idf outputs, one
+//! row of bins per ragged row) and `HistogramFixedWidth`
+//! (`tf.histogram_fixed_width`).
 //!
 //! Owns: these kernels and their signatures. Must not hold state.
 //!
@@ -22,6 +24,7 @@ use crate::tensor::{DType, Shape, Tensor};
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Bincount", bincount_signature, build_bincount),
     OpDef::kernel("DenseBincount", dense_bincount_signature, build_bincount),
+    OpDef::kernel("RaggedBincount", ragged_bincount_signature, build_ragged_bincount),
     OpDef::kernel("HistogramFixedWidth", histogram_signature, build_histogram),
 ];
 
@@ -37,6 +40,13 @@ fn dense_bincount_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);
     let i = ValueType::Tensor(node.attr_dtype_or("Tidx", DType::I32)?);
     Ok(OpSignature::new(vec![i, i, t], vec![t]))
+}
+
+/// `[int64 splits, Tidx values, Tidx size, T weights] -> [T]`.
+fn ragged_bincount_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("T")?);
+    let i = ValueType::Tensor(node.attr_dtype_or("Tidx", DType::I64)?);
+    Ok(OpSignature::new(vec![ValueType::Tensor(DType::I64), i, i, t], vec![t]))
 }
 
 struct BincountKernel {
@@ -89,13 +99,78 @@ impl OpKernel for BincountKernel {
             (true, 2) => (input.dims()[0], vec![input.dims()[0], size]),
             _ => (1, vec![size]),
         };
-        let out = match self.dtype {
-            DType::F32 => count::<f32>(&values, weights, batch, size, dims, self.binary),
-            DType::F64 => count::<f64>(&values, weights, batch, size, dims, self.binary),
-            DType::I32 => count::<i32>(&values, weights, batch, size, dims, self.binary),
-            DType::I64 => count::<i64>(&values, weights, batch, size, dims, self.binary),
-            other => unreachable!("{other} was refused when the kernel was built"),
-        }?;
+        let per_row = values.len().checked_div(batch).unwrap_or(0).max(1);
+        let out = count_as(self.dtype, &values, weights, &|i| i / per_row, size, dims, self.binary)?;
+        ctx.set_output(0, out);
+        Ok(())
+    }
+}
+
+fn count_as(
+    dtype: DType,
+    values: &[i64],
+    weights: &Tensor,
+    row_of: &dyn Fn(usize) -> usize,
+    size: usize,
+    dims: Vec<usize>,
+    binary: bool,
+) -> Result<Tensor> {
+    match dtype {
+        DType::F32 => count::<f32>(values, weights, row_of, size, dims, binary),
+        DType::F64 => count::<f64>(values, weights, row_of, size, dims, binary),
+        DType::I32 => count::<i32>(values, weights, row_of, size, dims, binary),
+        DType::I64 => count::<i64>(values, weights, row_of, size, dims, binary),
+        other => unreachable!("{other} was refused when the kernel was built"),
+    }
+}
+
+struct RaggedBincountKernel {
+    dtype: DType,
+    binary: bool,
+}
+
+fn build_ragged_bincount(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    if !REAL.contains(&dtype) {
+        return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+    }
+    Ok(Box::new(RaggedBincountKernel { dtype, binary: init.node.attr_bool_or("binary_output", false)? }))
+}
+
+impl OpKernel for RaggedBincountKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let (splits, input, size, weights) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?, ctx.input(3)?);
+        let size = index_values(size, "size")?.first().copied().filter(|_| size.rank() == 0);
+        let Some(size) = size.and_then(|s| usize::try_from(s).ok()) else {
+            bail!(invalid_argument, "size must be a non-negative scalar");
+        };
+        let values = index_values(input, "values")?;
+        let splits = index_values(splits, "splits")?;
+        if splits.first() != Some(&0)
+            || splits.last() != Some(&(values.len() as i64))
+            || splits.windows(2).any(|w| w[1] < w[0])
+        {
+            bail!(
+                invalid_argument,
+                "splits must start at 0, never decrease and end at the {} values, got {splits:?}",
+                values.len()
+            );
+        }
+        if weights.num_elements() != 0 && weights.num_elements() != values.len() {
+            bail!(invalid_argument, "{} weights for {} values", weights.num_elements(), values.len());
+        }
+        if weights.num_elements() != 0 && weights.dtype() != self.dtype {
+            bail!(invalid_argument, "weights must be {}, got {}", self.dtype, weights.dtype());
+        }
+        if values.iter().any(|&v| v < 0) {
+            bail!(invalid_argument, "Input must be non-negative");
+        }
+        let rows = splits.len() - 1;
+        let mut row_of_value = Vec::with_capacity(values.len());
+        for (row, w) in splits.windows(2).enumerate() {
+            row_of_value.extend(std::iter::repeat_n(row, (w[1] - w[0]) as usize));
+        }
+        let out = count_as(self.dtype, &values, weights, &|i| row_of_value[i], size, vec![rows, size], self.binary)?;
         ctx.set_output(0, out);
         Ok(())
     }
@@ -106,13 +181,12 @@ impl OpKernel for BincountKernel {
 fn count<T: Num>(
     values: &[i64],
     weights: &Tensor,
-    batch: usize,
+    row_of: &dyn Fn(usize) -> usize,
     size: usize,
     dims: Vec<usize>,
     binary: bool,
 ) -> Result<Tensor> {
     let weights = if weights.num_elements() == 0 { None } else { Some(weights.as_slice::<T>()?) };
-    let per_row = values.len().checked_div(batch).unwrap_or(0);
     Tensor::build::<T>(Shape::from(dims.as_slice()), |bins| {
         bins.fill(T::ZERO);
         for (i, &v) in values.iter().enumerate() {
@@ -120,7 +194,7 @@ fn count<T: Num>(
             if v >= size {
                 continue;
             }
-            let bin = &mut bins[(i / per_row.max(1)) * size + v];
+            let bin = &mut bins[row_of(i) * size + v];
             *bin = match (binary, weights) {
                 (true, _) => T::ONE,
                 (false, Some(w)) => bin.add(w[i]),
@@ -252,6 +326,37 @@ mod tests {
         let counted = node("DenseBincount").attr("T", ty(DType::I64)).attr("Tidx", ty(DType::I32));
         let t = run1(&counted, &[ints(&[0, 0, 1]), Tensor::scalar(2i32), Tensor::from_slice::<i64>([0], &[]).unwrap()]);
         assert_eq!(t.unwrap().as_slice::<i64>().unwrap(), [2, 1]);
+    }
+
+    #[test]
+    fn ragged_bincounts_count_per_ragged_row_as_tensorflow() {
+        let node = |binary: bool| {
+            NodeSpec::new("b", "RaggedBincount")
+                .attr("T", crate::ops::testing::ty(DType::F32))
+                .attr("Tidx", crate::ops::testing::ty(DType::I64))
+                .attr("binary_output", crate::graph::spec::AttrValue::Bool(binary))
+        };
+        let i64s = |v: &[i64]| Tensor::from_slice([v.len()], v).unwrap();
+        let run = |n: &NodeSpec, inputs: Vec<Tensor>| {
+            let inputs = inputs.into_iter().map(crate::ops::Value::Tensor).collect();
+            crate::ops::run_kernel_once(n, inputs, &crate::ops::ResourceMgr::default())
+                .map(|o| o[0].as_tensor().unwrap().clone())
+        };
+        // tf.raw_ops.RaggedBincount: rows [1, 5] and [1], size 3.
+        let got = run(&node(false), vec![i64s(&[0, 2, 3]), i64s(&[1, 5, 1]), Tensor::scalar(3i64), empty()]).unwrap();
+        assert_eq!(out(got), (vec![2, 3], vec![0., 1., 0., 0., 1., 0.]));
+        let weights = floats(&[4], &[0.5, 2., 3., 1.]);
+        let got =
+            run(&node(false), vec![i64s(&[0, 3, 3, 4]), i64s(&[1, 1, 2, 0]), Tensor::scalar(3i64), weights.clone()])
+                .unwrap();
+        assert_eq!(out(got), (vec![3, 3], vec![0., 2.5, 3., 0., 0., 0., 1., 0., 0.]));
+        let got =
+            run(&node(true), vec![i64s(&[0, 3, 3, 4]), i64s(&[1, 1, 2, 0]), Tensor::scalar(3i64), weights]).unwrap();
+        assert_eq!(out(got), (vec![3, 3], vec![0., 1., 1., 0., 0., 0., 1., 0., 0.]));
+        let negative = run(&node(false), vec![i64s(&[0, 2]), i64s(&[1, -1]), Tensor::scalar(3i64), empty()]);
+        assert!(negative.unwrap_err().message.contains("non-negative"));
+        let splits = run(&node(false), vec![i64s(&[0, 3]), i64s(&[1, 1]), Tensor::scalar(3i64), empty()]);
+        assert!(splits.unwrap_err().message.contains("splits"));
     }
 
     #[test]
