@@ -56,11 +56,17 @@ struct BincountKernel {
     rows: bool,
 }
 
-fn build_bincount(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let dtype = init.node.attr_dtype("T")?;
+/// The node's `T`, which must be a real type.
+fn real_dtype(node: &NodeSpec) -> Result<DType> {
+    let dtype = node.attr_dtype("T")?;
     if !REAL.contains(&dtype) {
-        return Err(unsupported_dtype(&init.node.op, dtype, REAL));
+        return Err(unsupported_dtype(&node.op, dtype, REAL));
     }
+    Ok(dtype)
+}
+
+fn build_bincount(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = real_dtype(init.node)?;
     let rows = init.node.op == "DenseBincount";
     let binary = rows && init.node.attr_bool_or("binary_output", false)?;
     Ok(Box::new(BincountKernel { dtype, binary, rows }))
@@ -130,10 +136,7 @@ struct RaggedBincountKernel {
 }
 
 fn build_ragged_bincount(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let dtype = init.node.attr_dtype("T")?;
-    if !REAL.contains(&dtype) {
-        return Err(unsupported_dtype(&init.node.op, dtype, REAL));
-    }
+    let dtype = real_dtype(init.node)?;
     Ok(Box::new(RaggedBincountKernel { dtype, binary: init.node.attr_bool_or("binary_output", false)? }))
 }
 
@@ -217,10 +220,7 @@ struct Histogram {
 }
 
 fn build_histogram(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let dtype = init.node.attr_dtype("T")?;
-    if !REAL.contains(&dtype) {
-        return Err(unsupported_dtype(&init.node.op, dtype, REAL));
-    }
+    let dtype = real_dtype(init.node)?;
     let out = init.node.attr_dtype_or("dtype", DType::I32)?;
     if !matches!(out, DType::I32 | DType::I64) {
         bail!(invalid_argument, "HistogramFixedWidth counts in int32 or int64, not {out}");
