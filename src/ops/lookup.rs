@@ -26,9 +26,9 @@ use std::sync::Arc;
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("HashTableV2", table_signature, build_table::<false>).stateful(),
     OpDef::kernel("MutableHashTableV2", table_signature, build_table::<true>).stateful(),
-    OpDef::kernel("LookupTableImportV2", fill_signature, build_fill::<{ Fill::Import as u8 }>).stateful(),
-    OpDef::kernel("InitializeTableV2", fill_signature, build_fill::<{ Fill::Initialize as u8 }>).stateful(),
-    OpDef::kernel("LookupTableInsertV2", fill_signature, build_fill::<{ Fill::Insert as u8 }>).stateful(),
+    OpDef::kernel("LookupTableImportV2", fill_signature, build_import).stateful(),
+    OpDef::kernel("InitializeTableV2", fill_signature, build_initialize).stateful(),
+    OpDef::kernel("LookupTableInsertV2", fill_signature, build_insert).stateful(),
     OpDef::kernel("InitializeTableFromTextFileV2", text_file_signature, build_from_text_file).stateful(),
     OpDef::kernel("LookupTableFindV2", find_signature, build_find).stateful(),
     OpDef::kernel("LookupTableSizeV2", size_signature, build_size).stateful(),
@@ -414,24 +414,30 @@ impl<const MUTABLE: bool> OpKernel for MakeTable<MUTABLE> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
 enum Fill {
     Import,
     Initialize,
     Insert,
 }
 
-struct FillTable<const HOW: u8>;
+struct FillTable(Fill);
 
-fn build_fill<const HOW: u8>(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(FillTable::<HOW>))
+fn build_import(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(FillTable(Fill::Import)))
 }
 
-impl<const HOW: u8> OpKernel for FillTable<HOW> {
+fn build_initialize(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(FillTable(Fill::Initialize)))
+}
+
+fn build_insert(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(FillTable(Fill::Insert)))
+}
+
+impl OpKernel for FillTable {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let how = [Fill::Import, Fill::Initialize, Fill::Insert][HOW as usize];
         let table = existing(ctx.resources(), ctx.input_resource(0)?)?;
-        table.fill(ctx.input(1)?, ctx.input(2)?, how)
+        table.fill(ctx.input(1)?, ctx.input(2)?, self.0)
     }
 }
 

@@ -236,17 +236,15 @@ impl OpKernel for RaggedToTensor {
             }
             dims.iter().map(|&d| usize::try_from(d).ok()).collect()
         };
-        if let Some((i, &d)) = wanted[ragged + 1..]
-            .iter()
-            .zip(inner)
-            .enumerate()
-            .find_map(|(i, (w, d))| w.filter(|w| w != d).map(|_| (i, d)))
-        {
-            return Err(Status::invalid_argument(format!(
-                "shape asks for inner dimension {} of size {:?}, the values have {d}",
-                ragged + 1 + i,
-                wanted[ragged + 1 + i]
-            )));
+        for (i, (want, &have)) in wanted[ragged + 1..].iter().zip(inner).enumerate() {
+            if let Some(want) = want
+                && *want != have
+            {
+                return Err(Status::invalid_argument(format!(
+                    "shape asks for inner dimension {} of size {want}, the values have {have}",
+                    ragged + 1 + i
+                )));
+            }
         }
         let layout = layout(&splits, inner, &wanted);
         let out = match values.dtype() {
