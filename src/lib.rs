@@ -24,6 +24,7 @@ pub mod master;
 pub mod net;
 pub mod ops;
 pub mod server;
+pub mod serving;
 pub mod session;
 pub mod tensor;
 pub mod worker;

@@ -26,6 +26,94 @@ pub struct ServerArgs {
     pub transport: String,
     /// `--shm-hugetlb`: rings this server offers on hugetlbfs pages.
     pub shm_hugetlb: bool,
+    pub models: ModelArgs,
+}
+
+/// The models a server serves, as TensorFlow Serving takes them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ModelArgs {
+    /// Serve a model: NAME=BASE_PATH, numbered version directories under
+    /// BASE_PATH (the newest is loaded), as TensorFlow Serving lays them
+    /// out. Repeatable.
+    #[arg(long = "model", value_name = "NAME=BASE_PATH")]
+    pub models: Vec<String>,
+    /// TensorFlow Serving's model config file (a text ModelServerConfig
+    /// with a model_config_list: names, base paths, version policies,
+    /// version labels).
+    #[arg(long = "model_config_file", alias = "model-config-file", value_name = "FILE")]
+    pub model_config_file: Option<std::path::PathBuf>,
+    /// Serve TensorFlow Serving's REST API (/v1/models/...) on this port
+    /// (0: not served).
+    #[arg(long = "rest_api_port", alias = "rest-api-port", default_value_t = 0, value_name = "P")]
+    pub rest_api_port: u16,
+    /// Each predict's deadline, in ms (REST, and gRPC calls that set no
+    /// deadline of their own).
+    #[arg(long = "rest_api_timeout_in_ms", alias = "rest-api-timeout-in-ms", default_value_t = 30000)]
+    pub rest_api_timeout_in_ms: u64,
+}
+
+impl ModelArgs {
+    /// Every model named by `--model` and the config file.
+    pub fn configs(&self) -> Result<Vec<crate::serving::ModelConfig>> {
+        let mut configs =
+            self.models.iter().map(|flag| crate::serving::parse_model_flag(flag)).collect::<Result<Vec<_>>>()?;
+        if let Some(file) = &self.model_config_file {
+            configs.extend(crate::serving::parse_model_config_file(file)?);
+        }
+        Ok(configs)
+    }
+}
+
+/// `ringflow serve`: TensorFlow Serving's `tensorflow_model_server`
+/// flags, one task serving on `--port`.
+pub struct ServeArgs {
+    pub port: u16,
+    pub model_name: String,
+    pub model_base_path: Option<std::path::PathBuf>,
+    pub models: ModelArgs,
+    pub threads: usize,
+    pub cpu_devices: usize,
+    pub exit_on_stdin_eof: bool,
+    pub metrics_port: Option<u16>,
+    pub limits: LimitArgs,
+}
+
+/// Serves models as `tensorflow_model_server` does, until SIGINT/SIGTERM:
+/// a one-task cluster listening on all interfaces at `--port`.
+pub fn serve_models(args: &ServeArgs) -> Result<()> {
+    let mut models = args.models.clone();
+    if let Some(base) = &args.model_base_path {
+        models.models.insert(0, format!("{}={}", args.model_name, base.display()));
+    }
+    if models.models.is_empty() && models.model_config_file.is_none() {
+        return Err(Status::invalid_argument(
+            "no model to serve: give --model_base_path (and --model_name), --model NAME=PATH or --model_config_file",
+        ));
+    }
+    let mut cluster = ClusterSpec::default();
+    cluster.cluster.insert("serving".to_string(), vec![format!("localhost:{}", args.port)]);
+    let server_args = ServerArgs {
+        cluster: super::cluster_cmd::ClusterArgs {
+            cluster: None,
+            tf_config: false,
+            cluster_from: None,
+            job: None,
+            task: None,
+            base_port: None,
+        },
+        role: "both".into(),
+        cpu_devices: args.cpu_devices,
+        threads: args.threads,
+        listen: Some(format!("0.0.0.0:{}", args.port)),
+        exit_on_stdin_eof: args.exit_on_stdin_eof,
+        cpus: None,
+        metrics_port: args.metrics_port,
+        limits: args.limits.clone(),
+        transport: "auto".into(),
+        shm_hugetlb: false,
+        models,
+    };
+    serve_task(&server_args, cluster, TaskId { job: "serving".into(), index: 0 })
 }
 
 /// Failure detection, collection and limits of a server.
@@ -83,8 +171,13 @@ fn pinned_cpus(list: &str) -> Result<std::sync::Arc<[usize]>> {
 
 /// Serves until SIGINT/SIGTERM, then shuts down cleanly.
 pub fn serve(args: &ServerArgs) -> Result<()> {
-    use nix::sys::signal::{SigSet, Signal};
     let (cluster, task) = resolve_task(args)?;
+    serve_task(args, cluster, task)
+}
+
+fn serve_task(args: &ServerArgs, cluster: ClusterSpec, task: TaskId) -> Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let model_configs = args.models.configs()?;
     let cpus = args.cpus.as_deref().map(pinned_cpus).transpose()?;
     // Blocked before any thread starts, so only `wait` below sees them.
     let mut signals = SigSet::empty();
@@ -128,8 +221,26 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
         }
     }
     options.transport.shm.hugetlb |= args.shm_hugetlb;
-    let server = Server::start(options)?;
+    let listen_host = options.listen.clone().unwrap_or_else(|| server_address_host(&cluster_address(&options)));
+    let mut server = Server::start(options)?;
     println!("ringflow server {} listening on {}", server.task_name(), server.address());
+    if !model_configs.is_empty() {
+        let rest = (args.models.rest_api_port > 0)
+            .then(|| format!("{}:{}", server_address_host(&listen_host), args.models.rest_api_port));
+        let timeout = std::time::Duration::from_millis(args.models.rest_api_timeout_in_ms.max(1));
+        server.serve_models(&model_configs, rest.as_deref(), Some(timeout))?;
+        for config in &model_configs {
+            println!(
+                "ringflow server {} serving model '{}' from {}",
+                server.task_name(),
+                config.name,
+                config.base_path.display()
+            );
+        }
+        if let Some(address) = server.rest_address() {
+            println!("ringflow server {} REST API on http://{address}/v1/models", server.task_name());
+        }
+    }
     if let Some(address) = server.metrics_address() {
         println!("ringflow server {} metrics on http://{address}/metrics", server.task_name());
     }
@@ -159,4 +270,14 @@ pub fn serve(args: &ServerArgs) -> Result<()> {
     tracing::info!("{reason}: shutting down {}", server.task_name());
     server.shutdown();
     Ok(())
+}
+
+/// The address the spec gives this task.
+fn cluster_address(options: &ServerOptions) -> String {
+    options.cluster.address_of(&options.task).map(str::to_string).unwrap_or_default()
+}
+
+/// `host` of `host:port` (`[::1]` kept bracketed).
+fn server_address_host(address: &str) -> String {
+    address.rsplit_once(':').map_or(address, |(host, _)| host).to_string()
 }

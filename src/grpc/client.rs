@@ -82,13 +82,35 @@ impl GrpcChannel {
         request: &Req,
         timeout: Duration,
     ) -> Result<Resp> {
+        self.call_path(&format!("{SERVICE_PREFIX}{method}"), request, timeout)
+    }
+
+    /// One unary call of `/{service}/{method}` (TensorFlow Serving's
+    /// `tensorflow.serving.PredictionService`, say).
+    pub fn call_service<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        service: &str,
+        method: &str,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Resp> {
+        self.call_path(&format!("/{service}/{method}"), request, timeout)
+    }
+
+    fn call_path<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        path: &str,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Resp> {
         let body = wire::encode_message(request);
+        let method = path.rsplit('/').next().unwrap_or(path);
         let what = format!("{method} on {}", self.address);
         let call = async {
             let mut sender = self.sender.clone().ready().await.map_err(|e| wire::h2_status(&e, &what))?;
             let http_request = http::Request::builder()
                 .method(http::Method::POST)
-                .uri(format!("http://{}{SERVICE_PREFIX}{method}", self.address))
+                .uri(format!("http://{}{path}", self.address))
                 .header(http::header::CONTENT_TYPE, CONTENT_TYPE)
                 .header("te", "trailers")
                 .header("grpc-timeout", wire::format_timeout(timeout))

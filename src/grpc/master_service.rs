@@ -16,6 +16,7 @@
 //! run's step (which waits for feeds that later calls bring), run on the
 //! runtime's blocking threads instead.
 
+use super::prediction_service;
 use super::proto::{self, NO_TRACE};
 use super::tensor_proto::{tensor_from_proto, tensor_to_proto};
 use super::wire::{self, CONTENT_TYPE, SERVICE_PREFIX};
@@ -24,6 +25,7 @@ use crate::executor::NodeStats;
 use crate::graph::import::graph_from_proto;
 use crate::master::{Master, RunOptions, SessionConfig};
 use crate::net::Http2Handoff;
+use crate::serving::Models;
 use crate::tensor::Tensor;
 use crate::worker::DeviceAttributes;
 use bytes::Bytes;
@@ -51,6 +53,8 @@ struct FrontEnd {
     /// The RunOptions each callable was made with, by (session, handle):
     /// TensorFlow's RunCallable carries none of its own.
     callable_options: Mutex<HashMap<(String, i64), RunOptions>>,
+    /// The models TensorFlow Serving's services answer for, once loaded.
+    models: std::sync::OnceLock<Arc<Models>>,
 }
 
 /// The gRPC front end of one server's master.
@@ -66,8 +70,15 @@ impl GrpcMasterService {
                 connections: Mutex::new(HashMap::new()),
                 next_connection: AtomicU64::new(1),
                 callable_options: Mutex::new(HashMap::new()),
+                models: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Answers TensorFlow Serving's PredictionService and ModelService
+    /// for `models` from now on; `false` if models were already set.
+    pub fn serve_models(&self, models: Arc<Models>) -> bool {
+        self.front.models.set(models).is_ok()
     }
 }
 
@@ -196,23 +207,37 @@ async fn serve_call(
     }
     let call_timeout = parts.headers.get("grpc-timeout").and_then(|v| wire::parse_timeout(v.as_bytes()));
     let path = parts.uri.path();
-    let outcome = match path.strip_prefix(SERVICE_PREFIX) {
-        None => Err(Status::unimplemented(format!("{path}: not a tensorflow.MasterService method"))),
-        Some(method) => {
+    let route = match path.strip_prefix(SERVICE_PREFIX) {
+        Some(method) => Some((Service::Master, method)),
+        None => path.strip_prefix('/').and_then(|p| p.split_once('/')).and_then(|(service, method)| {
+            [prediction_service::PREDICTION_SERVICE, prediction_service::MODEL_SERVICE]
+                .into_iter()
+                .find(|known| *known == service)
+                .map(|known| (Service::Serving(known), method))
+        }),
+    };
+    let outcome = match route {
+        None => Err(Status::unimplemented(format!(
+            "{path}: not a method of tensorflow.MasterService or TensorFlow Serving's services"
+        ))),
+        Some((service, method)) => {
             let what = format!("{method} request");
             match tokio::time::timeout(call_timeout.unwrap_or(BODY_TIMEOUT), wire::read_message(&mut body, &what)).await
             {
                 Err(_) => Err(Status::deadline_exceeded(format!("{what}: its body did not arrive in time"))),
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(message)) => {
-                    let waits_for_later_calls = method == "RunStep" && is_partial_run_step(&message);
+                    let waits_for_later_calls =
+                        service == Service::Master && method == "RunStep" && is_partial_run_step(&message);
                     if waits_for_later_calls || in_flight.load(Ordering::Acquire) > 1 {
                         let (front, method) = (front.clone(), method.to_string());
-                        tokio::task::spawn_blocking(move || guarded_dispatch(&front, &method, message, call_timeout))
-                            .await
-                            .unwrap_or_else(|e| Err(Status::internal(format!("{path}: {e}"))))
+                        tokio::task::spawn_blocking(move || {
+                            guarded_dispatch(&front, service, &method, message, call_timeout)
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(Status::internal(format!("{path}: {e}"))))
                     } else {
-                        guarded_dispatch(front, method, message, call_timeout)
+                        guarded_dispatch(front, service, method, message, call_timeout)
                     }
                 }
             }
@@ -251,10 +276,33 @@ fn is_partial_run_step(message: &Bytes) -> bool {
     <PartialRunHandleOnly as prost::Message>::decode(message.clone()).is_ok_and(|m| !m.partial_run_handle.is_empty())
 }
 
-/// [`dispatch`], with a panicking handler answered as Internal.
-fn guarded_dispatch(front: &FrontEnd, method: &str, message: Bytes, call_timeout: Option<Duration>) -> Result<Bytes> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(front, method, message, call_timeout)))
-        .unwrap_or_else(|_| Err(Status::internal(format!("{method} handler panicked"))))
+/// Which service a call's path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    Master,
+    /// One of TensorFlow Serving's, by its full name.
+    Serving(&'static str),
+}
+
+/// [`dispatch`] (or TensorFlow Serving's), with a panicking handler
+/// answered as Internal.
+fn guarded_dispatch(
+    front: &FrontEnd,
+    service: Service,
+    method: &str,
+    message: Bytes,
+    call_timeout: Option<Duration>,
+) -> Result<Bytes> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match service {
+        Service::Master => dispatch(front, method, message, call_timeout),
+        Service::Serving(name) => match front.models.get() {
+            Some(models) => prediction_service::dispatch(models, name, method, message, call_timeout),
+            None => Err(Status::unimplemented(format!(
+                "/{name}/{method}: this server serves no models (start it with `ringflow serve` or `ringflow server --model NAME=PATH`)"
+            ))),
+        },
+    }))
+    .unwrap_or_else(|_| Err(Status::internal(format!("{method} handler panicked"))))
 }
 
 /// Runs one decoded call; the answer is the encoded, prefixed response.

@@ -13,6 +13,7 @@
 
 pub mod client;
 pub mod master_service;
+pub mod prediction_service;
 pub mod proto;
 pub mod tensor_proto;
 pub mod wire;

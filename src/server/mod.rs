@@ -127,6 +127,10 @@ pub struct Server {
     transport: Option<crate::net::Server>,
     collector: Option<Collector>,
     metrics: Option<metrics_http::MetricsEndpoint>,
+    /// The gRPC front end (a master's), which serves models once loaded.
+    grpc: Option<Arc<crate::grpc::GrpcMasterService>>,
+    models: Option<Arc<crate::serving::Models>>,
+    rest: Option<crate::serving::rest::RestEndpoint>,
 }
 
 /// Releases idle sessions: the master's whose client is gone, the
@@ -255,9 +259,12 @@ impl Server {
             TransportOptions { name: task_name.clone(), ..options.transport },
         )
         .map_err(|e| e.context(format_args!("starting {task_name} on {bind}")))?;
+        let mut grpc = None;
         if let Some(m) = &master {
             // TensorFlow's client speaks gRPC to the same port.
-            transport.hand_http2_to(Arc::new(crate::grpc::GrpcMasterService::new(m.clone())));
+            let front = Arc::new(crate::grpc::GrpcMasterService::new(m.clone()));
+            transport.hand_http2_to(front.clone());
+            grpc = Some(front);
             registry().lock().insert(address.clone(), Arc::downgrade(m));
         }
         tracing::info!("{task_name} serving on {bind} ({:?})", options.role);
@@ -278,6 +285,9 @@ impl Server {
             transport: Some(transport),
             collector: Some(collector),
             metrics,
+            grpc,
+            models: None,
+            rest: None,
         })
     }
 
@@ -307,12 +317,53 @@ impl Server {
         self.transport.as_ref().map_or(0, |t| t.connections())
     }
 
+    /// Loads `configs` (TensorFlow Serving's model layout) into sessions
+    /// on this server's master and serves them: TensorFlow Serving's gRPC
+    /// services on this server's port, and its REST API on `rest_address`
+    /// when given. Each predict runs within `timeout`.
+    pub fn serve_models(
+        &mut self,
+        configs: &[crate::serving::ModelConfig],
+        rest_address: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let Some(grpc) = &self.grpc else {
+            return Err(Status::failed_precondition(format!(
+                "{}: only a task with a master serves models (role both or master)",
+                self.task_name
+            )));
+        };
+        if self.models.is_some() {
+            return Err(Status::failed_precondition("this server already serves models"));
+        }
+        let options = crate::session::SessionOptions {
+            target: format!("ringflow://{}", self.address),
+            ..crate::session::SessionOptions::default()
+        };
+        let models = Arc::new(crate::serving::Models::load(configs, &options)?);
+        if let Some(address) = rest_address {
+            self.rest = Some(crate::serving::rest::RestEndpoint::start(address, models.clone(), timeout)?);
+        }
+        grpc.serve_models(models.clone());
+        self.models = Some(models);
+        Ok(())
+    }
+
+    /// Where the REST API is served, when it is.
+    pub fn rest_address(&self) -> Option<std::net::SocketAddr> {
+        self.rest.as_ref().map(|r| r.address())
+    }
+
     /// Stops serving: the port is closed and its threads joined.
     pub fn shutdown(mut self) {
         self.stop();
     }
 
     fn stop(&mut self) {
+        self.rest = None;
+        if let Some(models) = self.models.take() {
+            models.close();
+        }
         registry().lock().remove(&self.address);
         if let Some(t) = self.transport.take() {
             t.shutdown();

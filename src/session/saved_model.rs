@@ -151,11 +151,22 @@ impl LoadedModel {
         inputs: Vec<(String, Tensor)>,
         outputs: &[String],
     ) -> Result<Vec<(String, Tensor)>> {
+        self.run_with(&RunOptions::default(), signature, inputs, outputs)
+    }
+
+    /// [`run`](Self::run) with `options` (a deadline, a cancellation).
+    pub fn run_with(
+        &self,
+        options: &RunOptions,
+        signature: &str,
+        inputs: Vec<(String, Tensor)>,
+        outputs: &[String],
+    ) -> Result<Vec<(String, Tensor)>> {
         let step = self.resolve(signature, inputs, outputs)?;
         let names = step.fetch_names();
         let (tensors, _) = self
             .session
-            .run(&RunOptions::default(), step.feeds, &names, &[])
+            .run(options, step.feeds, &names, &[])
             .map_err(|e| e.context(format_args!("signature '{signature}'")))?;
         Ok(step.fetches.into_iter().map(|(key, _)| key).zip(tensors).collect())
     }

@@ -9,6 +9,8 @@
 //! ignores (GPU options, graph options, debug options...) are left out:
 //! prost skips unknown fields while decoding.
 
+pub mod serving;
+
 use crate::graph::import::proto::{GraphDef, TensorShapeProto};
 use bytes::Bytes;
 use std::collections::HashMap;
