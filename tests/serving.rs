@@ -463,7 +463,7 @@ fn wrong_requests_name_their_culprit_and_the_server_serves_on() {
 }
 
 #[test]
-fn a_cluster_task_serves_models_with_the_model_flag() {
+fn a_cluster_task_serves_models_with_the_model_flag_once_its_peers_are_up() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("cnn");
     std::fs::create_dir(&base).unwrap();
@@ -481,8 +481,11 @@ fn a_cluster_task_serves_models_with_the_model_flag() {
             .spawn()
             .unwrap()
     };
-    let mut other = start("1", &[]);
+    // The serving task starts first: it waits for task 1 before it loads
+    // the model, as servers deployed one per node start in any order.
     let mut serving = start("0", &[format!("--model=cnn={}", base.display()), format!("--rest-api-port={rest}")]);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut other = start("1", &[]);
     let stdout = serving.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let ready = lines.by_ref().map_while(Result::ok).any(|line| line.contains("REST API on"));
@@ -502,4 +505,28 @@ fn a_cluster_task_serves_models_with_the_model_flag() {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+#[test]
+fn bench_serving_times_both_apis_against_the_in_process_call() {
+    let dir = case_dir("keras_mlp_export");
+    let feed = format!("x={}", dir.join("input_x.npy").display());
+    let out = Command::new(binary())
+        .args(["bench", "serving"])
+        .arg(&dir)
+        .args(["--feed", &feed, "--steps", "30", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let figures: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for metric in ["p50_grpc", "p99_grpc", "p50_rest", "p99_rest"] {
+        let f = figures.iter().find(|f| f["metric"] == metric).unwrap_or_else(|| panic!("{metric}: {text}"));
+        assert_eq!((f["scenario"].as_str(), f["unit"].as_str()), (Some("serving"), Some("us")), "{f}");
+        let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
+        assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
+    }
+    let wrong = Command::new(binary()).args(["bench", "serving"]).arg(dir.join("variables")).output().unwrap();
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("not a SavedModel directory"));
 }

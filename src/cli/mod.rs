@@ -8,6 +8,7 @@
 pub mod bench_graph;
 pub mod bench_inproc;
 pub mod bench_remote;
+pub mod bench_serving;
 pub mod cluster_cmd;
 pub mod demo;
 pub mod demo_train;
@@ -530,6 +531,19 @@ fn dispatch(command: Command) -> Result<bool> {
                 };
                 let cpu_before = CpuTimes::now();
                 let mut figures = bench_graph::bench_graph(std::path::Path::new(path), &graph)?;
+                let steal = cpu_before.zip(CpuTimes::now()).and_then(|(b, a)| b.steal_pct_until(&a));
+                figures.iter_mut().for_each(|f| f.host_steal_pct = steal);
+                print_figures(&figures, json);
+                return Ok(true);
+            }
+            if scenarios.first().is_some_and(|s| s == "serving") {
+                let [_, path] = scenarios.as_slice() else {
+                    return Err(Status::invalid_argument(
+                        "bench serving takes one SavedModel: ringflow bench serving DIR [--signature S] --feed KEY=F.npy ...",
+                    ));
+                };
+                let cpu_before = CpuTimes::now();
+                let mut figures = bench_serving::bench_serving(std::path::Path::new(path), &graph)?;
                 let steal = cpu_before.zip(CpuTimes::now()).and_then(|(b, a)| b.steal_pct_until(&a));
                 figures.iter_mut().for_each(|f| f.host_steal_pct = steal);
                 print_figures(&figures, json);

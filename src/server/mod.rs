@@ -340,7 +340,7 @@ impl Server {
             target: format!("ringflow://{}", self.address),
             ..crate::session::SessionOptions::default()
         };
-        let models = Arc::new(crate::serving::Models::load(configs, &options)?);
+        let models = Arc::new(load_models_when_the_cluster_is_up(configs, &options)?);
         if let Some(address) = rest_address {
             self.rest = Some(crate::serving::rest::RestEndpoint::start(address, models.clone(), timeout)?);
         }
@@ -370,6 +370,37 @@ impl Server {
         }
         self.collector.take();
         self.metrics = None;
+    }
+}
+
+/// How long a server waits for the other tasks of its cluster to come up
+/// before the models it serves load (servers start in any order).
+pub const MODEL_LOAD_WAIT: Duration = Duration::from_secs(60);
+
+/// [`crate::serving::Models::load`], retried while a task it needs is
+/// unreachable, up to [`MODEL_LOAD_WAIT`].
+fn load_models_when_the_cluster_is_up(
+    configs: &[crate::serving::ModelConfig],
+    options: &crate::session::SessionOptions,
+) -> Result<crate::serving::Models> {
+    let deadline = std::time::Instant::now() + MODEL_LOAD_WAIT;
+    let mut pause = Duration::from_millis(20);
+    let mut logged = false;
+    loop {
+        match crate::serving::Models::load(configs, options) {
+            Err(e) if e.code == crate::error::Code::Unavailable && std::time::Instant::now() < deadline => {
+                if !logged {
+                    tracing::info!("waiting for the cluster before loading models: {e}");
+                    logged = true;
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(e) if e.code == crate::error::Code::Unavailable => {
+                return Err(e.context(format_args!("the cluster was not up within {MODEL_LOAD_WAIT:?}")));
+            }
+            other => return other,
+        }
     }
 }
 

@@ -332,6 +332,23 @@ pub fn predict_answer(form: Form, outputs: &[(String, Tensor)]) -> Result<String
     Ok(out)
 }
 
+/// A columnar predict body for `inputs` (what a client sends; strings
+/// that are not UTF-8 go as `{"b64": ...}`).
+pub fn columnar_request(signature: &str, inputs: &[(String, Tensor)]) -> Result<String> {
+    let mut out = String::from("{\"signature_name\":");
+    out.push_str(&Value::String(signature.to_string()).to_string());
+    out.push_str(",\"inputs\":{");
+    for (i, (key, tensor)) in inputs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_key(&mut out, key);
+        write_value(&mut out, tensor, key, 0, tensor.num_elements(), 0)?;
+    }
+    out.push_str("}}");
+    Ok(out)
+}
+
 fn write_key(out: &mut String, key: &str) {
     out.push_str(&Value::String(key.to_string()).to_string());
     out.push(':');
@@ -468,6 +485,20 @@ mod tests {
         assert!(err(br#"{"inputs": {"y": [1]}}"#).contains("no input 'y'"));
         let missing = err(br#"{"instances": [{"x": 1}, {"z": 2}]}"#);
         assert!(missing.contains("instance 1") && missing.contains("'x'"), "{missing}");
+    }
+
+    #[test]
+    fn a_columnar_request_reads_back_as_the_tensors_written() {
+        let x = Tensor::from_slice([2, 3], &[1.5f32, -2.0, 0.0, 1e-7, 3.25e12, 7.0]).unwrap();
+        let w = Tensor::from_strings([2], &[&b"caf\xc3\xa9"[..], &[0xff, 0x00]]).unwrap();
+        let body = columnar_request("s", &[("x".into(), x.clone()), ("w".into(), w.clone())]).unwrap();
+        let parsed = parse_predict_body(body.as_bytes()).unwrap();
+        assert_eq!((parsed.signature.as_str(), parsed.form), ("s", Form::Columnar));
+        let inputs = parsed.inputs(&signature(&[("x", DType::F32), ("w", DType::String)])).unwrap();
+        for (key, want) in [("x", &x), ("w", &w)] {
+            let got = &inputs.iter().find(|(k, _)| k == key).unwrap().1;
+            assert!(got.bit_eq(want), "{key}: {got:?} from {body}");
+        }
     }
 
     #[test]
