@@ -24,20 +24,23 @@ const PREDICTION: &str = "tensorflow.serving.PredictionService";
 const MODEL_SERVICE: &str = "tensorflow.serving.ModelService";
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Every SavedModel case whose calls Predict can make as they are (the
-/// training case is its own test: its calls change its variables).
-const CASES: [&str; 10] = [
-    "keras_mlp_export",
-    "keras_cnn_export",
-    "tf_module_signatures",
-    "tf1_builder",
-    "keras_text_export",
-    "tf_module_vocab_file",
-    "keras_recurrent_export",
-    "keras_transformer_export",
-    "keras_categorical_export",
-    "keras_text_bags_export",
-];
+/// The case whose signature calls change its variables: its own test.
+const TRAINING_CASE: &str = "tf_module_training";
+
+/// Every SavedModel case in the fixtures but the training one, by name.
+fn cases() -> Vec<String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/saved-models");
+    let mut cases: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("case.json").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != TRAINING_CASE)
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 10, "the SavedModel fixtures are there: {cases:?}");
+    cases
+}
 
 fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ringflow"))
@@ -78,10 +81,10 @@ impl ModelServer {
                 base.display()
             ));
         };
-        for case in CASES {
-            add(case, case, &[1], "");
+        for case in cases() {
+            add(&case, &case, &[1], "");
         }
-        add("training", "tf_module_training", &[1], "");
+        add("training", TRAINING_CASE, &[1], "");
         add(
             "mlp",
             "keras_mlp_export",
@@ -226,7 +229,8 @@ fn check_outputs(what: &str, got: &[(String, Tensor)], expected: &[(String, Tens
 fn tensorflow_servings_predict_over_grpc_gives_tensorflows_outputs_for_every_case() {
     let server = ModelServer::shared();
     let channel = server.channel();
-    for case in CASES {
+    for case in cases() {
+        let case = case.as_str();
         let loaded = SavedModelCase::load(&case_dir(case)).unwrap();
         for (i, step) in loaded.steps.iter().enumerate() {
             let keys: Vec<String> = step.outputs.iter().map(|(k, _)| k.clone()).collect();
@@ -244,7 +248,7 @@ fn tensorflow_servings_predict_over_grpc_gives_tensorflows_outputs_for_every_cas
 fn a_training_signature_called_over_grpc_updates_the_served_variables() {
     let server = ModelServer::shared();
     let channel = server.channel();
-    let loaded = SavedModelCase::load(&case_dir("tf_module_training")).unwrap();
+    let loaded = SavedModelCase::load(&case_dir(TRAINING_CASE)).unwrap();
     assert!(loaded.steps.len() > 1 && loaded.steps.iter().any(|s| s.signature != loaded.steps[0].signature));
     for (i, step) in loaded.steps.iter().enumerate() {
         let request = predict_request(spec("training", None, "", &step.signature), &step.inputs, &[]);

@@ -522,28 +522,25 @@ fn dispatch(command: Command) -> Result<bool> {
             against,
             graph,
         } => {
-            if scenarios.first().is_some_and(|s| s == "graph") {
+            type PathBench = fn(&std::path::Path, &bench_graph::GraphBenchArgs) -> Result<Vec<crate::bench::Figure>>;
+            let path_bench: Option<(PathBench, &str)> = match scenarios.first().map(String::as_str) {
+                Some("graph") => Some((
+                    bench_graph::bench_graph,
+                    "bench graph takes one GraphDef or SavedModel: ringflow bench graph G.pb --fetch T [--feed N=F.npy] ... \
+                     or ringflow bench graph DIR [--signature S] --feed KEY=F.npy ...",
+                )),
+                Some("serving") => Some((
+                    bench_serving::bench_serving,
+                    "bench serving takes one SavedModel: ringflow bench serving DIR [--signature S] --feed KEY=F.npy ...",
+                )),
+                _ => None,
+            };
+            if let Some((run, usage)) = path_bench {
                 let [_, path] = scenarios.as_slice() else {
-                    return Err(Status::invalid_argument(
-                        "bench graph takes one GraphDef or SavedModel: ringflow bench graph G.pb --fetch T [--feed N=F.npy] ... \
-                         or ringflow bench graph DIR [--signature S] --feed KEY=F.npy ...",
-                    ));
+                    return Err(Status::invalid_argument(usage));
                 };
                 let cpu_before = CpuTimes::now();
-                let mut figures = bench_graph::bench_graph(std::path::Path::new(path), &graph)?;
-                let steal = cpu_before.zip(CpuTimes::now()).and_then(|(b, a)| b.steal_pct_until(&a));
-                figures.iter_mut().for_each(|f| f.host_steal_pct = steal);
-                print_figures(&figures, json);
-                return Ok(true);
-            }
-            if scenarios.first().is_some_and(|s| s == "serving") {
-                let [_, path] = scenarios.as_slice() else {
-                    return Err(Status::invalid_argument(
-                        "bench serving takes one SavedModel: ringflow bench serving DIR [--signature S] --feed KEY=F.npy ...",
-                    ));
-                };
-                let cpu_before = CpuTimes::now();
-                let mut figures = bench_serving::bench_serving(std::path::Path::new(path), &graph)?;
+                let mut figures = run(std::path::Path::new(path), &graph)?;
                 let steal = cpu_before.zip(CpuTimes::now()).and_then(|(b, a)| b.steal_pct_until(&a));
                 figures.iter_mut().for_each(|f| f.host_steal_pct = steal);
                 print_figures(&figures, json);

@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 
 /// The wire form: only the fields read here (protobuf field numbers as
 /// TensorFlow's `saved_model.proto` and `meta_graph.proto` define them).
-mod wire {
+/// `SignatureDef` and `TensorInfo` are also what TensorFlow Serving's
+/// `GetModelMetadata` answers with.
+pub mod wire {
     use super::{GraphDef, HashMap, TensorShapeProto};
 
     #[derive(Clone, PartialEq, prost::Message)]

@@ -271,19 +271,7 @@ pub fn predict_answer(form: Form, outputs: &[(String, Tensor)]) -> Result<String
     match form {
         Form::Columnar => {
             out.push_str("{\"outputs\":");
-            if let [(key, tensor)] = outputs {
-                write_value(&mut out, tensor, key, 0, tensor.num_elements(), 0)?;
-            } else {
-                out.push('{');
-                for (i, (key, tensor)) in outputs.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_key(&mut out, key);
-                    write_value(&mut out, tensor, key, 0, tensor.num_elements(), 0)?;
-                }
-                out.push('}');
-            }
+            write_outputs(&mut out, outputs, None)?;
             out.push('}');
         }
         Form::Row => {
@@ -310,26 +298,37 @@ pub fn predict_answer(form: Form, outputs: &[(String, Tensor)]) -> Result<String
                 if row > 0 {
                     out.push(',');
                 }
-                if let [(key, tensor)] = outputs {
-                    let per_row = tensor.num_elements() / rows;
-                    write_value(&mut out, tensor, key, row * per_row, per_row, 1)?;
-                } else {
-                    out.push('{');
-                    for (i, (key, tensor)) in outputs.iter().enumerate() {
-                        if i > 0 {
-                            out.push(',');
-                        }
-                        write_key(&mut out, key);
-                        let per_row = tensor.num_elements() / rows;
-                        write_value(&mut out, tensor, key, row * per_row, per_row, 1)?;
-                    }
-                    out.push('}');
-                }
+                write_outputs(&mut out, outputs, Some((row, rows)))?;
             }
             out.push_str("]}");
         }
     }
     Ok(out)
+}
+
+/// One output's value (its row `row` of `rows`, when given), or an object
+/// of every output's by key when there are several.
+fn write_outputs(out: &mut String, outputs: &[(String, Tensor)], row: Option<(usize, usize)>) -> Result<()> {
+    let write_one = |out: &mut String, key: &str, tensor: &Tensor| match row {
+        None => write_value(out, tensor, key, 0, tensor.num_elements(), 0),
+        Some((row, rows)) => {
+            let per_row = tensor.num_elements() / rows;
+            write_value(out, tensor, key, row * per_row, per_row, 1)
+        }
+    };
+    if let [(key, tensor)] = outputs {
+        return write_one(out, key, tensor);
+    }
+    out.push('{');
+    for (i, (key, tensor)) in outputs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_key(out, key);
+        write_one(out, key, tensor)?;
+    }
+    out.push('}');
+    Ok(())
 }
 
 /// A columnar predict body for `inputs` (what a client sends; strings

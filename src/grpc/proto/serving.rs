@@ -1,14 +1,14 @@
 //! TensorFlow Serving's messages as prost structs, with its field numbers
 //! (`model.proto`, `predict.proto`, `get_model_metadata.proto`,
-//! `get_model_status.proto`, `status.proto`) and TensorFlow's
-//! `meta_graph.proto` SignatureDef as GetModelMetadata answers it.
+//! `get_model_status.proto`, `status.proto`); the SignatureDefs
+//! GetModelMetadata answers with are `graph::saved_model`'s.
 //!
 //! Owns: the message layouts only. Must not interpret them: requests are
 //! served in [`crate::grpc::prediction_service`]. Fields ringflow ignores
 //! (streamed-predict options, client ids, request options) are left out.
 
 use super::TensorProto;
-use crate::graph::import::proto::TensorShapeProto;
+pub use crate::graph::saved_model::wire::{SignatureDef, TensorInfo};
 use std::collections::HashMap;
 
 /// `google.protobuf.Int64Value`.
@@ -78,26 +78,6 @@ pub struct GetModelMetadataResponse {
 pub struct SignatureDefMap {
     #[prost(map = "string, message", tag = "1")]
     pub signature_def: HashMap<String, SignatureDef>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct SignatureDef {
-    #[prost(map = "string, message", tag = "1")]
-    pub inputs: HashMap<String, TensorInfo>,
-    #[prost(map = "string, message", tag = "2")]
-    pub outputs: HashMap<String, TensorInfo>,
-    #[prost(string, tag = "3")]
-    pub method_name: String,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct TensorInfo {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(int32, tag = "2")]
-    pub dtype: i32,
-    #[prost(message, optional, tag = "3")]
-    pub tensor_shape: Option<TensorShapeProto>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
