@@ -174,34 +174,7 @@ pub enum Command {
     },
     /// Serve SavedModels as TensorFlow Serving does (its flags, its gRPC
     /// PredictionService on --port, its REST API on --rest_api_port).
-    Serve {
-        /// gRPC port (TensorFlow Serving's PredictionService and ModelService,
-        /// and ringflow's own services).
-        #[arg(long, default_value_t = 8500)]
-        port: u16,
-        /// The model's name in requests.
-        #[arg(long = "model_name", alias = "model-name", default_value = "default")]
-        model_name: String,
-        /// The model's base path: numbered version directories, the newest served.
-        #[arg(long = "model_base_path", alias = "model-base-path", value_name = "DIR")]
-        model_base_path: Option<PathBuf>,
-        #[command(flatten)]
-        models: server_cmd::ModelArgs,
-        /// Threads per device pool (default: all cores).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// CPU devices this server offers.
-        #[arg(long, default_value_t = 1)]
-        cpu_devices: usize,
-        /// Serve Prometheus text on http://0.0.0.0:P/metrics.
-        #[arg(long, value_name = "P")]
-        metrics_port: Option<u16>,
-        /// Exit when standard input closes (a launcher's lifeline).
-        #[arg(long, hide = true)]
-        exit_on_stdin_eof: bool,
-        #[command(flatten)]
-        limits: server_cmd::LimitArgs,
-    },
+    Serve(server_cmd::ServeArgs),
     /// List the devices of the cluster a master serves.
     Devices {
         /// ringflow://host:port or grpc://host:port of any task.
@@ -700,28 +673,7 @@ fn dispatch(command: Command) -> Result<bool> {
             models,
         })
         .map(|()| true),
-        Command::Serve {
-            port,
-            model_name,
-            model_base_path,
-            models,
-            threads,
-            cpu_devices,
-            metrics_port,
-            exit_on_stdin_eof,
-            limits,
-        } => server_cmd::serve_models(&server_cmd::ServeArgs {
-            port,
-            model_name,
-            model_base_path,
-            models,
-            threads,
-            cpu_devices,
-            exit_on_stdin_eof,
-            metrics_port,
-            limits,
-        })
-        .map(|()| true),
+        Command::Serve(args) => server_cmd::serve_models(&args).map(|()| true),
         Command::Cluster { action: ClusterAction::Show { from, tf_config, cluster, job, task, base_port } } => {
             let args = cluster_cmd::ClusterArgs { cluster, tf_config, cluster_from: from, job, task, base_port };
             print!("{}", cluster_cmd::show(&args)?);

@@ -66,15 +66,33 @@ impl ModelArgs {
 
 /// `ringflow serve`: TensorFlow Serving's `tensorflow_model_server`
 /// flags, one task serving on `--port`.
+#[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
+    /// gRPC port (TensorFlow Serving's PredictionService and ModelService,
+    /// and ringflow's own services).
+    #[arg(long, default_value_t = 8500)]
     pub port: u16,
+    /// The model's name in requests.
+    #[arg(long = "model_name", alias = "model-name", default_value = "default")]
     pub model_name: String,
+    /// The model's base path: numbered version directories, the newest served.
+    #[arg(long = "model_base_path", alias = "model-base-path", value_name = "DIR")]
     pub model_base_path: Option<std::path::PathBuf>,
+    #[command(flatten)]
     pub models: ModelArgs,
+    /// Threads per device pool (default: all cores).
+    #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// CPU devices this server offers.
+    #[arg(long, default_value_t = 1)]
     pub cpu_devices: usize,
+    /// Exit when standard input closes (a launcher's lifeline).
+    #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
+    /// Serve Prometheus text on http://0.0.0.0:P/metrics.
+    #[arg(long, value_name = "P")]
     pub metrics_port: Option<u16>,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 

@@ -320,7 +320,8 @@ impl Server {
     /// Loads `configs` (TensorFlow Serving's model layout) into sessions
     /// on this server's master and serves them: TensorFlow Serving's gRPC
     /// services on this server's port, and its REST API on `rest_address`
-    /// when given. Each predict runs within `timeout`.
+    /// when given. A predict whose call sets no deadline runs within
+    /// `timeout`.
     pub fn serve_models(
         &mut self,
         configs: &[crate::serving::ModelConfig],
@@ -340,9 +341,9 @@ impl Server {
             target: format!("ringflow://{}", self.address),
             ..crate::session::SessionOptions::default()
         };
-        let models = Arc::new(load_models_when_the_cluster_is_up(configs, &options)?);
+        let models = Arc::new(load_models_when_the_cluster_is_up(configs, &options)?.with_default_timeout(timeout));
         if let Some(address) = rest_address {
-            self.rest = Some(crate::serving::rest::RestEndpoint::start(address, models.clone(), timeout)?);
+            self.rest = Some(crate::serving::rest::RestEndpoint::start(address, models.clone())?);
         }
         grpc.serve_models(models.clone());
         self.models = Some(models);

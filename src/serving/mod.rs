@@ -76,6 +76,8 @@ pub const STATE_AVAILABLE: i32 = 30;
 /// The models one server serves.
 pub struct Models {
     models: BTreeMap<String, ServedModel>,
+    /// A predict's deadline when its call sets none.
+    default_timeout: Option<std::time::Duration>,
 }
 
 impl Models {
@@ -132,7 +134,13 @@ impl Models {
                 },
             );
         }
-        Ok(Models { models })
+        Ok(Models { models, default_timeout: None })
+    }
+
+    /// Gives predicts whose call sets no deadline this one.
+    pub fn with_default_timeout(mut self, timeout: Option<std::time::Duration>) -> Models {
+        self.default_timeout = timeout;
+        self
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -196,7 +204,8 @@ impl Models {
         self.predict_with(request, inputs, output_filter, None)
     }
 
-    /// [`predict`](Self::predict) within `timeout`.
+    /// [`predict`](Self::predict) within `timeout` (`None`: the default
+    /// timeout, if any).
     pub fn predict_with(
         &self,
         request: &ModelRequest,
@@ -206,7 +215,7 @@ impl Models {
     ) -> Result<Prediction> {
         let version = self.version(request)?;
         let signature = request.signature_or_default();
-        let options = RunOptions { timeout, ..RunOptions::default() };
+        let options = RunOptions { timeout: timeout.or(self.default_timeout), ..RunOptions::default() };
         let outputs = version
             .model
             .run_with(&options, signature, inputs, output_filter)

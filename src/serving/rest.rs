@@ -16,7 +16,7 @@
 //! other than through [`Models`]. Bounded: a head of at most
 //! [`MAX_HEAD_BYTES`], a body of at most [`MAX_BODY_BYTES`], an idle
 //! connection closed after [`IDLE_TIMEOUT`], each predict given the
-//! server's timeout.
+//! models' default timeout.
 
 use super::json::{parse_predict_body, predict_answer};
 use super::{ModelRequest, Models, STATE_AVAILABLE, tf_dtype_name};
@@ -49,20 +49,19 @@ pub struct RestEndpoint {
 
 struct Shared {
     models: Arc<Models>,
-    timeout: Option<Duration>,
     live: AtomicUsize,
     stop: Arc<AtomicBool>,
 }
 
 impl RestEndpoint {
     /// Binds `address` (port 0: any) and serves `models` until dropped;
-    /// each predict runs with `timeout`.
-    pub fn start(address: &str, models: Arc<Models>, timeout: Option<Duration>) -> Result<RestEndpoint> {
+    /// each predict runs within the models' default timeout.
+    pub fn start(address: &str, models: Arc<Models>) -> Result<RestEndpoint> {
         let listener = TcpListener::bind(address)
             .map_err(|e| Status::unavailable(format!("REST API: cannot listen on {address}: {e}")))?;
         let bound = listener.local_addr().map_err(|e| Status::internal(format!("REST API address: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
-        let shared = Arc::new(Shared { models, timeout, live: AtomicUsize::new(0), stop: stop.clone() });
+        let shared = Arc::new(Shared { models, live: AtomicUsize::new(0), stop: stop.clone() });
         let thread = std::thread::Builder::new()
             .name("rf-rest-accept".into())
             .spawn(move || accept_loop(&listener, &shared))
@@ -364,7 +363,7 @@ fn predict(shared: &Shared, mut spec: ModelRequest, body: &[u8]) -> Result<Strin
             spec.signature_or_default()
         ))
     })?;
-    let prediction = shared.models.predict_with(&spec, inputs, &[], shared.timeout)?;
+    let prediction = shared.models.predict(&spec, inputs, &[])?;
     predict_answer(form, &prediction.outputs)
 }
 
