@@ -134,6 +134,7 @@ golden_remote!(
     einsum_ops,
     function_call,
     function_call_stateful,
+    image_projective_ops,
     image_resampling_ops,
     keras_attention,
     keras_causal_attention,
@@ -168,6 +169,7 @@ golden_remote!(
     shapes,
     special_and_counting_ops,
     stateless_random_ops,
+    unicode_string_ops,
     uint8_images,
     audio_spectrogram_ops
 );

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const CASES: [&str; 11] = [
+const CASES: [&str; 12] = [
     "keras_mlp_export",
     "keras_cnn_export",
     "tf_module_signatures",
@@ -28,6 +28,7 @@ const CASES: [&str; 11] = [
     "keras_categorical_export",
     "tf_module_training",
     "keras_text_bags_export",
+    "keras_augment_text_export",
 ];
 
 fn binary() -> &'static Path {

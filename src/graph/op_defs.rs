@@ -176,6 +176,8 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "IFFT" => &[("Tcomplex", D::Type(8))],
         "IRFFT" => &[("Treal", D::Type(1)), ("Tcomplex", D::Type(8))],
         "Imag" => &[("T", D::Type(8)), ("Tout", D::Type(1))],
+        "ImageProjectiveTransformV2" => &[("fill_mode", D::Bytes(b"CONSTANT"))],
+        "ImageProjectiveTransformV3" => &[("fill_mode", D::Bytes(b"CONSTANT"))],
         "InitializeTableFromTextFileV2" => {
             &[("vocab_size", D::Int(-1)), ("delimiter", D::Bytes(b"\x09")), ("offset", D::Int(0))]
         }
@@ -307,9 +309,11 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
             ("shrink_axis_mask", D::Int(0)),
         ],
         "StringJoin" => &[("separator", D::Bytes(b""))],
+        "StringLength" => &[("unit", D::Bytes(b"BYTE"))],
         "StringLower" => &[("encoding", D::Bytes(b""))],
         "StringNGrams" => &[("Tsplits", D::Type(9))],
         "StringSplitV2" => &[("maxsplit", D::Int(-1))],
+        "StringToNumber" => &[("out_type", D::Type(1))],
         "StringUpper" => &[("encoding", D::Bytes(b""))],
         "Sum" => &[("keep_dims", D::Bool(false)), ("Tidx", D::Type(3))],
         "TensorListGetItem" => &[("Tshape", D::Type(3))],
@@ -324,6 +328,21 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "TopKV2" => &[("sorted", D::Bool(true)), ("Tk", D::Type(3)), ("index_type", D::Type(3))],
         "Transpose" => &[("Tperm", D::Type(3))],
         "TruncatedNormal" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
+        "UnicodeDecode" => &[
+            ("errors", D::Bytes(b"replace")),
+            ("replacement_char", D::Int(65533)),
+            ("replace_control_characters", D::Bool(false)),
+            ("Tsplits", D::Type(9)),
+        ],
+        "UnicodeDecodeWithOffsets" => &[
+            ("errors", D::Bytes(b"replace")),
+            ("replacement_char", D::Int(65533)),
+            ("replace_control_characters", D::Bool(false)),
+            ("Tsplits", D::Type(9)),
+        ],
+        "UnicodeEncode" => {
+            &[("errors", D::Bytes(b"replace")), ("replacement_char", D::Int(65533)), ("Tsplits", D::Type(9))]
+        }
         "Unique" => &[("out_idx", D::Type(3))],
         "UniqueWithCounts" => &[("out_idx", D::Type(3))],
         "Unpack" => &[("axis", D::Int(0))],
@@ -384,6 +403,8 @@ pub(crate) fn output_args(op: &str) -> &'static [&'static str] {
         "Switch" => &["output_false", "output_true"],
         "TensorListPopBack" => &["output_handle", "tensor"],
         "TopKV2" => &["values", "indices"],
+        "UnicodeDecode" => &["row_splits", "char_values"],
+        "UnicodeDecodeWithOffsets" => &["row_splits", "char_values", "char_to_byte_starts"],
         "Unique" => &["y", "idx"],
         "UniqueWithCounts" => &["y", "idx", "count"],
         _ => &[],

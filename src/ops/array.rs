@@ -60,6 +60,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Placeholder", placeholder_signature, build_placeholder),
     OpDef::kernel("PlaceholderWithDefault", placeholder_with_default_signature, build_identity),
     OpDef::kernel("Identity", identity_signature, build_identity),
+    OpDef::kernel("EnsureShape", identity_signature, build_ensure_shape),
     OpDef::kernel("StopGradient", identity_signature, build_identity),
     OpDef::kernel("NoOp", no_op_signature, build_no_op),
 ];
@@ -128,6 +129,39 @@ fn identity_signature(node: &NodeSpec) -> Result<OpSignature> {
     // handles through it, and through function-call boundaries).
     let t = super::control_flow::value_type_attr(node, "T")?;
     Ok(OpSignature::new(vec![t], vec![t]))
+}
+
+/// Forwards its input once its shape is one the `shape` attr admits
+/// (`tf.ensure_shape`, Keras preprocessing layers).
+struct EnsureShape {
+    shape: crate::graph::spec::ShapeSpec,
+    node: String,
+}
+
+fn build_ensure_shape(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(EnsureShape { shape: init.node.attr_shape_or_unknown("shape")?, node: init.node.name.clone() }))
+}
+
+impl OpKernel for EnsureShape {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let value = ctx.take_input_value(0)?;
+        if let Some(tensor) = value.as_tensor()
+            && !self.shape.admits(tensor.shape())
+        {
+            return Err(Status::invalid_argument(format!(
+                "node '{}' (EnsureShape): Shape of tensor {} is not compatible with expected shape {}",
+                self.node,
+                tensor.shape(),
+                self.shape
+            )));
+        }
+        ctx.set_output_value(0, value);
+        Ok(())
+    }
+
+    fn forwards_input(&self) -> bool {
+        true
+    }
 }
 
 /// Forwards its input; the executor has already read through a ref input.

@@ -6,7 +6,9 @@
 //! non-max suppression of scored boxes (`NonMaxSuppressionV2`..`V5`,
 //! soft-NMS included: detectors' post-processing); colour spaces and
 //! contrast in [`color`], bicubic and area resizing in [`cubic_area`],
-//! kernel resampling with antialiasing in [`scale_translate`].
+//! kernel resampling with antialiasing in [`scale_translate`], projective
+//! transforms (Keras' random rotation, zoom and translation) in
+//! [`projective`].
 //!
 //! Owns: these kernels and the source coordinates they sample. Arithmetic
 //! follows TensorFlow's CPU kernels step for step in float32 (the scale,
@@ -18,6 +20,7 @@
 
 pub mod color;
 pub mod cubic_area;
+pub mod projective;
 pub mod scale_translate;
 
 use super::registry::OpDef;

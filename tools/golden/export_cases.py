@@ -251,18 +251,21 @@ def write_case(out_dir, name, graph_def, steps, note, tolerance=DEFAULT_TOL, tar
         diffs["eager_vs_session"] = max_diff(results, eager)
         for got, want in zip(results, eager):
             for a, b in zip(got, want):
-                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+                if np.asarray(a).dtype.kind in "OSU":
+                    np.testing.assert_array_equal(a, b)
+                else:
+                    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
     json_steps = []
     for i, (st, vals) in enumerate(zip(steps, results)):
         feeds, fetches = {}, {}
         for tname, value in st.get("feeds", {}).items():
             fname = f"step{i}_feed_{file_part(tname)}.npy"
-            np.save(os.path.join(case_dir, fname), np.asarray(value))
+            np.save(os.path.join(case_dir, fname), npy_value(value))
             feeds[tname] = fname
         for tname, value in zip(st.get("fetches", []), vals):
             fname = f"step{i}_expect_{file_part(tname)}.npy"
-            np.save(os.path.join(case_dir, fname), value)
+            np.save(os.path.join(case_dir, fname), npy_value(value))
             fetches[tname] = fname
         json_steps.append({"feeds": feeds, "fetches": fetches, "targets": list(st.get("targets", []))})
 
@@ -284,6 +287,16 @@ def write_case(out_dir, name, graph_def, steps, note, tolerance=DEFAULT_TOL, tar
         print(json.dumps({"case": name, "partitions": {d: sorted(o) for d, o in sorted(partitions.items())}}))
 
 
+def npy_value(value):
+    """A value as .npy stores it readably: strings (object arrays of bytes)
+    as fixed-width bytes ('S'), which keep every byte but trailing NULs."""
+    value = np.asarray(value)
+    if value.dtype.kind == "O":
+        assert all(not bytes(v).endswith(b"\0") for v in value.flat), "a string ends with NUL"
+        return value.astype(bytes)
+    return value
+
+
 def max_diff(a_steps, b_steps):
     m = 0.0
     for a_vals, b_vals in zip(a_steps, b_steps):
@@ -291,7 +304,10 @@ def max_diff(a_steps, b_steps):
             a = np.asarray(a)
             b = np.asarray(b)
             assert a.shape == b.shape, (a.shape, b.shape)
-            if a.size:
+            if a.size and a.dtype.kind in "OSU":
+                # Strings: 0 if all equal, else 1.
+                m = max(m, 0.0 if np.array_equal(a, b) else 1.0)
+            elif a.size:
                 m = max(m, float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
     return m
 
@@ -764,6 +780,81 @@ def case_image_resampling_ops(out_dir):
                   "MaxPoolWithArgmax (SAME 3x3/2; VALID 2x2/2 with the batch in the index; three equal maxima in "
                   "one window), Dilation2D (SAME, strides 1x2, rates 2x1) and erosion2d (Dilation2D of the negated "
                   "image and reversed filter)")
+
+
+def case_image_projective_ops(out_dir):
+    @tf.function
+    def f(image, image_u8):
+        outs = {}
+        angle = 0.4
+        rotation = tf.constant([[np.cos(angle), -np.sin(angle), 1.5, np.sin(angle), np.cos(angle), -0.7, 0.0, 0.0]],
+                               tf.float32)
+        # Row 0: a perspective warp; row 1: a 2.5x zoom out, reaching
+        # several periods past the image for the reflect and wrap modes.
+        per_image = tf.constant([[0.9, 0.1, 0.5, -0.2, 1.1, 0.3, 0.02, -0.03],
+                                 [2.5, 0.0, -4.0, 0.0, 2.5, -5.0, 0.0, 0.0]], tf.float32)
+        for mode in ["REFLECT", "WRAP", "CONSTANT", "NEAREST"]:
+            for interpolation in ["NEAREST", "BILINEAR"]:
+                outs[f"v3_{mode.lower()}_{interpolation.lower()}"] = tf.raw_ops.ImageProjectiveTransformV3(
+                    images=image, transforms=per_image, output_shape=[5, 8], fill_value=0.25,
+                    interpolation=interpolation, fill_mode=mode)
+        outs["v3_rotation_shared"] = tf.raw_ops.ImageProjectiveTransformV3(
+            images=image, transforms=rotation, output_shape=[6, 7], fill_value=-1.0, interpolation="BILINEAR",
+            fill_mode="CONSTANT")
+        outs["v2_reflect"] = tf.raw_ops.ImageProjectiveTransformV2(
+            images=image, transforms=rotation, output_shape=[6, 7], interpolation="BILINEAR", fill_mode="REFLECT")
+        outs["v3_uint8_wrap"] = tf.raw_ops.ImageProjectiveTransformV3(
+            images=image_u8, transforms=per_image, output_shape=[6, 7], fill_value=7.0, interpolation="BILINEAR",
+            fill_mode="WRAP")
+        outs["ensure_shape"] = tf.ensure_shape(image, [None, 6, 7, 3]) * 2.0
+        return outs
+
+    specs = [tf.TensorSpec([2, 6, 7, 3], tf.float32, name="image"), tf.TensorSpec([2, 6, 7, 3], tf.uint8, name="image_u8")]
+    rng = np.random.default_rng(31)
+    image = rng.standard_normal([2, 6, 7, 3]).astype(np.float32)
+    image_u8 = rng.integers(0, 256, [2, 6, 7, 3]).astype(np.uint8)
+    function_case(out_dir, "image_projective_ops", f, specs, [[image, image_u8]],
+                  "frozen tf.function of ImageProjectiveTransformV3 (Keras RandomRotation/RandomZoom/"
+                  "RandomTranslation's op) in every fill mode (reflect, wrap, constant with a fill value, nearest) "
+                  "and interpolation, per-image transforms (a perspective warp; a 2.5x zoom out reaching several "
+                  "periods past the image), a shared rotation, V2 (fill 0), uint8 images; EnsureShape")
+
+
+def case_unicode_string_ops(out_dir):
+    @tf.function
+    def f(text):
+        outs = {}
+        chars = tf.strings.unicode_split(text, "UTF-8")
+        outs["split_values"], outs["split_splits"] = chars.flat_values, chars.row_splits
+        replaced = tf.strings.unicode_decode(text, "UTF-8", errors="replace", replace_control_characters=True)
+        outs["decode_values"], outs["decode_splits"] = replaced.flat_values, replaced.row_splits
+        ignored = tf.strings.unicode_decode(text, "UTF-8", errors="ignore", replacement_char=63)
+        outs["ignore_values"], outs["ignore_splits"] = ignored.flat_values, ignored.row_splits
+        codes, starts = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+        outs["offsets"] = starts.flat_values
+        outs["offsets_splits"] = codes.row_splits
+        bad = tf.RaggedTensor.from_row_splits(tf.constant([104, 105, -1, 0x110000, 0xD800, 233, 0x1F600], tf.int32),
+                                              tf.constant([0, 6, 6, 7], tf.int64))
+        outs["encode_replace"] = tf.strings.unicode_encode(bad, "UTF-8", errors="replace", replacement_char=0x2A)
+        outs["encode_ignore"] = tf.strings.unicode_encode(bad, "UTF-8", errors="ignore")
+        outs["roundtrip"] = tf.strings.unicode_encode(replaced, "UTF-8")
+        outs["length_bytes"] = tf.strings.length(text)
+        outs["length_chars"] = tf.strings.length(text, unit="UTF8_CHAR")
+        outs["strip"] = tf.strings.strip(text)
+        outs["to_float"] = tf.strings.to_number(tf.strings.strip(tf.constant([" 1.5", "-2e3", "inf", "7 ", "0.1"])))
+        outs["to_int64"] = tf.strings.to_number(tf.constant(["12", "-3", " 40", "+5"]), out_type=tf.int64)
+        return outs
+
+    specs = [tf.TensorSpec([6], tf.string, name="text")]
+    text = np.array([b"  Hello, World  ", "caf\u00e9 \u00f1 \U0001F600".encode(), b"bad \xff\xfe utf8 \xe2\x82",
+                     b"ctrl\x01\x1f tab\t", b"", b"\xf0\x9f\x98"], dtype=object)
+    function_case(out_dir, "unicode_string_ops", f, specs, [[text]],
+                  "frozen tf.function of tf.strings on six strings (ASCII with spaces, accents and an emoji, invalid "
+                  "bytes and a truncated sequence, control characters, empty): unicode_split (UnicodeDecode + "
+                  "UnicodeEncode, Keras TextVectorization(split='character')), unicode_decode with errors "
+                  "replace (control characters replaced) and ignore, unicode_decode_with_offsets, unicode_encode "
+                  "of invalid code points (replace, ignore), StringLength in bytes and UTF-8 characters, "
+                  "StringStrip, StringToNumber to float32 and int64")
 
 
 def case_uint8_images(out_dir):
@@ -1455,6 +1546,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
+         "image_projective_ops", "unicode_string_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

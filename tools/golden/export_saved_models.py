@@ -272,9 +272,38 @@ def keras_text_bags_export(out, name):
                "(StringNGrams) as padded ids, multi-hot, counts and tf-idf (RaggedBincount)", {"text": texts})
 
 
+def keras_augment_text_export(out, name):
+    """Keras preprocessing and augmentation layers as exported for
+    inference (the random layers' transforms stay in the graph behind a
+    training switch), and TextVectorization splitting characters."""
+    image = keras.Input((20, 20, 3), name="image")
+    h = keras.layers.Rescaling(1 / 255.0)(image)
+    h = keras.layers.Resizing(16, 16)(h)
+    h = keras.layers.CenterCrop(12, 12)(h)
+    h = keras.layers.Normalization(mean=[0.5, 0.4, 0.3], variance=[0.1, 0.2, 0.3])(h)
+    h = keras.layers.RandomFlip()(h)
+    h = keras.layers.RandomRotation(0.2)(h)
+    h = keras.layers.RandomZoom(0.1)(h)
+    h = keras.layers.RandomTranslation(0.1, 0.1)(h)
+    h = keras.layers.Conv2D(4, 3)(h)
+    pooled = keras.layers.GlobalAveragePooling2D()(h)
+    text = keras.Input((), dtype="string", name="text")
+    chars = keras.layers.TextVectorization(max_tokens=40, split="character", output_sequence_length=12)
+    chars.adapt(["The cat sat on the mat.", "caf\u00e9 na\u00efve \u00fcber"])
+    model = keras.Model({"image": image, "text": text}, {"pooled": pooled, "chars": chars(text)})
+    randomize(model)
+    model.export(os.path.join(out, name))
+    texts = np.array([t.encode() for t in ["the cat", "caf\u00e9 \u00fcber alles", "", "zzz!"]], dtype="S")
+    write_case(out, name, "keras 3 model.export() of image preprocessing and augmentation (Rescaling, Resizing, "
+               "CenterCrop, Normalization; RandomFlip, RandomRotation, RandomZoom, RandomTranslation, whose "
+               "ImageProjectiveTransformV3 stays in the graph) and TextVectorization(split='character') "
+               "(UnicodeDecode, UnicodeEncode)",
+               {"image": rng.uniform(0, 255, (2, 20, 20, 3)).astype(np.float32), "text": texts})
+
+
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
          keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training,
-         keras_text_bags_export]
+         keras_text_bags_export, keras_augment_text_export]
 
 def time_case(case_dir, calls):
     import time

@@ -6,8 +6,9 @@
 //! a sparse tensor of tokens (`StringSplitV2`), n-grams of ragged rows of
 //! tokens (`StringNGrams`, Keras `TextVectorization(ngrams=...)`), hashing into buckets
 //! (`StringToHashBucketFast`: FarmHash's Fingerprint64, as TensorFlow;
-//! `StringToHashBucketStrong`: keyed SipHash-2-4) and `AsString` of
-//! integers and booleans.
+//! `StringToHashBucketStrong`: keyed SipHash-2-4), `AsString` of
+//! integers and booleans, `StringStrip` and `StringToNumber`; code points
+//! in [`unicode`].
 //!
 //! Owns: these kernels. Must not keep state between steps: a pattern is
 //! compiled once, when its kernel is built (a static one), or per step.
@@ -18,6 +19,8 @@ use crate::ops::registry::OpDef;
 use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
 use crate::tensor::{DType, Tensor};
 use regex::bytes::Regex;
+
+pub mod unicode;
 
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("StringLower", unary_signature, build_case::<false>),
@@ -31,7 +34,13 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("StringToHashBucketFast", hash_signature, build_hash_fast),
     OpDef::kernel("StringToHashBucketStrong", hash_signature, build_hash_strong),
     OpDef::kernel("AsString", as_string_signature, build_as_string),
+    OpDef::kernel("StringStrip", unary_signature, build_strip),
+    OpDef::kernel("StringToNumber", to_number_signature, build_to_number),
 ];
+
+fn to_number_signature(node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![STRING], vec![ValueType::Tensor(node.attr_dtype_or("out_type", DType::F32)?)]))
+}
 
 const STRING: ValueType = ValueType::Tensor(DType::String);
 const INT64: ValueType = ValueType::Tensor(DType::I64);
@@ -590,6 +599,66 @@ impl OpKernel for AsString {
         ctx.set_output(0, out);
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------
+// Strip, numbers
+
+struct Strip;
+
+fn build_strip(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(Strip))
+}
+
+impl OpKernel for Strip {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        map_strings(ctx, |s| Ok(s.trim_ascii().to_vec()))
+    }
+}
+
+struct ToNumber {
+    out: DType,
+}
+
+fn build_to_number(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let out = node.attr_dtype_or("out_type", DType::F32)?;
+    if !matches!(out, DType::F32 | DType::F64 | DType::I32 | DType::I64) {
+        return Err(Status::invalid_argument(format!(
+            "node '{}' ({}): out_type {out} (float32, float64, int32 or int64)",
+            node.name, node.op
+        )));
+    }
+    Ok(Box::new(ToNumber { out }))
+}
+
+impl OpKernel for ToNumber {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let input = ctx.input(0)?;
+        let strings = input.strings()?;
+        let texts = strings.iter().map(|s| {
+            std::str::from_utf8(s).ok().map(str::trim_ascii).filter(|t| !t.is_empty()).ok_or_else(|| not_a_number(s))
+        });
+        fn parse<'a, T: std::str::FromStr>(texts: impl Iterator<Item = Result<&'a str>>) -> Result<Vec<T>> {
+            texts.map(|t| t.and_then(|t| t.parse::<T>().map_err(|_| not_a_number(t.as_bytes())))).collect()
+        }
+        let shape = input.shape().clone();
+        let out = match self.out {
+            DType::F32 => Tensor::from_slice(shape, &parse::<f32>(texts)?)?,
+            DType::F64 => Tensor::from_slice(shape, &parse::<f64>(texts)?)?,
+            DType::I32 => Tensor::from_slice(shape, &parse::<i32>(texts)?)?,
+            _ => Tensor::from_slice(shape, &parse::<i64>(texts)?)?,
+        };
+        ctx.set_output(0, out);
+        Ok(())
+    }
+}
+
+fn not_a_number(s: &[u8]) -> Status {
+    Status::invalid_argument(format!(
+        "StringToNumberOp could not correctly convert string: {}",
+        String::from_utf8_lossy(s)
+    ))
 }
 
 #[cfg(test)]
