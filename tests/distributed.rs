@@ -152,6 +152,7 @@ golden_remote!(
     math_ops,
     nd_ops,
     nn_ops,
+    parse_example_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -54,6 +54,7 @@ golden!(
     mlp2_frozen,
     nd_ops,
     nn_ops,
+    parse_example_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const CASES: [&str; 12] = [
+const CASES: [&str; 13] = [
     "keras_mlp_export",
     "keras_cnn_export",
     "tf_module_signatures",
@@ -29,6 +29,7 @@ const CASES: [&str; 12] = [
     "tf_module_training",
     "keras_text_bags_export",
     "keras_augment_text_export",
+    "tf_module_parse_example",
 ];
 
 fn binary() -> &'static Path {

@@ -154,7 +154,7 @@ fn instantiate(
         )));
     }
     let arg_index: HashMap<&str, usize> = f.inputs.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
-    let op_of: HashMap<&str, &str> = f.nodes.iter().map(|n| (n.spec.name.as_str(), n.spec.op.as_str())).collect();
+    let op_of: HashMap<&str, &NodeSpec> = f.nodes.iter().map(|n| (n.spec.name.as_str(), &n.spec)).collect();
     let here = |what: &str| format!("function '{}': {what}", f.name);
     let resolve = |raw: &str| -> Result<Endpoint> {
         let parts: Vec<&str> = raw.split(':').collect();
@@ -179,14 +179,15 @@ fn instantiate(
                 let op = op_of
                     .get(name)
                     .ok_or_else(|| Status::invalid_argument(here(&format!("input '{raw}' names no node"))))?;
-                let port = match library.get(*op) {
+                let port = match library.get(op.op.as_str()) {
                     // A call of another library function: its output args in order.
                     Some(callee) => callee.outputs.iter().position(|(n, _)| n == out_arg).map(|p| p as u32 + index),
                     None => output_port(op, out_arg, index),
                 };
                 let port = port.ok_or_else(|| {
                     Status::unimplemented(here(&format!(
-                        "input '{raw}': output '{out_arg}' of op {op} is not known to this runtime"
+                        "input '{raw}': output '{out_arg}' of op {} is not known to this runtime",
+                        op.op
                     )))
                 })?;
                 Ok(Endpoint::new(format!("{prefix}{name}"), port))
@@ -242,14 +243,29 @@ fn instantiate(
 /// The port of output `index` of the output arg `arg` of `op`: ops with
 /// several output args (TensorFlow's OpDefs, `op_defs`) number them in
 /// order; one output arg (possibly a list) numbers from 0.
-fn output_port(op: &str, arg: &str, index: u32) -> Option<u32> {
-    let args = super::op_defs::output_args(op);
+fn output_port(node: &NodeSpec, arg: &str, index: u32) -> Option<u32> {
+    use super::op_defs::Len;
+    let args = super::op_defs::output_args(&node.op);
     if args.is_empty() {
         return Some(index);
     }
-    let position = args.iter().position(|a| *a == arg)?;
-    // Every arg of an op with several is a single tensor (op_defs checks).
-    (index == 0).then_some(position as u32)
+    // A list arg's length comes from the node's attrs.
+    let len = |len: Len| -> Option<u32> {
+        match len {
+            Len::One => Some(1),
+            Len::Number(attr) => node.attr_int(attr).ok().and_then(|n| u32::try_from(n).ok()),
+            Len::Types(attr) => Some(type_list(node, attr).ok()?.len() as u32),
+        }
+    };
+    let mut offset = 0;
+    for &(name, length) in args {
+        let n = len(length)?;
+        if name == arg {
+            return (index < n).then_some(offset + index);
+        }
+        offset += n;
+    }
+    None
 }
 
 fn type_list(node: &NodeSpec, key: &str) -> Result<Vec<DataType>> {
@@ -545,16 +561,28 @@ mod tests {
 
     #[test]
     fn output_ports_follow_the_ops_output_args() {
-        assert_eq!(output_port("AddV2", "z", 0), Some(0));
-        assert_eq!(output_port("Split", "output", 2), Some(2));
-        assert_eq!(output_port("Switch", "output_true", 0), Some(1));
-        assert_eq!(output_port("FusedBatchNormV3", "batch_variance", 0), Some(2));
-        assert_eq!(output_port("TensorListPopBack", "tensor", 0), Some(1));
-        assert_eq!(output_port("TopKV2", "nonsense", 0), None);
+        let op = |op: &str| NodeSpec::new("n", op);
+        assert_eq!(output_port(&op("AddV2"), "z", 0), Some(0));
+        assert_eq!(output_port(&op("Split"), "output", 2), Some(2));
+        assert_eq!(output_port(&op("Switch"), "output_true", 0), Some(1));
+        assert_eq!(output_port(&op("FusedBatchNormV3"), "batch_variance", 0), Some(2));
+        assert_eq!(output_port(&op("TensorListPopBack"), "tensor", 0), Some(1));
+        assert_eq!(output_port(&op("TopKV2"), "nonsense", 0), None);
         // From the OpDefs: every op with several output args is known.
-        assert_eq!(output_port("StringSplitV2", "values", 0), Some(1));
-        assert_eq!(output_port("NonMaxSuppressionV5", "valid_outputs", 0), Some(2));
-        assert_eq!(output_port("StatelessRandomGetKeyCounter", "counter", 0), Some(1));
+        assert_eq!(output_port(&op("StringSplitV2"), "values", 0), Some(1));
+        assert_eq!(output_port(&op("NonMaxSuppressionV5"), "valid_outputs", 0), Some(2));
+        assert_eq!(output_port(&op("StatelessRandomGetKeyCounter"), "counter", 0), Some(1));
+        // List args beside others: offsets from the node's attrs.
+        let types = |n: usize| AttrValue::List(AttrList::Type(vec![DataType::Tensor(DType::F32); n]));
+        let parse = op("ParseExampleV2")
+            .attr("num_sparse", AttrValue::Int(2))
+            .attr("sparse_types", types(2))
+            .attr("Tdense", types(3))
+            .attr("ragged_value_types", types(0))
+            .attr("ragged_split_types", types(0));
+        assert_eq!(output_port(&parse, "sparse_values", 1), Some(3));
+        assert_eq!(output_port(&parse, "dense_values", 2), Some(8));
+        assert_eq!(output_port(&parse, "dense_values", 3), None);
     }
 
     fn f32() -> AttrValue {

@@ -367,46 +367,102 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
     }
 }
 
-/// The output args of `op`, in order, when it has several (each a single
-/// tensor); empty when it has one.
-pub(crate) fn output_args(op: &str) -> &'static [&'static str] {
+/// How many tensors an output arg is: one, or as many as an int attr
+/// says, or as a type-list attr has types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Len {
+    One,
+    Number(&'static str),
+    Types(&'static str),
+}
+
+/// The output args of `op`, in order, with their lengths, when it has
+/// several; empty when it has one.
+pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
     match op {
-        "BroadcastGradientArgs" => &["r0", "r1"],
-        "FusedBatchNorm" => &["y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"],
-        "FusedBatchNormGrad" => {
-            &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"]
+        "BroadcastGradientArgs" => &[("r0", Len::One), ("r1", Len::One)],
+        "FusedBatchNorm" => &[
+            ("y", Len::One),
+            ("batch_mean", Len::One),
+            ("batch_variance", Len::One),
+            ("reserve_space_1", Len::One),
+            ("reserve_space_2", Len::One),
+        ],
+        "FusedBatchNormGrad" => &[
+            ("x_backprop", Len::One),
+            ("scale_backprop", Len::One),
+            ("offset_backprop", Len::One),
+            ("reserve_space_3", Len::One),
+            ("reserve_space_4", Len::One),
+        ],
+        "FusedBatchNormGradV2" => &[
+            ("x_backprop", Len::One),
+            ("scale_backprop", Len::One),
+            ("offset_backprop", Len::One),
+            ("reserve_space_3", Len::One),
+            ("reserve_space_4", Len::One),
+        ],
+        "FusedBatchNormGradV3" => &[
+            ("x_backprop", Len::One),
+            ("scale_backprop", Len::One),
+            ("offset_backprop", Len::One),
+            ("reserve_space_4", Len::One),
+            ("reserve_space_5", Len::One),
+        ],
+        "FusedBatchNormV2" => &[
+            ("y", Len::One),
+            ("batch_mean", Len::One),
+            ("batch_variance", Len::One),
+            ("reserve_space_1", Len::One),
+            ("reserve_space_2", Len::One),
+        ],
+        "FusedBatchNormV3" => &[
+            ("y", Len::One),
+            ("batch_mean", Len::One),
+            ("batch_variance", Len::One),
+            ("reserve_space_1", Len::One),
+            ("reserve_space_2", Len::One),
+            ("reserve_space_3", Len::One),
+        ],
+        "LogMatrixDeterminant" => &[("sign", Len::One), ("log_abs_determinant", Len::One)],
+        "LookupTableExportV2" => &[("keys", Len::One), ("values", Len::One)],
+        "MaxPoolWithArgmax" => &[("output", Len::One), ("argmax", Len::One)],
+        "Merge" => &[("output", Len::One), ("value_index", Len::One)],
+        "NonMaxSuppressionV4" => &[("selected_indices", Len::One), ("valid_outputs", Len::One)],
+        "NonMaxSuppressionV5" => {
+            &[("selected_indices", Len::One), ("selected_scores", Len::One), ("valid_outputs", Len::One)]
         }
-        "FusedBatchNormGradV2" => {
-            &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"]
+        "ParseExample" => &[
+            ("sparse_indices", Len::Number("Nsparse")),
+            ("sparse_values", Len::Types("sparse_types")),
+            ("sparse_shapes", Len::Number("Nsparse")),
+            ("dense_values", Len::Types("Tdense")),
+        ],
+        "ParseExampleV2" => &[
+            ("sparse_indices", Len::Number("num_sparse")),
+            ("sparse_values", Len::Types("sparse_types")),
+            ("sparse_shapes", Len::Number("num_sparse")),
+            ("dense_values", Len::Types("Tdense")),
+            ("ragged_values", Len::Types("ragged_value_types")),
+            ("ragged_row_splits", Len::Types("ragged_split_types")),
+        ],
+        "RefMerge" => &[("output", Len::One), ("value_index", Len::One)],
+        "RefSwitch" => &[("output_false", Len::One), ("output_true", Len::One)],
+        "SoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
+        "SparseSoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
+        "StatelessRandomGetKeyCounter" => &[("key", Len::One), ("counter", Len::One)],
+        "StatelessRandomGetKeyCounterAlg" => &[("key", Len::One), ("counter", Len::One), ("alg", Len::One)],
+        "StringNGrams" => &[("ngrams", Len::One), ("ngrams_splits", Len::One)],
+        "StringSplitV2" => &[("indices", Len::One), ("values", Len::One), ("shape", Len::One)],
+        "Switch" => &[("output_false", Len::One), ("output_true", Len::One)],
+        "TensorListPopBack" => &[("output_handle", Len::One), ("tensor", Len::One)],
+        "TopKV2" => &[("values", Len::One), ("indices", Len::One)],
+        "UnicodeDecode" => &[("row_splits", Len::One), ("char_values", Len::One)],
+        "UnicodeDecodeWithOffsets" => {
+            &[("row_splits", Len::One), ("char_values", Len::One), ("char_to_byte_starts", Len::One)]
         }
-        "FusedBatchNormGradV3" => {
-            &["x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"]
-        }
-        "FusedBatchNormV2" => &["y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"],
-        "FusedBatchNormV3" => {
-            &["y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2", "reserve_space_3"]
-        }
-        "LogMatrixDeterminant" => &["sign", "log_abs_determinant"],
-        "LookupTableExportV2" => &["keys", "values"],
-        "MaxPoolWithArgmax" => &["output", "argmax"],
-        "Merge" => &["output", "value_index"],
-        "NonMaxSuppressionV4" => &["selected_indices", "valid_outputs"],
-        "NonMaxSuppressionV5" => &["selected_indices", "selected_scores", "valid_outputs"],
-        "RefMerge" => &["output", "value_index"],
-        "RefSwitch" => &["output_false", "output_true"],
-        "SoftmaxCrossEntropyWithLogits" => &["loss", "backprop"],
-        "SparseSoftmaxCrossEntropyWithLogits" => &["loss", "backprop"],
-        "StatelessRandomGetKeyCounter" => &["key", "counter"],
-        "StatelessRandomGetKeyCounterAlg" => &["key", "counter", "alg"],
-        "StringNGrams" => &["ngrams", "ngrams_splits"],
-        "StringSplitV2" => &["indices", "values", "shape"],
-        "Switch" => &["output_false", "output_true"],
-        "TensorListPopBack" => &["output_handle", "tensor"],
-        "TopKV2" => &["values", "indices"],
-        "UnicodeDecode" => &["row_splits", "char_values"],
-        "UnicodeDecodeWithOffsets" => &["row_splits", "char_values", "char_to_byte_starts"],
-        "Unique" => &["y", "idx"],
-        "UniqueWithCounts" => &["y", "idx", "count"],
+        "Unique" => &[("y", Len::One), ("idx", Len::One)],
+        "UniqueWithCounts" => &[("y", Len::One), ("idx", Len::One), ("count", Len::One)],
         _ => &[],
     }
 }

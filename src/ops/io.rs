@@ -3,7 +3,9 @@
 //! - [`save_restore`]: `SaveV2`, `RestoreV2`, `MergeV2Checkpoints`;
 //! - [`filenames`]: the string ops a sharded Saver builds its file names
 //!   with: `ShardedFilename`, `ShardedFilespec`, `StringJoin` (its
-//!   `StaticRegexFullMatch` is in `ops::string`).
+//!   `StaticRegexFullMatch` is in `ops::string`);
+//! - [`parse_example`]: `ParseExample`, `ParseExampleV2` (serialized
+//!   `tf.train.Example`s into dense and sparse tensors).
 //!
 //! Owns: these kernels and their signatures. Must not know the bytes of a
 //! checkpoint (that is `crate::checkpoint`) nor touch variables: a Saver
@@ -12,4 +14,5 @@
 //! attributes; files are opened on every run.
 
 pub mod filenames;
+pub mod parse_example;
 pub mod save_restore;

@@ -110,6 +110,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::image::projective::DEFS,
             super::image::scale_translate::DEFS,
             super::io::filenames::DEFS,
+            super::io::parse_example::DEFS,
             super::io::save_restore::DEFS,
             super::lookup::DEFS,
             super::string::DEFS,

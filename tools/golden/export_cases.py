@@ -857,6 +857,54 @@ def case_unicode_string_ops(out_dir):
                   "StringStrip, StringToNumber to float32 and int64")
 
 
+def case_parse_example_ops(out_dir):
+    @tf.function
+    def f(serialized):
+        features = {
+            "age": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
+            "scores": tf.io.FixedLenFeature([2], tf.float32, default_value=[0.5, 0.25]),
+            "word": tf.io.FixedLenFeature([], tf.string, default_value="none"),
+            "grid": tf.io.FixedLenFeature([2, 2], tf.float32),
+            "tags": tf.io.VarLenFeature(tf.string),
+            "ids": tf.io.VarLenFeature(tf.int64),
+        }
+        parsed = tf.io.parse_example(serialized, features)
+        outs = {k: parsed[k] for k in ["age", "scores", "word", "grid"]}
+        for k in ["tags", "ids"]:
+            outs[k + "_indices"], outs[k + "_values"], outs[k + "_shape"] = (
+                parsed[k].indices, parsed[k].values, parsed[k].dense_shape)
+        v1 = tf.raw_ops.ParseExample(serialized=serialized, names=[], sparse_keys=["ids"], dense_keys=["age"],
+                                     dense_defaults=[tf.constant(-1, tf.int64)], sparse_types=[tf.int64],
+                                     dense_shapes=[[]])
+        outs["v1_ids_indices"], outs["v1_ids_values"], outs["v1_ids_shape"] = v1[0][0], v1[1][0], v1[2][0]
+        outs["v1_age"] = v1[3][0]
+        return outs
+
+    def example(**features):
+        feature = {}
+        for key, value in features.items():
+            if isinstance(value[0], bytes):
+                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
+            elif isinstance(value[0], float):
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+            else:
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    serialized = np.array([
+        example(age=[31], scores=[1.5, -2.0], word=[b"yes"], grid=[1.0, 2.0, 3.0, 4.0], tags=[b"a", b"bb"],
+                ids=[7, 8, 9]),
+        example(grid=[0.5, 0.5, 0.25, 0.0], tags=[b"c"], unrelated=[1.0]),
+        example(age=[-4], word=[b"\xff\x00bytes"], grid=[9.0, 8.0, 7.0, 6.0], ids=[2**40]),
+    ], dtype=object)
+    specs = [tf.TensorSpec([None], tf.string, name="serialized")]
+    function_case(out_dir, "parse_example_ops", f, specs, [[serialized]],
+                  "frozen tf.function of tf.io.parse_example (ParseExampleV2) on three tf.train.Examples: fixed-length "
+                  "int64, float32 [2], string and a required float32 [2,2] feature, defaults where one is missing, "
+                  "variable-length string and int64 features as sparse tensors, a feature no one asked for; "
+                  "tf.raw_ops.ParseExample (v1) with one sparse and one dense key")
+
+
 def case_uint8_images(out_dir):
     @tf.function
     def f(image):
@@ -1546,7 +1594,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
-         "image_projective_ops", "unicode_string_ops",
+         "image_projective_ops", "unicode_string_ops", "parse_example_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

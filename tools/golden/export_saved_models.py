@@ -47,7 +47,9 @@ def write_steps_case(out, name, note, calls, tags=("serve",)):
             np.save(os.path.join(case_dir, f"{prefix}input_{k}.npy"), v)
             step["inputs"][k] = f"{prefix}input_{k}.npy"
         for k, v in got.items():
-            np.save(os.path.join(case_dir, f"{prefix}expect_{k}.npy"), v.numpy())
+            v = v.numpy()
+            # Strings as fixed-width bytes, which .npy readers take.
+            np.save(os.path.join(case_dir, f"{prefix}expect_{k}.npy"), v.astype(bytes) if v.dtype.kind == "O" else v)
             step["outputs"][k] = f"{prefix}expect_{k}.npy"
         case["steps"].append(step)
     with open(os.path.join(case_dir, "case.json"), "w") as f:
@@ -301,9 +303,49 @@ def keras_augment_text_export(out, name):
                {"image": rng.uniform(0, 255, (2, 20, 20, 3)).astype(np.float32), "text": texts})
 
 
+def tf_module_parse_example(out, name):
+    """A model fed serialized tf.train.Examples, as Estimator-style serving
+    input receivers feed one: ParseExampleV2 inside the signature's
+    function, its list outputs named by arg in the function body."""
+    class Scorer(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(rng.standard_normal((3, 2)).astype(np.float32))
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def predict(self, examples):
+            parsed = tf.io.parse_example(examples, {
+                "x": tf.io.FixedLenFeature([3], tf.float32, default_value=[0.0, 0.0, 0.0]),
+                "kind": tf.io.FixedLenFeature([], tf.string, default_value="?"),
+                "tags": tf.io.VarLenFeature(tf.int64),
+            })
+            tags = tf.sparse.to_dense(parsed["tags"])
+            return {"scores": tf.matmul(parsed["x"], self.w), "kind": parsed["kind"],
+                    "tag_sum": tf.reduce_sum(tags, axis=1)}
+
+    module = Scorer()
+    tf.saved_model.save(module, os.path.join(out, name), signatures={"serving_default": module.predict})
+
+    def example(**features):
+        feature = {}
+        for key, value in features.items():
+            if isinstance(value[0], bytes):
+                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
+            elif isinstance(value[0], float):
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+            else:
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    examples = np.array([example(x=[1.0, 2.0, 3.0], kind=[b"a"], tags=[4, 5]), example(tags=[1]),
+                         example(x=[0.5, -1.0, 0.25], kind=[b"b"])], dtype="S")
+    write_case(out, name, "tf.saved_model.save of a tf.Module fed serialized tf.train.Examples: ParseExampleV2 "
+               "(dense float32 [3] and string features with defaults, a sparse int64 feature) inside the "
+               "signature's function, then a matmul with a restored variable", {"examples": examples})
+
+
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
          keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training,
-         keras_text_bags_export, keras_augment_text_export]
+         keras_text_bags_export, keras_augment_text_export, tf_module_parse_example]
 
 def time_case(case_dir, calls):
     import time

@@ -66,10 +66,13 @@ def main(ops_file, out):
         if attrs:
             rows.append(f'        "{op}" => &[' + ", ".join(attrs) + "],")
         if len(op_def.output_arg) > 1:
-            for arg in op_def.output_arg:
-                if arg.number_attr or arg.type_list_attr:
-                    raise SystemExit(f"{op}: output arg {arg.name} is a list beside other args; number its ports")
-            names = ", ".join(f'"{a.name}"' for a in op_def.output_arg)
+            def length(arg):
+                if arg.number_attr:
+                    return f'Len::Number("{arg.number_attr}")'
+                if arg.type_list_attr:
+                    return f'Len::Types("{arg.type_list_attr}")'
+                return "Len::One"
+            names = ", ".join(f'("{a.name}", {length(a)})' for a in op_def.output_arg)
             outputs.append(f'        "{op}" => &[{names}],')
     with open(out, "w") as f:
         f.write('''//! What GraphDef import needs from TensorFlow's OpDefs, for the ops this
@@ -129,9 +132,18 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
     }
 }
 
-/// The output args of `op`, in order, when it has several (each a single
-/// tensor); empty when it has one.
-pub(crate) fn output_args(op: &str) -> &'static [&'static str] {
+/// How many tensors an output arg is: one, or as many as an int attr
+/// says, or as a type-list attr has types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Len {
+    One,
+    Number(&'static str),
+    Types(&'static str),
+}
+
+/// The output args of `op`, in order, with their lengths, when it has
+/// several; empty when it has one.
+pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
     match op {
 ''')
         f.write("\n".join(outputs))
