@@ -115,6 +115,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::lookup::DEFS,
             super::string::DEFS,
             super::string::unicode::DEFS,
+            super::string::pieces::DEFS,
             super::linalg::DEFS,
             super::list::DEFS,
             super::logging::DEFS,

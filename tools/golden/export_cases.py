@@ -843,6 +843,22 @@ def case_unicode_string_ops(out_dir):
         outs["strip"] = tf.strings.strip(text)
         outs["to_float"] = tf.strings.to_number(tf.strings.strip(tf.constant([" 1.5", "-2e3", "inf", "7 ", "0.1"])))
         outs["to_int64"] = tf.strings.to_number(tf.constant(["12", "-3", " 40", "+5"]), out_type=tf.int64)
+        outs["substr_bytes"] = tf.strings.substr(text, tf.constant([1, 2, 0, 3, 0, 1]), 4 * tf.ones([6], tf.int32))
+        outs["substr_chars_from_end"] = tf.strings.substr(text, -3 * tf.ones([6], tf.int32) + tf.constant(
+            [0, 1, 3, 0, 3, 2]), 2 * tf.ones([6], tf.int32), unit="UTF8_CHAR")
+        outs["substr_to_end"] = tf.strings.substr(text, 0, -1)
+        grid = tf.reshape(tf.strings.as_string(tf.range(6)), [2, 3])
+        outs["reduce_join_rows"] = tf.strings.reduce_join(grid, axis=1, separator="-")
+        outs["reduce_join_both"] = tf.raw_ops.ReduceJoin(inputs=grid, reduction_indices=[0, 1], separator=",")
+        outs["reduce_join_keep"] = tf.strings.reduce_join(grid, axis=0, keepdims=True)
+        outs["base64"] = tf.io.encode_base64(text)
+        outs["base64_padded"] = tf.io.encode_base64(text, pad=True)
+        outs["base64_back"] = tf.io.decode_base64(tf.io.encode_base64(text, pad=True))
+        numbers = tf.constant([0.0, -1.5, 3.14159265, 1e-5, 123456789.0, -2.5e-12, 1e21, 0.1], tf.float64)
+        outs["as_string_f"] = tf.strings.as_string(numbers)
+        outs["as_string_e3"] = tf.strings.as_string(numbers, precision=3, scientific=True)
+        outs["as_string_g"] = tf.strings.as_string(tf.cast(numbers, tf.float32), shortest=True)
+        outs["as_string_g2_width"] = tf.strings.as_string(numbers, precision=2, shortest=True, width=9)
         return outs
 
     specs = [tf.TensorSpec([6], tf.string, name="text")]
@@ -854,7 +870,9 @@ def case_unicode_string_ops(out_dir):
                   "UnicodeEncode, Keras TextVectorization(split='character')), unicode_decode with errors "
                   "replace (control characters replaced) and ignore, unicode_decode_with_offsets, unicode_encode "
                   "of invalid code points (replace, ignore), StringLength in bytes and UTF-8 characters, "
-                  "StringStrip, StringToNumber to float32 and int64")
+                  "StringStrip, StringToNumber to float32 and int64, Substr (bytes; UTF-8 characters from the end; "
+                  "to the end), ReduceJoin (one axis, two in order, keepdims), web-safe base64 both ways (padded "
+                  "or not), AsString of floats (%f, %.3e, %g, %.2g in a width)")
 
 
 def case_parse_example_ops(out_dir):

@@ -6,9 +6,10 @@
 //! a sparse tensor of tokens (`StringSplitV2`), n-grams of ragged rows of
 //! tokens (`StringNGrams`, Keras `TextVectorization(ngrams=...)`), hashing into buckets
 //! (`StringToHashBucketFast`: FarmHash's Fingerprint64, as TensorFlow;
-//! `StringToHashBucketStrong`: keyed SipHash-2-4), `AsString` of
-//! integers and booleans, `StringStrip` and `StringToNumber`; code points
-//! in [`unicode`].
+//! `StringToHashBucketStrong`: keyed SipHash-2-4), `AsString` (numbers
+//! as C's printf writes them, booleans), `StringStrip` and
+//! `StringToNumber`; code points in [`unicode`]; substrings, joins and
+//! base64 in [`pieces`].
 //!
 //! Owns: these kernels. Must not keep state between steps: a pattern is
 //! compiled once, when its kernel is built (a static one), or per step.
@@ -20,6 +21,7 @@ use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
 use crate::tensor::{DType, Tensor};
 use regex::bytes::Regex;
 
+pub mod pieces;
 pub mod unicode;
 
 pub const DEFS: &[OpDef] = &[
@@ -546,17 +548,34 @@ impl OpKernel for HashStrong {
 struct AsString {
     width: usize,
     fill: u8,
+    /// Floats: printf's conversion (`f`, `e` or `g`) and precision.
+    float_style: (u8, Option<usize>),
 }
 
 fn build_as_string(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
     let dtype = node.attr_dtype("T")?;
-    if !matches!(dtype, DType::I32 | DType::I64 | DType::U8 | DType::U64 | DType::Bool) {
+    if !matches!(dtype, DType::I32 | DType::I64 | DType::U8 | DType::U64 | DType::Bool | DType::F32 | DType::F64) {
         return Err(Status::unimplemented(format!(
-            "node '{}' ({}): AsString of {dtype} (integers and bools are formatted)",
+            "node '{}' ({}): AsString of {dtype} (numbers and bools are formatted)",
             node.name, node.op
         )));
     }
+    let (scientific, shortest) = (node.attr_bool_or("scientific", false)?, node.attr_bool_or("shortest", false)?);
+    if scientific && shortest {
+        return Err(Status::invalid_argument(format!(
+            "node '{}' ({}): Cannot select both scientific and shortest notation",
+            node.name, node.op
+        )));
+    }
+    let conversion = if scientific {
+        b'e'
+    } else if shortest {
+        b'g'
+    } else {
+        b'f'
+    };
+    let precision = usize::try_from(node.attr_int_or("precision", -1)?).ok();
     let fill = node.attr_str_or("fill", "")?;
     let fill = match fill.as_bytes() {
         [] => b' ',
@@ -568,7 +587,11 @@ fn build_as_string(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
             )));
         }
     };
-    Ok(Box::new(AsString { width: usize::try_from(node.attr_int_or("width", -1)?).unwrap_or(0), fill }))
+    Ok(Box::new(AsString {
+        width: usize::try_from(node.attr_int_or("width", -1)?).unwrap_or(0),
+        fill,
+        float_style: (conversion, precision),
+    }))
 }
 
 impl OpKernel for AsString {
@@ -580,6 +603,10 @@ impl OpKernel for AsString {
             DType::U8 => input.as_slice::<u8>()?.iter().map(u8::to_string).collect(),
             DType::U64 => input.as_slice::<u64>()?.iter().map(u64::to_string).collect(),
             DType::Bool => input.as_slice::<bool>()?.iter().map(|b| b.to_string()).collect(),
+            DType::F32 => {
+                input.as_slice::<f32>()?.iter().map(|&x| printf_float(f64::from(x), self.float_style)).collect()
+            }
+            DType::F64 => input.as_slice::<f64>()?.iter().map(|&x| printf_float(x, self.float_style)).collect(),
             other => return Err(Status::unimplemented(format!("AsString of {other}"))),
         };
         let padded: Vec<Vec<u8>> = plain
@@ -598,6 +625,47 @@ impl OpKernel for AsString {
         let out = Tensor::from_strings(input.shape().clone(), &padded)?;
         ctx.set_output(0, out);
         Ok(())
+    }
+}
+
+/// C's `printf("%.{precision}{conversion}", x)` for `f`, `e` and `g`
+/// (TensorFlow formats floats with it): default precision 6, exponents of
+/// at least two digits, `%g` without trailing zeros, `nan`/`inf`.
+fn printf_float(x: f64, (conversion, precision): (u8, Option<usize>)) -> String {
+    if x.is_nan() {
+        return if x.is_sign_negative() { "-nan".into() } else { "nan".into() };
+    }
+    if x.is_infinite() {
+        return if x < 0.0 { "-inf".into() } else { "inf".into() };
+    }
+    let exponent_form = |x: f64, digits: usize| -> (String, i32) {
+        let text = format!("{x:.digits$e}");
+        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        let exponent: i32 = exponent.parse().unwrap_or(0);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        (format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs()), exponent)
+    };
+    match conversion {
+        b'e' => exponent_form(x, precision.unwrap_or(6)).0,
+        b'g' => {
+            let p = precision.unwrap_or(6).max(1);
+            let (_, exponent) = exponent_form(x, p - 1);
+            let text = if (exponent as i64) < p as i64 && exponent >= -4 {
+                let digits = (p as i64 - 1 - exponent as i64).max(0) as usize;
+                format!("{x:.digits$}")
+            } else {
+                exponent_form(x, p - 1).0
+            };
+            // %g drops trailing zeros (and a bare point) from the mantissa.
+            let (mantissa, tail) = match text.find('e') {
+                Some(at) => text.split_at(at),
+                None => (text.as_str(), ""),
+            };
+            let mantissa =
+                if mantissa.contains('.') { mantissa.trim_end_matches('0').trim_end_matches('.') } else { mantissa };
+            format!("{mantissa}{tail}")
+        }
+        _ => format!("{x:.*}", precision.unwrap_or(6)),
     }
 }
 
@@ -825,6 +893,23 @@ mod tests {
         let padded = node.clone().attr("width", AttrValue::Int(4)).attr("fill", bytes("0"));
         assert_eq!(texts(&run(&padded, vec![input]).unwrap()[0]), ["0007", "-042", "1234"]);
         let float = NodeSpec::new("a", "AsString").attr("T", ty(DType::F32));
-        assert!(run(&float, vec![Tensor::scalar(1.5f32)]).unwrap_err().message.contains("node 'a'"));
+        assert_eq!(texts(&run(&float, vec![Tensor::scalar(1.5f32)]).unwrap()[0]), ["1.500000"]);
+        let both = float.attr("scientific", AttrValue::Bool(true)).attr("shortest", AttrValue::Bool(true));
+        let err = run(&both, vec![Tensor::scalar(1.5f32)]).unwrap_err().message.clone();
+        assert!(err.contains("node 'a'") && err.contains("both scientific and shortest"), "{err}");
+    }
+
+    #[test]
+    fn floats_print_as_cs_printf_prints_them() {
+        let f = |x: f64, conversion: u8, precision: Option<usize>| printf_float(x, (conversion, precision));
+        assert_eq!(f(0.1, b'f', None), "0.100000");
+        assert_eq!(f(-2.5e-12, b'e', Some(3)), "-2.500e-12");
+        assert_eq!(f(1e100, b'e', Some(1)), "1.0e+100");
+        assert_eq!(f(123456789.0, b'g', None), "1.23457e+08");
+        assert_eq!(f(0.0001, b'g', None), "0.0001");
+        assert_eq!(f(0.00001, b'g', None), "1e-05");
+        assert_eq!(f(100.0, b'g', Some(0)), "1e+02");
+        assert_eq!(f(f64::NAN, b'g', None), "nan");
+        assert_eq!(f(f64::NEG_INFINITY, b'f', None), "-inf");
     }
 }
