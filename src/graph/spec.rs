@@ -346,7 +346,8 @@ impl NodeSpec {
     }
 }
 
-fn attr_list_is_empty(list: &AttrList) -> bool {
+/// Whether an attr list holds nothing (of whatever kind).
+pub(crate) fn attr_list_is_empty(list: &AttrList) -> bool {
     match list {
         AttrList::Bytes(v) => v.is_empty(),
         AttrList::Int(v) => v.is_empty(),

@@ -115,7 +115,7 @@ fn layout(node: &NodeSpec, version: u8) -> Result<Layout> {
     }
     let dense_shapes: Vec<ShapeSpec> = match node.get_attr("dense_shapes") {
         Some(AttrValue::List(AttrList::Shape(shapes))) => shapes.clone(),
-        Some(AttrValue::List(list)) if dense.is_empty() && list_is_empty(list) => Vec::new(),
+        Some(AttrValue::List(list)) if dense.is_empty() && crate::graph::spec::attr_list_is_empty(list) => Vec::new(),
         None if dense.is_empty() => Vec::new(),
         other => bail!(invalid_argument, "node '{}' ({}): dense_shapes is {other:?}", node.name, node.op),
     };
@@ -140,19 +140,6 @@ fn layout(node: &NodeSpec, version: u8) -> Result<Layout> {
         })
         .collect::<Result<_>>()?;
     Ok(Layout { sparse, dense, dense_shapes })
-}
-
-fn list_is_empty(list: &AttrList) -> bool {
-    match list {
-        AttrList::Bytes(v) => v.is_empty(),
-        AttrList::Int(v) => v.is_empty(),
-        AttrList::Float(v) => v.is_empty(),
-        AttrList::Bool(v) => v.is_empty(),
-        AttrList::Type(v) => v.is_empty(),
-        AttrList::Shape(v) => v.is_empty(),
-        AttrList::Tensor(v) => v.is_empty(),
-        AttrList::Func(v) => v.is_empty(),
-    }
 }
 
 /// V1: `[serialized, names, sparse_keys × Nsparse, dense_keys × Ndense,
@@ -330,6 +317,15 @@ impl OpKernel for ParseExample {
         let where_ = |i: usize, key: &str| {
             format!("Name: {}, Key: {key}, Index: {i}", names.get(i).map_or("<unknown>", String::as_str))
         };
+        let mismatch = |i: usize, key: &str, got: DType, want: DType| {
+            Status::invalid_argument(format!(
+                "node '{}': {}. Data types don't match. Data type: {} but expected type: {}",
+                self.node,
+                where_(i, key),
+                type_name(got),
+                type_name(want)
+            ))
+        };
 
         // Sparse: every value of every example, with its (example, position).
         for (j, (key, &dtype)) in sparse_keys.iter().zip(&self.layout.sparse).enumerate() {
@@ -340,14 +336,7 @@ impl OpKernel for ParseExample {
                 let Some(feature) = features(example).get(key) else { continue };
                 let values = Values::of(feature);
                 if values.len() > 0 && values.dtype() != dtype {
-                    bail!(
-                        invalid_argument,
-                        "node '{}': {}. Data types don't match. Data type: {} but expected type: {}",
-                        self.node,
-                        where_(i, key),
-                        type_name(values.dtype()),
-                        type_name(dtype)
-                    );
+                    return Err(mismatch(i, key, values.dtype(), dtype));
                 }
                 for position in 0..values.len() {
                     if !scalar {
@@ -384,14 +373,7 @@ impl OpKernel for ParseExample {
                 match features(example).get(key).map(Values::of) {
                     Some(values) if values.len() > 0 => {
                         if values.dtype() != dtype {
-                            bail!(
-                                invalid_argument,
-                                "node '{}': {}. Data types don't match. Data type: {} but expected type: {}",
-                                self.node,
-                                where_(i, key),
-                                type_name(values.dtype()),
-                                type_name(dtype)
-                            );
+                            return Err(mismatch(i, key, values.dtype(), dtype));
                         }
                         if values.len() != size {
                             bail!(
