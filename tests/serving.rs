@@ -50,8 +50,10 @@ fn case_dir(case: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/saved-models").join(case)
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// `N` distinct free loopback ports: reserved together, then released.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<TcpListener> = (0..N).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
 /// A model server process, killed when dropped, over a base directory of
@@ -94,7 +96,7 @@ impl ModelServer {
         config.push_str("}\n");
         let config_file = models.path().join("models.config");
         std::fs::write(&config_file, config).unwrap();
-        let (port, rest_port) = (free_port(), free_port());
+        let [port, rest_port] = free_ports();
         let mut child = Command::new(binary())
             .args(["serve", "--exit-on-stdin-eof", "--threads", "2"])
             .arg(format!("--port={port}"))
@@ -472,7 +474,7 @@ fn a_cluster_task_serves_models_with_the_model_flag_once_its_peers_are_up() {
     let base = dir.path().join("cnn");
     std::fs::create_dir(&base).unwrap();
     std::os::unix::fs::symlink(case_dir("keras_cnn_export"), base.join("5")).unwrap();
-    let (a, b, rest) = (free_port(), free_port(), free_port());
+    let [a, b, rest] = free_ports();
     let spec_file = dir.path().join("cluster.toml");
     std::fs::write(&spec_file, format!("[cluster]\nworker = [\"127.0.0.1:{a}\", \"127.0.0.1:{b}\"]\n")).unwrap();
     let start = |task: &str, extra: &[String]| {

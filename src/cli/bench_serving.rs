@@ -68,12 +68,6 @@ impl Drop for ModelBase {
     }
 }
 
-fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Status::unavailable(format!("bench serving: no free port: {e}")))?;
-    Ok(listener.local_addr().map_err(|e| Status::internal(e.to_string()))?.port())
-}
-
 /// Starts `ringflow serve` on `base` (model `m`) and waits for its REST line.
 fn start_server(base: &Path, port: u16, rest_port: u16) -> Result<ServeChild> {
     let mut child = Command::new(current_binary()?)
@@ -194,7 +188,8 @@ pub fn bench_serving(dir: &Path, args: &GraphBenchArgs) -> Result<Vec<Figure>> {
     let base = ModelBase::new(&dir)?;
     std::os::unix::fs::symlink(&dir, base.path().join("1"))
         .map_err(|e| Status::internal(format!("bench serving: linking the model as version 1: {e}")))?;
-    let (port, rest_port) = (free_port()?, free_port()?);
+    let ports = crate::server::local_cluster::free_ports(2)?;
+    let (port, rest_port) = (ports[0], ports[1]);
     let server = start_server(base.path(), port, rest_port)?;
 
     let channel = GrpcChannel::connect(&format!("127.0.0.1:{port}"))?;

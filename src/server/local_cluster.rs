@@ -73,7 +73,8 @@ pub struct LocalClusterOptions {
     pub task_cpus: Vec<usize>,
 }
 
-fn free_ports(n: usize) -> Result<Vec<u16>> {
+/// `n` distinct free loopback ports (reserved together, then released).
+pub(crate) fn free_ports(n: usize) -> Result<Vec<u16>> {
     // Held open together so the kernel hands out distinct ports.
     let listeners: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0"))
