@@ -523,9 +523,12 @@ impl ShmChannel {
                 true => ring::HeadAt::FirstSpan(plan.head_len as u64),
                 false => ring::HeadAt::Slot(plan.head_len),
             };
-            if tx.publish_split_parts(&parts, head) {
+            if tx.split_parts_publishable(&parts) {
                 let in_slot = if plan.head_in_span { 0 } else { plan.head_len as u64 };
-                return self.published(tx, in_place, in_slot + plan.copied_bytes);
+                self.count_sent(in_place, in_slot + plan.copied_bytes);
+                let published = tx.publish_split_parts(&parts, head);
+                debug_assert!(published, "a split frame found publishable under the same lock");
+                return self.published(tx);
             }
         }
         if len > tx.capacity() {
@@ -538,8 +541,9 @@ impl ShmChannel {
         // SAFETY: the reservation is `len` bytes inside the peer's data
         // ring that the peer released and reads only after `publish`.
         unsafe { write_frame(frame, tx.bytes(at), len) };
+        self.count_sent(0, len);
         tx.publish(Some(at));
-        self.published(tx, 0, len)
+        self.published(tx)
     }
 
     /// Writes a frame that fits a slot straight into it, its head encoded
@@ -565,8 +569,9 @@ impl ShmChannel {
         // frame fits them (`inline_len`), and `header` was made for these
         // parts by the caller.
         unsafe { write_inline(tx.inline_bytes(), header, meta, payloads) };
+        self.count_sent(0, len as u64);
         tx.publish_inline(len);
-        Some(self.published(tx, 0, len as u64))
+        Some(self.published(tx))
     }
 
     /// Writes a frame of metadata alone that fits a slot's first line
@@ -587,23 +592,24 @@ impl ShmChannel {
         // SAFETY: a free slot's line bytes are ours until published, and
         // the frame fits them (checked above).
         unsafe { write_line(tx.line_bytes(), parts) };
+        self.count_sent(0, len as u64);
         tx.publish_line(len);
-        Some(self.published(tx, 0, len as u64))
+        Some(self.published(tx))
     }
 
-    /// A frame was published: wakes the peer if it may sleep and counts
-    /// what went through the ring.
-    fn published(&self, tx: parking_lot::MutexGuard<'_, Producer>, in_place: u64, copied: u64) -> Placed {
+    /// A frame was published: wakes the peer if it may sleep.
+    fn published(&self, tx: parking_lot::MutexGuard<'_, Producer>) -> Placed {
         if tx.consumer_may_sleep() {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
-        drop(tx);
-        self.count_sent(in_place, copied);
         Placed::Sent
     }
 
-    /// A frame went through the ring: `in_place` bytes of it in spans its
-    /// kernels wrote, `copied` bytes copied in.
+    /// A frame goes through the ring: `in_place` bytes of it in spans its
+    /// kernels wrote, `copied` bytes copied in. Counted before the frame is
+    /// published, so that whoever reads the counters after the frame
+    /// arrived (a peer that asks for them over another connection) finds it
+    /// counted.
     fn count_sent(&self, in_place: u64, copied: u64) {
         self.stats.frames.fetch_add(1, Ordering::Relaxed);
         crate::counters::count_shm_frame();

@@ -644,13 +644,34 @@ impl Producer {
             .cloned()
     }
 
+    /// Whether [`publish_split_parts`](Self::publish_split_parts) would
+    /// publish `parts` now: no more than [`MAX_FRAME_SPANS`] of them and
+    /// that many free slots, and at least one held span, every one held
+    /// here unpublished and named once. A caller that checks first can
+    /// account for the frame before any of it is visible to the peer.
+    pub fn split_parts_publishable(&mut self, parts: &[SplitPart]) -> bool {
+        if parts.is_empty() || parts.len() > MAX_FRAME_SPANS || !self.has_slots(parts.len() as u64) {
+            return false;
+        }
+        let mut any_held = false;
+        for (i, part) in parts.iter().enumerate() {
+            let SplitPart::Held(held) = part else { continue };
+            let ours = self.held.iter().any(|h| Arc::ptr_eq(h, held));
+            let twice = parts[..i].iter().any(|p| matches!(p, SplitPart::Held(h) if Arc::ptr_eq(h, held)));
+            if !ours || held.is_published() || twice {
+                return false;
+            }
+            any_held = true;
+        }
+        any_held
+    }
+
     /// Publishes one split frame over `parts`, in order, whose `head_len`
     /// head bytes the caller wrote at
     /// [`split_head_bytes`](Self::split_head_bytes): a [`DESC_SPAN`] slot
     /// for each part but the last, then the [`DESC_SPLIT`] slot. `false`
-    /// (nothing published) when there are not that many free slots, more
-    /// than [`MAX_FRAME_SPANS`] parts, no held span among them, or a held
-    /// span not held here unpublished (or named twice).
+    /// (nothing published) when [`split_parts_publishable`](Self::split_parts_publishable)
+    /// says no.
     ///
     /// Each held span goes out at its latest position, less than a lap
     /// behind the tail, where the consumer accepts it; when the tail sits
@@ -674,20 +695,7 @@ impl Producer {
                 (DESC_SPLIT_SPANNED_HEAD, len)
             }
         };
-        if parts.is_empty() || parts.len() > MAX_FRAME_SPANS || !self.has_slots(parts.len() as u64) {
-            return false;
-        }
-        let mut any_held = false;
-        for (i, part) in parts.iter().enumerate() {
-            let SplitPart::Held(held) = part else { continue };
-            let ours = self.held.iter().any(|h| Arc::ptr_eq(h, held));
-            let twice = parts[..i].iter().any(|p| matches!(p, SplitPart::Held(h) if Arc::ptr_eq(h, held)));
-            if !ours || held.is_published() || twice {
-                return false;
-            }
-            any_held = true;
-        }
-        if !any_held {
+        if !self.split_parts_publishable(parts) {
             return false;
         }
         // Fresh parts are this producer's reservations, not yet published:
