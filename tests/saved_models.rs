@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const CASES: [&str; 13] = [
+const CASES: [&str; 14] = [
     "keras_mlp_export",
     "keras_cnn_export",
     "tf_module_signatures",
@@ -30,6 +30,7 @@ const CASES: [&str; 13] = [
     "keras_text_bags_export",
     "keras_augment_text_export",
     "tf_module_parse_example",
+    "tf1_classify_regress",
 ];
 
 fn binary() -> &'static Path {

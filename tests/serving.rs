@@ -418,6 +418,213 @@ fn keep_alive_and_chunked_and_100_continue_requests_are_served_on_one_connection
     assert_eq!(answer["predictions"][0].as_array().unwrap().len(), 3);
 }
 
+/// The classify/regress case: its examples (step 0) and, per step, the
+/// expected outputs.
+const EXAMPLES_CASE: &str = "tf1_classify_regress";
+
+fn example_list(examples: &Tensor, context: Option<&[u8]>) -> Option<tfs::Input> {
+    let examples: Vec<Vec<u8>> = examples.strings().unwrap().iter().map(<[u8]>::to_vec).collect();
+    Some(match context {
+        None => tfs::Input { example_list: Some(tfs::ExampleList { examples }), example_list_with_context: None },
+        Some(context) => tfs::Input {
+            example_list: None,
+            example_list_with_context: Some(tfs::ExampleListWithContext { examples, context: Some(context.to_vec()) }),
+        },
+    })
+}
+
+/// The context example the case's last two steps put in front of each
+/// example, recovered from step 4's inputs (its bytes before step 0's).
+fn context_of(case: &SavedModelCase) -> Vec<u8> {
+    let plain = case.steps[0].inputs[0].1.strings().unwrap().get(0).unwrap().to_vec();
+    let joined = case.steps[4].inputs[0].1.strings().unwrap().get(0).unwrap().to_vec();
+    assert!(joined.ends_with(&plain), "step 4 is step 0 behind a context");
+    joined[..joined.len() - plain.len()].to_vec()
+}
+
+fn output<'a>(step: &'a ringflow::cli::verify::SignatureCall, key: &str) -> &'a Tensor {
+    &step.outputs.iter().find(|(k, _)| k == key).unwrap().1
+}
+
+/// Scores (and labels, where the signature has them) as TensorFlow gave.
+fn check_classes(what: &str, got: &tfs::ClassificationResult, scores: &Tensor, labels: Option<&Tensor>) {
+    let [examples, classes] = scores.dims().try_into().unwrap();
+    assert_eq!(got.classifications.len(), examples, "{what}");
+    let want = scores.as_slice::<f32>().unwrap();
+    for (i, c) in got.classifications.iter().enumerate() {
+        assert_eq!(c.classes.len(), classes, "{what}");
+        for (j, class) in c.classes.iter().enumerate() {
+            let at = i * classes + j;
+            assert!((class.score - want[at]).abs() <= 1e-6, "{what}: score [{i}][{j}] {} vs {}", class.score, want[at]);
+            let label = labels.map(|l| l.strings().unwrap().get(at).unwrap().to_vec()).unwrap_or_default();
+            assert_eq!(class.label.as_bytes(), label, "{what}: label [{i}][{j}]");
+        }
+    }
+}
+
+fn values_close(what: &str, got: &[f32], want: &Tensor) {
+    let want = want.as_slice::<f32>().unwrap();
+    assert_eq!(got.len(), want.len(), "{what}");
+    assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() <= 1e-5 * w.abs().max(1.0)), "{what}: {got:?} vs {want:?}");
+}
+
+#[test]
+fn classify_regress_and_multi_inference_answer_as_tensorflow_serving_does() {
+    let server = ModelServer::shared();
+    let channel = server.channel();
+    let case = SavedModelCase::load(&case_dir(EXAMPLES_CASE)).unwrap();
+    let examples = &case.steps[0].inputs[0].1;
+    let context = context_of(&case);
+    let model = |signature: &str| spec(EXAMPLES_CASE, None, "", signature);
+
+    // Classify: labels and scores, then scores alone; with a context.
+    let request = tfs::ClassificationRequest { model_spec: model(""), input: example_list(examples, None) };
+    let answer: tfs::ClassificationResponse = channel.call_service(PREDICTION, "Classify", &request, TIMEOUT).unwrap();
+    let answered = answer.model_spec.unwrap();
+    assert_eq!((answered.version.unwrap().value, answered.signature_name.as_str()), (1, "serving_default"));
+    let step = &case.steps[0];
+    check_classes("classify", &answer.result.unwrap(), output(step, "scores"), Some(output(step, "classes")));
+    let request = tfs::ClassificationRequest { model_spec: model("scores_only"), input: example_list(examples, None) };
+    let answer: tfs::ClassificationResponse = channel.call_service(PREDICTION, "Classify", &request, TIMEOUT).unwrap();
+    check_classes("scores only", &answer.result.unwrap(), output(&case.steps[1], "scores"), None);
+    let request = tfs::ClassificationRequest { model_spec: model(""), input: example_list(examples, Some(&context)) };
+    let answer: tfs::ClassificationResponse = channel.call_service(PREDICTION, "Classify", &request, TIMEOUT).unwrap();
+    let step = &case.steps[4];
+    check_classes(
+        "classify with context",
+        &answer.result.unwrap(),
+        output(step, "scores"),
+        Some(output(step, "classes")),
+    );
+
+    // Regress, with and without a context.
+    for (context, step) in [(None, 2), (Some(context.as_slice()), 5)] {
+        let request = tfs::RegressionRequest { model_spec: model("regress"), input: example_list(examples, context) };
+        let answer: tfs::RegressionResponse = channel.call_service(PREDICTION, "Regress", &request, TIMEOUT).unwrap();
+        let values: Vec<f32> = answer.result.unwrap().regressions.iter().map(|r| r.value).collect();
+        values_close(&format!("regress, step {step}"), &values, output(&case.steps[step], "outputs"));
+    }
+
+    // MultiInference: both kinds on one input, answered in the order asked.
+    let task =
+        |signature: &str, method: &str| tfs::InferenceTask { model_spec: model(signature), method_name: method.into() };
+    let request = tfs::MultiInferenceRequest {
+        tasks: vec![
+            task("regress", "tensorflow/serving/regress"),
+            task("serving_default", "tensorflow/serving/classify"),
+        ],
+        input: example_list(examples, None),
+    };
+    let answer: tfs::MultiInferenceResponse =
+        channel.call_service(PREDICTION, "MultiInference", &request, TIMEOUT).unwrap();
+    let [regressed, classified] = answer.results.try_into().unwrap();
+    assert_eq!(regressed.model_spec.unwrap().signature_name, "regress");
+    let values: Vec<f32> = regressed.regression_result.unwrap().regressions.iter().map(|r| r.value).collect();
+    values_close("multi regress", &values, output(&case.steps[2], "outputs"));
+    let step = &case.steps[0];
+    check_classes(
+        "multi classify",
+        &classified.classification_result.unwrap(),
+        output(step, "scores"),
+        Some(output(step, "classes")),
+    );
+
+    // The REST API, with the examples as JSON features.
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(case_dir(EXAMPLES_CASE).join("examples.json")).unwrap()).unwrap();
+    let body = json!({"examples": json["examples"]}).to_string();
+    let (code, answer) = server.http("POST", &format!("/v1/models/{EXAMPLES_CASE}:classify"), Some(&body));
+    assert_eq!(code, 200, "{answer}");
+    let rest_classes = tfs::ClassificationResult {
+        classifications: answer["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|classes| tfs::Classifications {
+                classes: classes
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|pair| tfs::Class {
+                        label: pair[0].as_str().unwrap().into(),
+                        score: pair[1].as_f64().unwrap() as f32,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    check_classes("REST classify", &rest_classes, output(step, "scores"), Some(output(step, "classes")));
+    let body =
+        json!({"signature_name": "regress", "examples": json["examples"], "context": json["context"]}).to_string();
+    let (code, answer) = server.http("POST", &format!("/v1/models/{EXAMPLES_CASE}/versions/1:regress"), Some(&body));
+    assert_eq!(code, 200, "{answer}");
+    let values: Vec<f32> = answer["result"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+    values_close("REST regress with context", &values, output(&case.steps[5], "outputs"));
+
+    // Wrong requests name what is wrong; the model serves on.
+    let classify_err = |request: &tfs::ClassificationRequest| {
+        let got: ringflow::error::Result<tfs::ClassificationResponse> =
+            channel.call_service(PREDICTION, "Classify", request, TIMEOUT);
+        got.err().unwrap()
+    };
+    let predict_sig =
+        classify_err(&tfs::ClassificationRequest { model_spec: model("predict"), input: example_list(examples, None) });
+    assert!(
+        predict_sig.message.contains("'predict'") && predict_sig.message.contains("tensorflow/serving/predict"),
+        "{predict_sig}"
+    );
+    let empty = classify_err(&tfs::ClassificationRequest { model_spec: model(""), input: None });
+    assert!(empty.message.contains("Input is empty"), "{empty}");
+    let regress_on_classifier = tfs::RegressionRequest { model_spec: model(""), input: example_list(examples, None) };
+    let got: ringflow::error::Result<tfs::RegressionResponse> =
+        channel.call_service(PREDICTION, "Regress", &regress_on_classifier, TIMEOUT);
+    let err = got.err().unwrap();
+    assert!(err.message.contains("regression signature method_name"), "{err}");
+    for (tasks, culprit) in [
+        (
+            vec![task("regress", "tensorflow/serving/regress"), task("regress", "tensorflow/serving/regress")],
+            "Duplicate evaluation of signature: regress",
+        ),
+        (
+            vec![
+                task("regress", "tensorflow/serving/regress"),
+                tfs::InferenceTask {
+                    model_spec: spec("mlp", None, "", ""),
+                    method_name: "tensorflow/serving/classify".into(),
+                },
+            ],
+            "same model name",
+        ),
+        (vec![task("predict", "tensorflow/serving/predict")], "Unsupported signature method_name"),
+    ] {
+        let request = tfs::MultiInferenceRequest { tasks, input: example_list(examples, None) };
+        let got: ringflow::error::Result<tfs::MultiInferenceResponse> =
+            channel.call_service(PREDICTION, "MultiInference", &request, TIMEOUT);
+        let err = got.err().unwrap();
+        assert!(err.message.contains(culprit), "{err}");
+    }
+    for (body, culprit) in [
+        (r#"{"examples": [{"x": []}]}"#, "example 0, feature 'x'"),
+        (r#"{"examples": [{"x": [1, "a"]}]}"#, "feature 'x'"),
+        (r#"{"examples": {"x": 1}}"#, "'examples' must be a list"),
+        (r#"{"instances": [1]}"#, "no 'examples'"),
+    ] {
+        let (code, answer) = server.http("POST", &format!("/v1/models/{EXAMPLES_CASE}:classify"), Some(body));
+        let message = answer["error"].as_str().unwrap_or_default();
+        assert_eq!(code, 400, "{body}: {answer}");
+        assert!(message.contains(culprit), "{body}: {message}");
+    }
+    let request = tfs::ClassificationRequest { model_spec: model(""), input: example_list(examples, None) };
+    let answer: tfs::ClassificationResponse = channel.call_service(PREDICTION, "Classify", &request, TIMEOUT).unwrap();
+    let step = &case.steps[0];
+    check_classes(
+        "classify after errors",
+        &answer.result.unwrap(),
+        output(step, "scores"),
+        Some(output(step, "classes")),
+    );
+}
+
 #[test]
 fn wrong_requests_name_their_culprit_and_the_server_serves_on() {
     let server = ModelServer::shared();
@@ -442,9 +649,9 @@ fn wrong_requests_name_their_culprit_and_the_server_serves_on() {
     assert!(dtype.message.contains("'x'"), "{dtype}");
     let nospec = grpc_err(&predict_request(None, &[], &[]));
     assert!(nospec.message.contains("model_spec"), "{nospec}");
-    let classify: ringflow::error::Result<tfs::PredictResponse> =
-        channel.call_service(PREDICTION, "Classify", &tfs::PredictRequest::default(), TIMEOUT);
-    assert_eq!(classify.err().unwrap().code, ringflow::error::Code::Unimplemented);
+    let reload: ringflow::error::Result<tfs::PredictResponse> =
+        channel.call_service(MODEL_SERVICE, "HandleReloadConfigRequest", &tfs::PredictRequest::default(), TIMEOUT);
+    assert_eq!(reload.err().unwrap().code, ringflow::error::Code::Unimplemented);
 
     for (path, body, want_code, culprit) in [
         ("/v1/models/nope:predict", r#"{"instances": [[1, 2, 3, 4]]}"#, 404, "'nope'"),
@@ -453,7 +660,8 @@ fn wrong_requests_name_their_culprit_and_the_server_serves_on() {
         ("/v1/models/mlp:predict", r#"{"instances": [[1, 2, 3, 4], [1, 2]]}"#, 400, "rectangular"),
         ("/v1/models/mlp:predict", r#"{"instances": [["a", 2, 3, 4]]}"#, 400, "element 0"),
         ("/v1/models/mlp/versions/7:predict", r#"{"instances": [[1, 2, 3, 4]]}"#, 404, "version 7"),
-        ("/v1/models/mlp:classify", r#"{"examples": []}"#, 501, "':classify'"),
+        ("/v1/models/mlp:classify", r#"{"examples": [{"x": 1}]}"#, 400, "tensorflow/serving/classify. Was"),
+        ("/v1/models/mlp:explain", "{}", 501, "':explain'"),
         ("/v2/models/mlp:predict", "{}", 400, "/v2/models/mlp"),
     ] {
         let (code, answer) = server.http("POST", path, Some(body));

@@ -1,6 +1,7 @@
 //! TensorFlow Serving's gRPC services on a server that serves models
 //! (`ringflow serve`, `ringflow server --model`): `PredictionService`'s
-//! `Predict` and `GetModelMetadata`, and `ModelService`'s
+//! `Predict`, `Classify`, `Regress`, `MultiInference` and
+//! `GetModelMetadata`, and `ModelService`'s
 //! `GetModelStatus`, so that TensorFlow Serving's own clients
 //! (`tensorflow_serving.apis.prediction_service_pb2_grpc`) call ringflow
 //! unchanged. The calls arrive on the master's gRPC front end
@@ -18,6 +19,7 @@ use crate::graph::DataType;
 use crate::graph::import::proto::{TensorShapeProto, tensor_shape_proto};
 use crate::graph::import::tf_number_of;
 use crate::graph::saved_model::TensorInfo;
+use crate::serving::inference::{Classification, ExampleInput, Inference, InferenceTask, Regression};
 use crate::serving::{ModelRequest, Models, STATE_AVAILABLE};
 use bytes::Bytes;
 use std::time::Duration;
@@ -42,9 +44,18 @@ pub fn dispatch(
             let request: proto::GetModelMetadataRequest = wire::decode(message, "GetModelMetadataRequest")?;
             Ok(wire::encode_message(&metadata(models, request)?))
         }
-        (PREDICTION_SERVICE, "Classify" | "Regress" | "MultiInference") => Err(Status::unimplemented(format!(
-            "{service}/{method} is not served (it reads tf.Example inputs): call Predict on the signature"
-        ))),
+        (PREDICTION_SERVICE, "Classify") => {
+            let request: proto::ClassificationRequest = wire::decode(message, "ClassificationRequest")?;
+            Ok(wire::encode_message(&classify(models, request, call_timeout)?))
+        }
+        (PREDICTION_SERVICE, "Regress") => {
+            let request: proto::RegressionRequest = wire::decode(message, "RegressionRequest")?;
+            Ok(wire::encode_message(&regress(models, request, call_timeout)?))
+        }
+        (PREDICTION_SERVICE, "MultiInference") => {
+            let request: proto::MultiInferenceRequest = wire::decode(message, "MultiInferenceRequest")?;
+            Ok(wire::encode_message(&multi_inference(models, request, call_timeout)?))
+        }
         (MODEL_SERVICE, "GetModelStatus") => {
             let request: proto::GetModelStatusRequest = wire::decode(message, "GetModelStatusRequest")?;
             Ok(wire::encode_message(&status(models, request)?))
@@ -99,6 +110,99 @@ fn predict(
         outputs,
         model_spec: Some(answered_spec(&spec.name, prediction.version, &prediction.signature)),
     })
+}
+
+/// The examples of a Classify, Regress or MultiInference request.
+fn example_input(input: Option<proto::Input>) -> Result<ExampleInput> {
+    match input {
+        Some(proto::Input { example_list: Some(list), example_list_with_context: None }) => {
+            Ok(ExampleInput { examples: list.examples, context: None })
+        }
+        Some(proto::Input { example_list: None, example_list_with_context: Some(list) }) => {
+            Ok(ExampleInput { examples: list.examples, context: list.context })
+        }
+        Some(proto::Input { example_list: Some(_), example_list_with_context: Some(_) }) => {
+            Err(Status::invalid_argument("the request's input has both example_list and example_list_with_context"))
+        }
+        _ => Err(Status::invalid_argument("Input is empty.")),
+    }
+}
+
+fn classification_result(classification: &Classification) -> proto::ClassificationResult {
+    proto::ClassificationResult {
+        classifications: classification
+            .classes
+            .iter()
+            .map(|classes| proto::Classifications {
+                classes: classes
+                    .iter()
+                    .map(|c| proto::Class { label: String::from_utf8_lossy(&c.label).into_owned(), score: c.score })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn regression_result(regression: &Regression) -> proto::RegressionResult {
+    proto::RegressionResult {
+        regressions: regression.values.iter().map(|&value| proto::Regression { value }).collect(),
+    }
+}
+
+fn classify(
+    models: &Models,
+    request: proto::ClassificationRequest,
+    timeout: Option<Duration>,
+) -> Result<proto::ClassificationResponse> {
+    let spec = model_request(request.model_spec)?;
+    let classification = models.classify(&spec, &example_input(request.input)?, timeout)?;
+    Ok(proto::ClassificationResponse {
+        result: Some(classification_result(&classification)),
+        model_spec: Some(answered_spec(&spec.name, classification.version, &classification.signature)),
+    })
+}
+
+fn regress(
+    models: &Models,
+    request: proto::RegressionRequest,
+    timeout: Option<Duration>,
+) -> Result<proto::RegressionResponse> {
+    let spec = model_request(request.model_spec)?;
+    let regression = models.regress(&spec, &example_input(request.input)?, timeout)?;
+    Ok(proto::RegressionResponse {
+        result: Some(regression_result(&regression)),
+        model_spec: Some(answered_spec(&spec.name, regression.version, &regression.signature)),
+    })
+}
+
+fn multi_inference(
+    models: &Models,
+    request: proto::MultiInferenceRequest,
+    timeout: Option<Duration>,
+) -> Result<proto::MultiInferenceResponse> {
+    let tasks = request
+        .tasks
+        .into_iter()
+        .map(|task| Ok(InferenceTask { request: model_request(task.model_spec)?, method: task.method_name }))
+        .collect::<Result<Vec<_>>>()?;
+    let inferences = models.multi_inference(&tasks, &example_input(request.input)?, timeout)?;
+    let results = tasks
+        .iter()
+        .zip(&inferences)
+        .map(|(task, inference)| match inference {
+            Inference::Classification(c) => proto::InferenceResult {
+                model_spec: Some(answered_spec(&task.request.name, c.version, &c.signature)),
+                classification_result: Some(classification_result(c)),
+                regression_result: None,
+            },
+            Inference::Regression(r) => proto::InferenceResult {
+                model_spec: Some(answered_spec(&task.request.name, r.version, &r.signature)),
+                classification_result: None,
+                regression_result: Some(regression_result(r)),
+            },
+        })
+        .collect();
+    Ok(proto::MultiInferenceResponse { results })
 }
 
 /// The type URL TensorFlow Serving's clients unpack `signature_def` by.

@@ -685,6 +685,15 @@ fn compute_tile(ctx: &mut OpContext<'_>) -> Result<()> {
     let out_shape = Shape::from_vec(out_dims);
     let out = if out_shape.checked_num_elements() == Some(0) {
         Tensor::zeros(input.dtype(), out_shape)?
+    } else if input.dtype() == DType::String {
+        // Tiles the element indices, then looks the strings up: a
+        // classifier's class labels are tiled over the batch.
+        let view = input.strings()?;
+        let indices: Vec<i64> = (0..view.len() as i64).collect();
+        let mut tiled = vec![0i64; out_shape.num_elements()];
+        tile_into(&indices, dims, &reps, &mut tiled);
+        let picked: Vec<&[u8]> = tiled.iter().map(|&i| view.get(i as usize).unwrap_or_default()).collect();
+        Tensor::from_strings(out_shape, &picked)?
     } else {
         dispatch_dtype!(input.dtype(), T => {
             let x = input.as_slice::<T>()?;
@@ -1109,6 +1118,16 @@ mod tests {
         assert_eq!(out.dims(), &[0, 4]);
         let err = run1(&tile, &[m, i32v(&[2])]).unwrap_err();
         assert!(err.message.contains("vector of length 2"), "{err}");
+        // Strings: a classifier's labels tiled over a batch.
+        let labels = Tensor::from_strings([1, 3], &["cat", "dog", "bird"]).unwrap();
+        let out = run1(&tile, &[labels, i32v(&[2, 1])]).unwrap();
+        assert_eq!(out.dims(), &[2, 3]);
+        let got: Vec<&[u8]> = out.strings().unwrap().iter().collect();
+        assert_eq!(got, [&b"cat"[..], b"dog", b"bird", b"cat", b"dog", b"bird"]);
+        let pair = Tensor::from_strings([2], &["a", "bc"]).unwrap();
+        let out = run1(&tile, &[pair, i32v(&[3])]).unwrap();
+        let got: Vec<&[u8]> = out.strings().unwrap().iter().collect();
+        assert_eq!(got, [&b"a"[..], b"bc", b"a", b"bc", b"a", b"bc"]);
     }
 
     #[test]

@@ -3,13 +3,15 @@
 //! columnar form (`inputs` → `outputs`: whole tensors), with `{"b64": ...}`
 //! for binary strings.
 //!
-//! Owns: the JSON shapes of a predict request and answer. Must not know
+//! Owns: the JSON shapes of a predict request and answer, and of a
+//! classify or regress request (features → `tf.train.Example`) and answer. Must not know
 //! about HTTP or sessions: [`super::rest`] calls these with the signature
 //! the request names.
 
 use crate::error::{Result, Status};
 use crate::graph::DataType;
 use crate::graph::saved_model::Signature;
+use crate::serving::inference::{Classification, ExampleInput, Regression};
 use crate::tensor::{DType, Tensor};
 use base64::Engine;
 use serde_json::Value;
@@ -423,6 +425,125 @@ fn write_float(out: &mut String, value: f64, single: Option<f32>) -> std::fmt::R
             None => write!(out, "{value}"),
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// :classify and :regress
+
+/// A classify or regress body: the signature it names (empty: the
+/// default) and its examples, each a serialized `tf.train.Example`.
+pub struct ExamplesBody {
+    pub signature: String,
+    pub input: ExampleInput,
+}
+
+/// Reads `{"signature_name"?, "context"?, "examples": [{FEATURE: VALUE}...]}`:
+/// each feature a value or a list of them, integers as an int64 list,
+/// other numbers as a float list, strings (or `{"b64": ...}`) as a bytes
+/// list, as TensorFlow Serving reads them.
+pub fn parse_examples_body(body: &[u8]) -> Result<ExamplesBody> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| Status::invalid_argument(format!("the request body is not JSON: {e}")))?;
+    let Value::Object(mut fields) = value else {
+        return Err(Status::invalid_argument("the request body must be a JSON object"));
+    };
+    let signature = match fields.remove("signature_name") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(name)) => name,
+        Some(other) => return Err(Status::invalid_argument(format!("signature_name must be a string, got {other}"))),
+    };
+    let context = fields.remove("context").map(|c| example_bytes(&c, "context")).transpose()?;
+    let examples = match fields.remove("examples") {
+        Some(Value::Array(examples)) => examples
+            .iter()
+            .enumerate()
+            .map(|(i, e)| example_bytes(e, &format!("example {i}")))
+            .collect::<Result<Vec<_>>>()?,
+        Some(other) => return Err(Status::invalid_argument(format!("'examples' must be a list, got {other}"))),
+        None => return Err(Status::invalid_argument("the request has no 'examples'")),
+    };
+    if let Some(other) = fields.keys().next() {
+        return Err(Status::invalid_argument(format!("unexpected field '{other}' in the request")));
+    }
+    Ok(ExamplesBody { signature, input: ExampleInput { examples, context } })
+}
+
+/// A JSON object of features as a serialized `tf.train.Example`.
+fn example_bytes(value: &Value, what: &str) -> Result<Vec<u8>> {
+    use crate::ops::io::parse_example::wire;
+    let Value::Object(features) = value else {
+        return Err(Status::invalid_argument(format!("{what} must be an object of features, got {value}")));
+    };
+    let feature = features
+        .iter()
+        .map(|(key, value)| {
+            let kind = feature_kind(value).map_err(|e| e.context(format_args!("{what}, feature '{key}'")))?;
+            Ok((key.clone(), wire::Feature { kind: Some(kind) }))
+        })
+        .collect::<Result<_>>()?;
+    let example = wire::Example { features: Some(wire::Features { feature }) };
+    Ok(prost::Message::encode_to_vec(&example))
+}
+
+fn feature_kind(value: &Value) -> Result<crate::ops::io::parse_example::wire::Kind> {
+    use crate::ops::io::parse_example::wire::{BytesList, FloatList, Int64List, Kind};
+    let values: Vec<&Value> = match value {
+        Value::Array(list) => list.iter().collect(),
+        single => vec![single],
+    };
+    let Some(first) = values.first() else {
+        return Err(Status::invalid_argument("an empty list: its type cannot be told"));
+    };
+    if first.is_number() {
+        if values.iter().all(|v| v.is_i64()) {
+            let ints = values.iter().filter_map(|v| v.as_i64()).collect();
+            return Ok(Kind::Int64(Int64List { value: ints }));
+        }
+        let floats = values
+            .iter()
+            .map(|v| {
+                v.as_f64()
+                    .map(|x| x as f32)
+                    .ok_or_else(|| Status::invalid_argument(format!("a list of numbers holds {v}")))
+            })
+            .collect::<Result<_>>()?;
+        return Ok(Kind::Float(FloatList { value: floats }));
+    }
+    let bytes = values.iter().map(|v| string(v)).collect::<Result<_>>()?;
+    Ok(Kind::Bytes(BytesList { value: bytes }))
+}
+
+/// `{"result": [[[LABEL, SCORE], ...] per example]}`.
+pub fn classify_answer(classification: &Classification) -> Result<String> {
+    let mut out = String::from("{\"result\": [");
+    for (i, classes) in classification.classes.iter().enumerate() {
+        out.push_str(if i == 0 { "[" } else { ", [" });
+        for (c, class) in classes.iter().enumerate() {
+            out.push_str(if c == 0 { "[" } else { ", [" });
+            out.push_str(&Value::String(String::from_utf8_lossy(&class.label).into_owned()).to_string());
+            out.push_str(", ");
+            write_float(&mut out, f64::from(class.score), Some(class.score))
+                .map_err(|e| Status::internal(format!("writing a score: {e}")))?;
+            out.push(']');
+        }
+        out.push(']');
+    }
+    out.push_str("]}");
+    Ok(out)
+}
+
+/// `{"result": [VALUE per example]}`.
+pub fn regress_answer(regression: &Regression) -> Result<String> {
+    let mut out = String::from("{\"result\": [");
+    for (i, &value) in regression.values.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_float(&mut out, f64::from(value), Some(value))
+            .map_err(|e| Status::internal(format!("writing a value: {e}")))?;
+    }
+    out.push_str("]}");
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! `session::saved_model::LoadedModel`.
 
 pub mod config;
+pub mod inference;
 pub mod json;
 pub mod rest;
 

@@ -3,6 +3,9 @@
 //! - `POST /v1/models/NAME[/versions/N | /labels/L]:predict`: a JSON body
 //!   in the row (`instances`) or columnar (`inputs`) form, answered in the
 //!   same form ([`super::json`]);
+//! - `POST ...:classify`, `POST ...:regress`: `{"examples": [...],
+//!   "context"?}`, each example an object of features, answered as
+//!   `{"result": ...}` ([`super::inference`]);
 //! - `GET /v1/models/NAME[/versions/N | /labels/L]`: the versions' status;
 //! - `GET /v1/models/NAME[/versions/N | /labels/L]/metadata`: the
 //!   signatures.
@@ -18,7 +21,7 @@
 //! connection closed after [`IDLE_TIMEOUT`], each predict given the
 //! models' default timeout.
 
-use super::json::{parse_predict_body, predict_answer};
+use super::json::{classify_answer, parse_examples_body, parse_predict_body, predict_answer, regress_answer};
 use super::{ModelRequest, Models, STATE_AVAILABLE, tf_dtype_name};
 use crate::error::{Code, Result, Status};
 use crate::graph::saved_model::TensorInfo;
@@ -284,7 +287,9 @@ enum Route {
     Status(ModelRequest),
     Metadata(ModelRequest),
     Predict(ModelRequest),
-    /// `:classify`, `:regress`: TensorFlow Serving's other verbs.
+    Classify(ModelRequest),
+    Regress(ModelRequest),
+    /// A verb TensorFlow Serving does not have either.
     OtherVerb(String),
 }
 
@@ -318,6 +323,8 @@ fn parse_route(path: &str) -> std::result::Result<Route, Status> {
     }
     Ok(match (verb, metadata) {
         (Some("predict"), _) => Route::Predict(request),
+        (Some("classify"), _) => Route::Classify(request),
+        (Some("regress"), _) => Route::Regress(request),
         (Some(other), _) => Route::OtherVerb(other.to_string()),
         (None, true) => Route::Metadata(request),
         (None, false) => Route::Status(request),
@@ -335,12 +342,17 @@ fn route(shared: &Shared, request: &Request) -> (u16, String) {
             ("POST", Route::Predict(spec)) => predict(shared, spec, &request.body),
             ("GET", Route::Status(spec)) => status(&shared.models, &spec),
             ("GET", Route::Metadata(spec)) => metadata(&shared.models, &spec),
-            ("POST", Route::OtherVerb(verb)) => {
-                Err(Status::unimplemented(format!("':{verb}' is not served: only ':predict' is")))
-            }
+            ("POST", Route::Classify(spec)) => classify(shared, spec, &request.body),
+            ("POST", Route::Regress(spec)) => regress(shared, spec, &request.body),
+            ("POST", Route::OtherVerb(verb)) => Err(Status::unimplemented(format!(
+                "':{verb}' is not served: the verbs are ':predict', ':classify' and ':regress'"
+            ))),
             (method, _) => Err(Status::new(
                 Code::Unimplemented,
-                format!("{method} {}: predict is POST, status and metadata are GET", request.path),
+                format!(
+                    "{method} {}: predict, classify and regress are POST, status and metadata are GET",
+                    request.path
+                ),
             )),
         },
     };
@@ -365,6 +377,18 @@ fn predict(shared: &Shared, mut spec: ModelRequest, body: &[u8]) -> Result<Strin
     })?;
     let prediction = shared.models.predict(&spec, inputs, &[])?;
     predict_answer(form, &prediction.outputs)
+}
+
+fn classify(shared: &Shared, mut spec: ModelRequest, body: &[u8]) -> Result<String> {
+    let parsed = parse_examples_body(body)?;
+    spec.signature = parsed.signature;
+    classify_answer(&shared.models.classify(&spec, &parsed.input, None)?)
+}
+
+fn regress(shared: &Shared, mut spec: ModelRequest, body: &[u8]) -> Result<String> {
+    let parsed = parse_examples_body(body)?;
+    spec.signature = parsed.signature;
+    regress_answer(&shared.models.regress(&spec, &parsed.input, None)?)
 }
 
 fn status(models: &Models, spec: &ModelRequest) -> Result<String> {
@@ -495,7 +519,12 @@ mod tests {
             parse_route("/v1/models/my%20mlp/versions/2:predict").unwrap(),
             Route::Predict(spec("my mlp", Some(2), None))
         );
-        assert_eq!(parse_route("/v1/models/mlp:classify").unwrap(), Route::OtherVerb("classify".into()));
+        assert_eq!(parse_route("/v1/models/mlp:classify").unwrap(), Route::Classify(spec("mlp", None, None)));
+        assert_eq!(
+            parse_route("/v1/models/mlp/versions/3:regress").unwrap(),
+            Route::Regress(spec("mlp", Some(3), None))
+        );
+        assert_eq!(parse_route("/v1/models/mlp:explain").unwrap(), Route::OtherVerb("explain".into()));
         assert!(parse_route("/v2/models/mlp").unwrap_err().to_string().contains("/v2/models/mlp"));
         assert!(parse_route("/v1/models/mlp/versions/x").unwrap_err().to_string().contains("'x'"));
         assert!(parse_route("/v1/models/").is_err());

@@ -343,9 +343,82 @@ def tf_module_parse_example(out, name):
                "signature's function, then a matmul with a restored variable", {"examples": examples})
 
 
+def tf1_classify_regress(out, name):
+    """A TF1 SavedModelBuilder model with TensorFlow Serving's classify and
+    regress signatures over serialized tf.train.Examples (what Estimator
+    exports were): a softmax classifier with string class labels, a
+    scores-only classifier, a regressor, and a predict signature on the
+    same input. The last step feeds each example with a context Example's
+    bytes in front, as TensorFlow Serving's Classify does for
+    ExampleListWithContext; examples.json holds step 0's examples and that
+    context as TensorFlow Serving's REST API takes them."""
+    path = os.path.join(out, name)
+    graph = tf.Graph()
+    with graph.as_default():
+        serialized = tf.compat.v1.placeholder(tf.string, [None], name="tf_example")
+        parsed = tf.io.parse_example(serialized, {
+            "x": tf.io.FixedLenFeature([3], tf.float32, default_value=[0.0, 0.0, 0.0]),
+            "weight": tf.io.FixedLenFeature([], tf.int64, default_value=1),
+            "kind": tf.io.FixedLenFeature([], tf.string, default_value="?"),
+        })
+        w = tf.compat.v1.get_variable("w", initializer=rng.standard_normal((3, 3)).astype(np.float32))
+        b = tf.compat.v1.get_variable("b", initializer=np.float32([0.1, -0.2, 0.3]))
+        logits = tf.matmul(parsed["x"], w) + b
+        scores = tf.nn.softmax(logits, name="scores")
+        batch = tf.shape(serialized)[0]
+        classes = tf.tile(tf.constant([[b"cat", b"dog", b"bird"]]), [batch, 1], name="classes")
+        kind_bonus = tf.cast(tf.equal(parsed["kind"], "big"), tf.float32)
+        value = tf.reduce_sum(parsed["x"], axis=1) * tf.cast(parsed["weight"], tf.float32) + kind_bonus
+        regression = tf.expand_dims(value, 1, name="regression")
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            builder = tf.compat.v1.saved_model.Builder(path)
+            sigs = {
+                "serving_default": tf.compat.v1.saved_model.classification_signature_def(serialized, classes, scores),
+                "scores_only": tf.compat.v1.saved_model.classification_signature_def(serialized, None, scores),
+                "regress": tf.compat.v1.saved_model.regression_signature_def(serialized, regression),
+                "predict": tf.compat.v1.saved_model.predict_signature_def({"inputs": serialized}, {"scores": scores}),
+            }
+            builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map=sigs)
+            builder.save()
+
+    def example(**features):
+        feature = {}
+        for key, value in features.items():
+            if isinstance(value[0], bytes):
+                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
+            elif isinstance(value[0], float):
+                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+            else:
+                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    rows = [{"x": [1.0, 2.0, 3.0], "kind": [b"big"]}, {"x": [0.5, -1.5, 0.25], "weight": [3]},
+            {"weight": [2], "kind": [b"small"]}]
+    examples = np.array([example(**row) for row in rows], dtype="S")
+    context = {"weight": [5], "kind": [b"big"]}
+    # Serialized messages concatenate as a merge: each example's own
+    # features after the context's win.
+    with_context = np.array([example(**context) + example(**row) for row in rows], dtype="S")
+    calls = [("serving_default", {"inputs": examples}), ("scores_only", {"inputs": examples}),
+             ("regress", {"inputs": examples}), ("predict", {"inputs": examples}),
+             ("serving_default", {"inputs": with_context}), ("regress", {"inputs": with_context})]
+    write_steps_case(out, name, "TF1 SavedModelBuilder with TensorFlow Serving's classify and regress signatures "
+                     "over serialized tf.train.Examples (ParseExample with float, int64 and string defaults), a "
+                     "scores-only classifier, a predict signature; the last two steps put a context Example in "
+                     "front of each", calls)
+
+    def json_row(row):
+        return {k: [v.decode() if isinstance(v, bytes) else v for v in vs] if len(vs) > 1
+                else (vs[0].decode() if isinstance(vs[0], bytes) else vs[0]) for k, vs in row.items()}
+    with open(os.path.join(path, "examples.json"), "w") as f:
+        json.dump({"examples": [json_row(r) for r in rows], "context": json_row(context)}, f, indent=1)
+
+
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
          keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training,
-         keras_text_bags_export, keras_augment_text_export, tf_module_parse_example]
+         keras_text_bags_export, keras_augment_text_export, tf_module_parse_example,
+         tf1_classify_regress]
 
 def time_case(case_dir, calls):
     import time

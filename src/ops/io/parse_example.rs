@@ -25,8 +25,10 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("ParseExampleV2", signature::<2>, build::<2>),
 ];
 
-/// `example.proto` and `feature.proto`, the fields read.
-mod wire {
+/// `example.proto` and `feature.proto`, the fields read (and written by
+/// TensorFlow Serving's REST `:classify` and `:regress`, whose JSON
+/// examples become these).
+pub(crate) mod wire {
     use std::collections::HashMap;
 
     #[derive(Clone, PartialEq, prost::Message)]
