@@ -36,6 +36,7 @@ golden!(
     function_call,
     function_call_stateful,
     image_projective_ops,
+    image_decode_ops,
     image_resampling_ops,
     keras_attention,
     keras_bidirectional_lstm,

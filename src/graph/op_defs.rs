@@ -124,6 +124,16 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "Cumprod" => &[("exclusive", D::Bool(false)), ("reverse", D::Bool(false)), ("Tidx", D::Type(3))],
         "Cumsum" => &[("exclusive", D::Bool(false)), ("reverse", D::Bool(false)), ("Tidx", D::Type(3))],
         "CumulativeLogsumexp" => &[("exclusive", D::Bool(false)), ("reverse", D::Bool(false)), ("Tidx", D::Type(3))],
+        "DecodeImage" => &[("channels", D::Int(0)), ("dtype", D::Type(4)), ("expand_animations", D::Bool(true))],
+        "DecodeJpeg" => &[
+            ("channels", D::Int(0)),
+            ("ratio", D::Int(1)),
+            ("fancy_upscaling", D::Bool(true)),
+            ("try_recover_truncated", D::Bool(false)),
+            ("acceptable_fraction", D::Float(1.0)),
+            ("dct_method", D::Bytes(b"")),
+        ],
+        "DecodePng" => &[("channels", D::Int(0)), ("dtype", D::Type(4))],
         "DenseBincount" => &[("binary_output", D::Bool(false))],
         "DepthToSpace" => &[("data_format", D::Bytes(b"NHWC"))],
         "DepthwiseConv2dNative" => &[

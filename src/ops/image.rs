@@ -20,6 +20,7 @@
 
 pub mod color;
 pub mod cubic_area;
+pub mod decode;
 pub mod projective;
 pub mod scale_translate;
 

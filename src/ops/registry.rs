@@ -107,6 +107,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::image::DEFS,
             super::image::color::DEFS,
             super::image::cubic_area::DEFS,
+            super::image::decode::DEFS,
             super::image::projective::DEFS,
             super::image::scale_translate::DEFS,
             super::io::filenames::DEFS,

@@ -820,6 +820,50 @@ def case_image_projective_ops(out_dir):
                   "periods past the image), a shared rotation, V2 (fill 0), uint8 images; EnsureShape")
 
 
+def case_image_decode_ops(out_dir):
+    @tf.function
+    def f(jpeg, png, png_gray):
+        outs = {}
+        outs["jpeg"] = tf.io.decode_jpeg(jpeg, channels=3)
+        outs["jpeg_as_is"] = tf.io.decode_jpeg(jpeg)
+        outs["jpeg_gray"] = tf.io.decode_jpeg(jpeg, channels=1)
+        outs["jpeg_accurate"] = tf.io.decode_jpeg(jpeg, channels=3, dct_method="INTEGER_ACCURATE")
+        outs["jpeg_plain_upsampling"] = tf.io.decode_jpeg(jpeg, channels=3, fancy_upscaling=False)
+        outs["jpeg_half"] = tf.io.decode_jpeg(jpeg, channels=3, ratio=2)
+        outs["jpeg_quarter"] = tf.io.decode_jpeg(jpeg, channels=3, ratio=4)
+        outs["image_jpeg_float"] = tf.io.decode_image(jpeg, channels=3, dtype=tf.float32, expand_animations=False)
+        # A serving input: image bytes to a resized, normalized batch.
+        pixels = tf.image.convert_image_dtype(tf.io.decode_jpeg(jpeg, channels=3), tf.float32)
+        outs["served"] = tf.image.resize(pixels[None], [16, 16]) * 2.0 - 1.0
+        outs["png"] = tf.io.decode_png(png)
+        outs["png_rgb"] = tf.io.decode_png(png, channels=3)
+        outs["png_gray_rgba"] = tf.io.decode_png(png_gray, channels=4)
+        outs["image_png"] = tf.io.decode_image(png, channels=3, expand_animations=False)
+        outs["image_png_gray_float"] = tf.io.decode_image(png_gray, dtype=tf.float32, expand_animations=False)
+        return outs
+
+    specs = [tf.TensorSpec([], tf.string, name="jpeg"), tf.TensorSpec([], tf.string, name="png"),
+             tf.TensorSpec([], tf.string, name="png_gray")]
+    rng = np.random.default_rng(37)
+
+    def picture(h, w, c):
+        smooth = np.cumsum(rng.standard_normal((h, w, c)), axis=1) * 9 + np.cumsum(rng.standard_normal((h, 1, c)), 0) * 5
+        return np.clip(smooth + 128, 0, 255).astype(np.uint8)
+
+    feeds = []
+    for (h, w), subsample in [((23, 37), True), ((40, 17), False)]:
+        jpeg = tf.io.encode_jpeg(picture(h, w, 3), quality=88, chroma_downsampling=subsample).numpy()
+        rgba = picture(h + 3, w - 2, 4)
+        png = tf.io.encode_png(rgba).numpy()
+        png_gray = tf.io.encode_png(picture(7, 9, 1)).numpy()
+        feeds.append([np.array(jpeg, dtype=object), np.array(png, dtype=object), np.array(png_gray, dtype=object)])
+    function_case(out_dir, "image_decode_ops", f, specs, feeds,
+                  "frozen tf.function decoding image bytes as serving graphs do: DecodeJpeg (3, as-is and 1 "
+                  "channels, INTEGER_ACCURATE, without fancy upsampling, ratio 2 and 4; 4:2:0 then 4:4:4 "
+                  "chroma), DecodeImage of a JPEG as float32, a decode-convert-resize serving input, DecodePng "
+                  "(RGBA as-is and to RGB, gray to RGBA), DecodeImage of PNGs (uint8, float32)")
+
+
 def case_unicode_string_ops(out_dir):
     @tf.function
     def f(text):
@@ -1612,7 +1656,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
-         "image_projective_ops", "unicode_string_ops", "parse_example_ops",
+         "image_projective_ops", "image_decode_ops", "unicode_string_ops", "parse_example_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
