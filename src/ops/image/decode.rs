@@ -303,6 +303,20 @@ mod tests {
     }
 
     #[test]
+    fn sixteen_bit_pngs_keep_their_high_byte_as_tensorflow_does() {
+        // tf.io.encode_png of uint16 [[0x12FF, 0x1280, 0xFFFF, 0x00FF]];
+        // tf.io.decode_png gave [18, 18, 255, 0].
+        let bytes = [
+            137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 4, 0, 0, 0, 1, 16, 0, 0, 0, 0, 140,
+            199, 140, 82, 0, 0, 0, 17, 73, 68, 65, 84, 8, 153, 99, 16, 250, 47, 212, 240, 255, 63, 195, 127, 0, 18,
+            118, 4, 161, 93, 168, 153, 135, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+        ];
+        let image = decode_png(&bytes, 0).unwrap();
+        assert_eq!(image.dims(), &[1, 4, 1]);
+        assert_eq!(image.as_slice::<u8>().unwrap(), &[18, 18, 255, 0]);
+    }
+
+    #[test]
     fn broken_jpegs_are_refused_with_libjpegs_reason() {
         let err = decode_jpeg(
             b"\xff\xd8\xff\xe0 not a jpeg at all",
