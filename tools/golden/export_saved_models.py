@@ -303,6 +303,20 @@ def keras_augment_text_export(out, name):
                {"image": rng.uniform(0, 255, (2, 20, 20, 3)).astype(np.float32), "text": texts})
 
 
+def example_bytes(**features):
+    """A serialized tf.train.Example: bytes values as a bytes list, floats as a
+    float list, anything else as an int64 list."""
+    feature = {}
+    for key, value in features.items():
+        if isinstance(value[0], bytes):
+            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
+        elif isinstance(value[0], float):
+            feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+        else:
+            feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
 def tf_module_parse_example(out, name):
     """A model fed serialized tf.train.Examples, as Estimator-style serving
     input receivers feed one: ParseExampleV2 inside the signature's
@@ -325,19 +339,8 @@ def tf_module_parse_example(out, name):
     module = Scorer()
     tf.saved_model.save(module, os.path.join(out, name), signatures={"serving_default": module.predict})
 
-    def example(**features):
-        feature = {}
-        for key, value in features.items():
-            if isinstance(value[0], bytes):
-                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
-            elif isinstance(value[0], float):
-                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
-            else:
-                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
-        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-    examples = np.array([example(x=[1.0, 2.0, 3.0], kind=[b"a"], tags=[4, 5]), example(tags=[1]),
-                         example(x=[0.5, -1.0, 0.25], kind=[b"b"])], dtype="S")
+    examples = np.array([example_bytes(x=[1.0, 2.0, 3.0], kind=[b"a"], tags=[4, 5]), example_bytes(tags=[1]),
+                         example_bytes(x=[0.5, -1.0, 0.25], kind=[b"b"])], dtype="S")
     write_case(out, name, "tf.saved_model.save of a tf.Module fed serialized tf.train.Examples: ParseExampleV2 "
                "(dense float32 [3] and string features with defaults, a sparse int64 feature) inside the "
                "signature's function, then a matmul with a restored variable", {"examples": examples})
@@ -382,24 +385,13 @@ def tf1_classify_regress(out, name):
             builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map=sigs)
             builder.save()
 
-    def example(**features):
-        feature = {}
-        for key, value in features.items():
-            if isinstance(value[0], bytes):
-                feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=value))
-            elif isinstance(value[0], float):
-                feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
-            else:
-                feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
-        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
     rows = [{"x": [1.0, 2.0, 3.0], "kind": [b"big"]}, {"x": [0.5, -1.5, 0.25], "weight": [3]},
             {"weight": [2], "kind": [b"small"]}]
-    examples = np.array([example(**row) for row in rows], dtype="S")
+    examples = np.array([example_bytes(**row) for row in rows], dtype="S")
     context = {"weight": [5], "kind": [b"big"]}
     # Serialized messages concatenate as a merge: each example's own
     # features after the context's win.
-    with_context = np.array([example(**context) + example(**row) for row in rows], dtype="S")
+    with_context = np.array([example_bytes(**context) + example_bytes(**row) for row in rows], dtype="S")
     calls = [("serving_default", {"inputs": examples}), ("scores_only", {"inputs": examples}),
              ("regress", {"inputs": examples}), ("predict", {"inputs": examples}),
              ("serving_default", {"inputs": with_context}), ("regress", {"inputs": with_context})]
