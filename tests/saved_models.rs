@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-const CASES: [&str; 14] = [
+const CASES: [&str; 15] = [
     "keras_mlp_export",
     "keras_cnn_export",
     "tf_module_signatures",
@@ -31,6 +31,7 @@ const CASES: [&str; 14] = [
     "keras_augment_text_export",
     "tf_module_parse_example",
     "tf1_classify_regress",
+    "keras_image_bytes_export",
 ];
 
 fn binary() -> &'static Path {

@@ -407,10 +407,43 @@ def tf1_classify_regress(out, name):
         json.dump({"examples": [json_row(r) for r in rows], "context": json_row(context)}, f, indent=1)
 
 
+def keras_image_bytes_export(out, name):
+    """An image classifier served on JPEG bytes, the usual TensorFlow Serving
+    image signature: keras.export.ExportArchive with an endpoint that
+    tf.map_fn's DecodeJpeg, convert_image_dtype and a resize over a batch of
+    strings (a while loop over string TensorLists), then the model."""
+    inp = keras.Input((24, 24, 3))
+    x = keras.layers.Conv2D(4, 3, activation="relu")(inp)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    model = keras.Model(inp, keras.layers.Dense(3, activation="softmax")(x))
+    randomize(model)
+
+    def serve(image_bytes):
+        def one(b):
+            img = tf.image.convert_image_dtype(tf.io.decode_jpeg(b, channels=3), tf.float32)
+            return tf.image.resize(img, [24, 24])
+        images = tf.map_fn(one, image_bytes, fn_output_signature=tf.float32)
+        return {"probs": model(images, training=False)}
+
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint(name="serving_default", fn=serve,
+                         input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    archive.write_out(os.path.join(out, name))
+
+    def picture(h, w):
+        return np.clip(np.cumsum(rng.standard_normal((h, w, 3)), 1) * 8 + 128, 0, 255).astype(np.uint8)
+    jpegs = np.array([tf.io.encode_jpeg(picture(30, 40)).numpy(),
+                      tf.io.encode_jpeg(picture(20, 25), chroma_downsampling=False).numpy(),
+                      tf.io.encode_jpeg(picture(24, 24)[:, :, :1]).numpy()], dtype="S")
+    write_case(out, name, "keras 3 ExportArchive of a CNN served on JPEG bytes: tf.map_fn of DecodeJpeg, "
+               "convert_image_dtype and a resize over a batch of strings, then the model", {"image_bytes": jpegs})
+
+
 CASES = [keras_mlp_export, keras_cnn_export, tf_module_signatures, tf1_builder, keras_text_export, tf_module_vocab_file,
          keras_recurrent_export, keras_transformer_export, keras_categorical_export, tf_module_training,
          keras_text_bags_export, keras_augment_text_export, tf_module_parse_example,
-         tf1_classify_regress]
+         tf1_classify_regress, keras_image_bytes_export]
 
 def time_case(case_dir, calls):
     import time

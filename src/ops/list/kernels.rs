@@ -136,21 +136,17 @@ fn output_list(ctx: &mut OpContext<'_>, index: usize, list: Arc<TensorList>) {
     ctx.set_output_value(index, Value::List(list));
 }
 
-/// Byte width of one element of `dtype`, refusing strings (their
-/// elements are not fixed-size, and no list op here stacks them).
-fn element_bytes(dtype: DType, op: &str) -> Result<usize> {
-    if dtype == DType::String {
-        return Err(Status::unimplemented(format!("{op} of string elements is not supported")));
-    }
+/// Byte width of one element of a fixed-size `dtype` (not strings).
+fn element_bytes(dtype: DType) -> Result<usize> {
+    debug_assert_ne!(dtype, DType::String, "string elements are not fixed-size");
     let one = Tensor::zeros(dtype, [1])?;
     Ok(one.byte_len())
 }
 
 /// Stacks `picked` (list positions) into one tensor of shape
 /// `[picked.len()] + element shape`; unset elements stack as zeros.
-fn stack_elements(list: &TensorList, picked: &[usize], requested: &ShapeSpec, op: &str) -> Result<Tensor> {
+fn stack_elements(list: &TensorList, picked: &[usize], requested: &ShapeSpec) -> Result<Tensor> {
     let dtype = list.element_dtype();
-    let width = element_bytes(dtype, op)?;
     let mut shape = merge_shapes(list.element_shape(), requested)?;
     // The set elements among those picked fix what the partial shape leaves open.
     for &i in picked {
@@ -175,15 +171,28 @@ fn stack_elements(list: &TensorList, picked: &[usize], requested: &ShapeSpec, op
             ))
         }
     })?;
-    let row = element_shape.num_elements() * width;
+    let mut dims = vec![picked.len()];
+    dims.extend_from_slice(element_shape.dims());
+    if dtype == DType::String {
+        // tf.map_fn over strings (image bytes, text) stacks its results so;
+        // unset elements are empty strings.
+        let per = element_shape.num_elements();
+        let mut strings: Vec<&[u8]> = Vec::with_capacity(per * picked.len());
+        for &i in picked {
+            match list.get(i) {
+                Some(t) => strings.extend(t.strings()?.iter()),
+                None => strings.extend(std::iter::repeat_n(&b""[..], per)),
+            }
+        }
+        return Tensor::from_strings(Shape::from_vec(dims), &strings);
+    }
+    let row = element_shape.num_elements() * element_bytes(dtype)?;
     let mut bytes = vec![0u8; row * picked.len()];
     for (slot, &i) in bytes.chunks_exact_mut(row.max(1)).zip(picked) {
         if let Some(t) = list.get(i) {
             slot.copy_from_slice(t.as_bytes());
         }
     }
-    let mut dims = vec![picked.len()];
-    dims.extend_from_slice(element_shape.dims());
     Tensor::from_bytes(dtype, Shape::from_vec(dims), &bytes)
 }
 
@@ -275,10 +284,21 @@ impl ListKernel for FromTensor {
         }
         let dtype = tensor.dtype();
         let rows = tensor.dims()[0];
-        let row_bytes = tensor.byte_len().checked_div(rows).unwrap_or(0);
-        if dtype == DType::String && rows > 0 {
-            return Err(Status::unimplemented("TensorListFromTensor of string elements is not supported"));
+        if dtype == DType::String {
+            // tf.map_fn over a batch of strings unstacks it so.
+            let strings = tensor.strings()?;
+            let per = row_shape.num_elements();
+            let elements = (0..rows)
+                .map(|i| {
+                    let row: Vec<&[u8]> =
+                        (i * per..(i + 1) * per).map(|j| strings.get(j).unwrap_or_default()).collect();
+                    Tensor::from_strings(row_shape.clone(), &row)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            output_list(ctx, 0, Arc::new(TensorList::from_elements(dtype, shape, elements)));
+            return Ok(());
         }
+        let row_bytes = tensor.byte_len().checked_div(rows).unwrap_or(0);
         let bytes = tensor.as_bytes();
         let elements = (0..rows)
             .map(|i| Tensor::from_bytes(dtype, row_shape.clone(), &bytes[i * row_bytes..(i + 1) * row_bytes]))
@@ -379,7 +399,7 @@ impl ListKernel for Stack {
             )));
         }
         let all: Vec<usize> = (0..list.len()).collect();
-        let stacked = stack_elements(list, &all, &requested, "TensorListStack")?;
+        let stacked = stack_elements(list, &all, &requested)?;
         ctx.set_output(0, stacked);
         Ok(())
     }
@@ -420,7 +440,7 @@ impl ListKernel for Gather {
             })
             .collect::<Result<Vec<_>>>()?;
         let requested = shape_from_tensor(ctx.input(2)?, "element_shape")?;
-        let gathered = stack_elements(list, &picked, &requested, "TensorListGather")?;
+        let gathered = stack_elements(list, &picked, &requested)?;
         ctx.set_output(0, gathered);
         Ok(())
     }
@@ -615,6 +635,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f32s(&gathered[0]), [5., 6., 1., 2.]);
+    }
+
+    #[test]
+    fn string_lists_unstack_and_stack_as_map_fn_over_image_bytes_does() {
+        let op = |name: &str| {
+            NodeSpec::new(format!("test_{name}"), name)
+                .attr("element_dtype", ty(DType::String))
+                .attr("shape_type", ty(DType::I32))
+        };
+        let bytes = Tensor::from_strings([3], &["\u{ff}\u{d8}jpeg", "", "png"]).unwrap();
+        let list = run(&op("TensorListFromTensor"), vec![t(bytes), shape(&[])]).unwrap().remove(0);
+        let item = run(&op("TensorListGetItem"), vec![list.clone(), t(Tensor::scalar(2i32)), unknown_shape()]).unwrap();
+        assert_eq!(item[0].as_tensor().unwrap().string_value().unwrap(), b"png");
+        let stacked = run(&op("TensorListStack"), vec![list, shape(&[])]).unwrap();
+        let stacked = stacked[0].as_tensor().unwrap();
+        assert_eq!(stacked.dims(), &[3]);
+        let got: Vec<&[u8]> = stacked.strings().unwrap().iter().collect();
+        assert_eq!(got, ["\u{ff}\u{d8}jpeg".as_bytes(), b"", b"png"]);
+        // Unset slots stack as empty strings.
+        let reserved = run(&op("TensorListReserve"), vec![shape(&[2]), t(Tensor::scalar(2i32))]).unwrap().remove(0);
+        let two = Tensor::from_strings([2], &["a", "b"]).unwrap();
+        let set = run(&op("TensorListSetItem"), vec![reserved, t(Tensor::scalar(1i32)), t(two)]).unwrap().remove(0);
+        let stacked = run(&op("TensorListStack"), vec![set, shape(&[2])]).unwrap();
+        let got: Vec<&[u8]> = stacked[0].as_tensor().unwrap().strings().unwrap().iter().collect();
+        assert_eq!(got, [&b""[..], b"", b"a", b"b"]);
     }
 
     #[test]
