@@ -542,9 +542,7 @@ impl ShmChannel {
         // ring that the peer released and reads only after `publish`.
         unsafe { write_frame(frame, tx.bytes(at), len) };
         tx.publish(Some(at));
-        let placed = self.published(tx);
-        self.count_sent(0, len);
-        placed
+        self.published_then_counted(tx, len)
     }
 
     /// Writes a frame that fits a slot straight into it, its head encoded
@@ -571,9 +569,7 @@ impl ShmChannel {
         // parts by the caller.
         unsafe { write_inline(tx.inline_bytes(), header, meta, payloads) };
         tx.publish_inline(len);
-        let placed = self.published(tx);
-        self.count_sent(0, len as u64);
-        Some(placed)
+        Some(self.published_then_counted(tx, len as u64))
     }
 
     /// Writes a frame of metadata alone that fits a slot's first line
@@ -595,9 +591,7 @@ impl ShmChannel {
         // the frame fits them (checked above).
         unsafe { write_line(tx.line_bytes(), parts) };
         tx.publish_line(len);
-        let placed = self.published(tx);
-        self.count_sent(0, len as u64);
-        Some(placed)
+        Some(self.published_then_counted(tx, len as u64))
     }
 
     /// A frame was published: wakes the peer if it may sleep.
@@ -606,6 +600,14 @@ impl ShmChannel {
             doorbell::ring(&tx.memory().doorbell().seq);
         }
         Placed::Sent
+    }
+
+    /// A frame of `copied` bytes, none written in place, was published:
+    /// wakes the peer, then counts it (see [`count_sent`](Self::count_sent)).
+    fn published_then_counted(&self, tx: parking_lot::MutexGuard<'_, Producer>, copied: u64) -> Placed {
+        let placed = self.published(tx);
+        self.count_sent(0, copied);
+        placed
     }
 
     /// A frame goes through the ring: `in_place` bytes of it in spans its

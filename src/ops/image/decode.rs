@@ -96,7 +96,7 @@ struct DecodePng {
 
 fn build_png(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    eight_bit_only(node)?;
+    output_dtype(node, &[DType::U8])?;
     Ok(Box::new(DecodePng { channels: channels_attr(node, &[0, 1, 2, 3, 4])? }))
 }
 
@@ -108,15 +108,13 @@ impl OpKernel for DecodePng {
     }
 }
 
-/// uint16 images have no dtype here: refused at build, by name.
-fn eight_bit_only(node: &NodeSpec) -> Result<DType> {
+/// The node's output `dtype`, one of `allowed` (uint16 images have no
+/// dtype here: refused at build, by name).
+fn output_dtype(node: &NodeSpec, allowed: &[DType]) -> Result<DType> {
     let dtype = node.attr_dtype_or("dtype", DType::U8)?;
-    if !matches!(dtype, DType::U8 | DType::F32) || (node.op == "DecodePng" && dtype != DType::U8) {
-        bail!(
-            invalid_argument,
-            "dtype {dtype} is not supported (uint8{})",
-            if node.op == "DecodeImage" { " or float32" } else { "" }
-        );
+    if !allowed.contains(&dtype) {
+        let names: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        bail!(invalid_argument, "dtype {dtype} is not supported (only {})", names.join(" or "));
     }
     Ok(dtype)
 }
@@ -129,9 +127,10 @@ struct DecodeImage {
 
 fn build_image(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    let dtype = eight_bit_only(node)?;
+    let dtype = output_dtype(node, &[DType::U8, DType::F32])?;
     let channels = channels_attr(node, &[0, 1, 3, 4])?;
-    // A JPEG is decoded as DecodeJpeg's defaults, to 3 channels when 4 are asked.
+    // A JPEG is decoded with DecodeJpeg's defaults (4 channels are refused
+    // when one arrives).
     let jpeg = JpegOptions { channels: channels.min(3), ratio: 1, fancy_upscaling: true, accurate_dct: false };
     Ok(Box::new(DecodeImage { channels, dtype, jpeg }))
 }
