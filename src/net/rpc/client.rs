@@ -21,7 +21,8 @@
 
 use super::TransportOptions;
 use super::conn::{Conn, NetError, SendDeadline};
-use super::server::{Origin, Reply, Request, Service};
+use super::origin::Origin;
+use super::server::{Reply, Request, Service};
 use crate::error::{Code, Result, Status};
 use crate::net::frame::{FrameKind, FrameParts, ReceivedFrame};
 use crate::net::io;
@@ -549,7 +550,7 @@ impl Inner {
             .ok_or_else(|| format!("push of unknown method {}", frame.header.method))?;
         let validated = message::validate_request(method, frame.meta_bytes())
             .map_err(|status| format!("{method} push: {}", status.message))?;
-        let request = Request::pushed(method, self.push_origin.clone(), frame, validated);
+        let request = Request::pushed(method, &self.push_origin, frame, validated);
         let outcome =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, Reply::one_way())));
         if outcome.is_err() {

@@ -15,6 +15,7 @@ mod conn;
 mod greeter;
 pub mod handshake;
 mod options;
+mod origin;
 mod server;
 
 pub use cache::ChannelCache;

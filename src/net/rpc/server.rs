@@ -14,6 +14,7 @@
 
 use super::TransportOptions;
 use super::conn::{Conn, NetError};
+use super::origin::{Origin, OriginRef, ServingScope};
 use crate::error::{Result, Status};
 use crate::net::frame::{FrameKind, FrameParts, ReceivedFrame};
 use crate::net::io::{self, Driver};
@@ -29,7 +30,7 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 /// What a server does with requests. `handle` runs on a transport thread:
@@ -50,7 +51,7 @@ pub trait Http2Handoff: Send + Sync + 'static {
 /// tensors over the receive buffer.
 pub struct Request {
     method: Method,
-    origin: Arc<Origin>,
+    origin: OriginRef,
     frame: ReceivedFrame,
     /// What `frame`'s metadata was checked as on arrival.
     validated: Validated,
@@ -59,38 +60,17 @@ pub struct Request {
     pub payloads: Vec<Tensor>,
 }
 
-/// Where requests come from: one per connection, shared by its requests
-/// and replies (one reference each, not one per field).
-pub(crate) struct Origin {
-    peer: Arc<str>,
-    /// The name the peer gave in its hello (a server's task name).
-    peer_name: Arc<str>,
-    /// The connection, when replies and pushes can go back over it (a
-    /// server's accepted one; not a client's, whose pushes need no answer).
-    conn: Option<Arc<Conn>>,
-    /// Requests answered later than they were handed over, at most
-    /// `max_in_flight`.
-    in_flight: AtomicUsize,
-}
-
-impl Origin {
-    /// A client's connection to `peer`, for the pushes it serves.
-    pub(crate) fn pushes_from(peer: Arc<str>) -> Arc<Origin> {
-        Arc::new(Origin { peer: peer.clone(), peer_name: peer, conn: None, in_flight: AtomicUsize::new(0) })
-    }
-}
-
 impl Request {
     /// A push that arrived on a client's connection, for the client's
     /// inbound [`Service`].
     pub(crate) fn pushed(
         method: Method,
-        origin: Arc<Origin>,
+        origin: &Arc<Origin>,
         mut frame: ReceivedFrame,
         validated: Validated,
     ) -> Request {
         let payloads = frame.take_payloads();
-        Request { method, origin, frame, validated, one_way: true, payloads }
+        Request { method, origin: OriginRef::new(origin), frame, validated, one_way: true, payloads }
     }
     pub fn method(&self) -> Method {
         self.method
@@ -188,9 +168,11 @@ pub struct Reply {
 
 struct ReplyTarget {
     /// A server's connection: `conn` is set.
-    origin: Arc<Origin>,
+    origin: OriginRef,
     request_id: u64,
     method: Method,
+    /// The dispatch that handed this reply out (see `Origin::answered`).
+    serial: u64,
 }
 
 impl Reply {
@@ -224,14 +206,14 @@ impl Reply {
             }
             Err(e) => tracing::debug!("reply to {}: {e}", target.method),
         }
-        target.origin.in_flight.fetch_sub(1, Ordering::AcqRel);
+        target.origin.answered(target.serial);
     }
 
     /// Sends an error response.
     pub fn err(mut self, status: Status) {
         if let Some(target) = self.target.take() {
             target.send_error(&status);
-            target.origin.in_flight.fetch_sub(1, Ordering::AcqRel);
+            target.origin.answered(target.serial);
         }
     }
 }
@@ -252,7 +234,7 @@ impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(target) = self.target.take() {
             target.send_error(&Status::internal(format!("{} request was dropped without a reply", target.method)));
-            target.origin.in_flight.fetch_sub(1, Ordering::AcqRel);
+            target.origin.answered(target.serial);
         }
     }
 }
@@ -405,12 +387,8 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
             return;
         }
     };
-    let origin = Arc::new(Origin {
-        peer: Arc::from(conn.peer.as_str()),
-        peer_name,
-        conn: Some(conn.clone()),
-        in_flight: AtomicUsize::new(0),
-    });
+    let origin = Arc::new(Origin::new(Arc::from(conn.peer.as_str()), peer_name, Some(conn.clone())));
+    let scope = ServingScope::enter(origin);
     let mut first_frame = true;
     loop {
         let frame = match conn.read_frame(&mut reader, conn.spin, None) {
@@ -440,7 +418,7 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
             }
             continue;
         }
-        if let Err(reason) = dispatch(conn, shared, &origin, frame) {
+        if let Err(reason) = dispatch(conn, shared, &scope, frame) {
             tracing::warn!("closing connection from {}: {reason}", conn.peer);
             return;
         }
@@ -452,10 +430,11 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
 fn dispatch(
     conn: &Arc<Conn>,
     shared: &Shared,
-    origin: &Arc<Origin>,
+    scope: &ServingScope,
     mut frame: ReceivedFrame,
 ) -> std::result::Result<(), String> {
     let header = frame.header;
+    let origin = scope.origin();
     let peer = &origin.peer;
     let one_way = match header.kind {
         FrameKind::Request => false,
@@ -482,28 +461,30 @@ fn dispatch(
             return Err(format!("{method} request {}: {}", header.request_id, status.message));
         }
     };
-    let reply = if one_way {
-        Reply::one_way()
-    } else {
-        let outstanding = origin.in_flight.fetch_add(1, Ordering::AcqRel);
-        let reply =
-            Reply { target: Some(ReplyTarget { origin: origin.clone(), request_id: header.request_id, method }) };
-        if outstanding >= shared.options.max_in_flight {
-            reply.err(Status::resource_exhausted(format!(
-                "{outstanding} requests in flight from {peer} (max_in_flight)"
-            )));
-            return Ok(());
-        }
-        reply
-    };
     let payloads = frame.take_payloads();
-    let request = Request { method, origin: origin.clone(), frame, validated, one_way, payloads };
-    let service = &shared.service;
-    // A panicking handler drops its Reply while unwinding (which answers
-    // Internal); the connection keeps serving.
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, reply)));
-    if outcome.is_err() {
-        tracing::error!("handler for {method} from {peer} panicked");
-    }
+    scope.dispatch(|serial| {
+        let reply = if one_way {
+            Reply::one_way()
+        } else {
+            let target = ReplyTarget { origin: OriginRef::new(origin), request_id: header.request_id, method, serial };
+            let reply = Reply { target: Some(target) };
+            let outstanding = origin.in_flight();
+            if outstanding >= shared.options.max_in_flight {
+                reply.err(Status::resource_exhausted(format!(
+                    "{outstanding} requests in flight from {peer} (max_in_flight)"
+                )));
+                return;
+            }
+            reply
+        };
+        let request = Request { method, origin: OriginRef::new(origin), frame, validated, one_way, payloads };
+        let service = &shared.service;
+        // A panicking handler drops its Reply while unwinding (which
+        // answers Internal); the connection keeps serving.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, reply)));
+        if outcome.is_err() {
+            tracing::error!("handler for {method} from {peer} panicked");
+        }
+    });
     Ok(())
 }

@@ -846,3 +846,48 @@ fn frames_go_around_a_span_the_reader_keeps_without_stalling() {
     drop(pushes);
     server.shutdown();
 }
+
+#[test]
+fn a_server_refuses_requests_past_max_in_flight_counting_only_those_answered_later() {
+    for kind in kinds() {
+        let service = Arc::new(TestService::default());
+        let server_options = TransportOptions { max_in_flight: 2, ..options(kind) };
+        let server = Server::bind("127.0.0.1:0", service.clone(), server_options).unwrap();
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        // Answered inline: never in flight, however many.
+        for _ in 0..100 {
+            client.call(Method::Ping, b"x", &[], soon()).unwrap();
+        }
+        let held: Vec<_> = (0..2).map(|_| client.start_call(Method::Ping, b"hold", &[]).unwrap()).collect();
+        while service.held.lock().len() < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = client.call(Method::Ping, b"x", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted, "{kind:?}: {err}");
+        assert!(err.message.contains("2 requests in flight"), "{kind:?}: {err}");
+        // Answered from another thread: out of flight again.
+        let replies: Vec<Reply> = std::mem::take(&mut *service.held.lock());
+        std::thread::spawn(move || replies.into_iter().for_each(|r| r.ok(b"late", &[]))).join().unwrap();
+        for call in held {
+            assert_eq!(call.wait(soon()).unwrap().meta_bytes(), b"late");
+        }
+        let answer = client.call(Method::Ping, b"x", &[], soon()).unwrap();
+        assert_eq!(answer.meta_bytes(), b"x", "{kind:?}");
+        // One answered later by a thread of its own, one inline, in turn.
+        for _ in 0..20 {
+            assert_eq!(client.call(Method::Ping, b"slow\x01", &[], soon()).unwrap().meta_bytes(), b"slow\x01");
+            assert_eq!(client.call(Method::Ping, b"y", &[], soon()).unwrap().meta_bytes(), b"y");
+        }
+        let held: Vec<_> = (0..2).map(|_| client.start_call(Method::Ping, b"hold", &[]).unwrap()).collect();
+        while service.held.lock().len() < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let err = client.call(Method::Ping, b"x", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted, "{kind:?}: the count came back to zero: {err}");
+        drop(service.held.lock().drain(..).collect::<Vec<_>>());
+        for call in held {
+            assert_eq!(call.wait(soon()).unwrap_err().code, Code::Internal);
+        }
+        server.shutdown();
+    }
+}
