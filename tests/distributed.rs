@@ -136,6 +136,7 @@ golden_remote!(
     function_call_stateful,
     image_projective_ops,
     image_decode_ops,
+    print_and_format_ops,
     image_resampling_ops,
     keras_attention,
     keras_causal_attention,

@@ -37,6 +37,7 @@ golden!(
     function_call_stateful,
     image_projective_ops,
     image_decode_ops,
+    print_and_format_ops,
     image_resampling_ops,
     keras_attention,
     keras_bidirectional_lstm,

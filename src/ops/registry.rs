@@ -844,6 +844,9 @@ mod tests {
                     | "SaveV2"
                     | "RestoreV2"
                     | "MergeV2Checkpoints"
+                    | "PrintV2"
+                    | "Print"
+                    | "Timestamp"
             ) || is_training_update(op);
             assert_eq!(def.stateful, want, "{op}");
         }

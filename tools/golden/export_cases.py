@@ -864,6 +864,43 @@ def case_image_decode_ops(out_dir):
                   "(RGBA as-is and to RGB, gray to RGBA), DecodeImage of PNGs (uint8, float32)")
 
 
+def case_print_and_format_ops(out_dir):
+    @tf.function
+    def f(x, ids, words):
+        # tf.print builds StringFormat + PrintV2; the outputs wait on the
+        # prints through the function's control dependencies.
+        tf.print("x:", x, "sum", tf.reduce_sum(x), summarize=2)
+        tf.print("ids", ids, output_stream=sys.stdout, end=" <-\n")
+        passed = tf.raw_ops.Print(input=x, data=[ids, words], message="legacy: ", first_n=1, summarize=4)
+        outs = {}
+        outs["passed"] = passed * 2.0
+        outs["default"] = tf.strings.format("x={} ids={} words={}", (x, ids, words))
+        outs["all"] = tf.strings.format("{}", ids, summarize=-1)
+        outs["none"] = tf.strings.format("{} {}", (x, ids), summarize=0)
+        outs["shape_and_scalar"] = tf.strings.format("{} of {}", (tf.shape(ids), tf.reduce_max(x)))
+        outs["percent"] = tf.strings.format("%s and %s", (tf.size(words), words[:1]), placeholder="%s")
+        outs["cube"] = tf.strings.format("{}", tf.reshape(tf.range(tf.size(ids) * 4), [-1, 2, 2]), summarize=2)
+        outs["flags"] = tf.strings.format("{}", x > 0.5)
+        outs["later"] = tf.timestamp() > 1.5e9
+        return outs
+
+    specs = [tf.TensorSpec([None], tf.float32, name="x"), tf.TensorSpec([None, 3], tf.int64, name="ids"),
+             tf.TensorSpec([None], tf.string, name="words")]
+    rng = np.random.default_rng(41)
+    feeds = []
+    for n, m in [(5, 2), (9, 8)]:
+        x = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 8, n)).astype(np.float32)
+        x[0] = 1.0 / 3.0
+        ids = rng.integers(-1000, 1000, (m, 3)).astype(np.int64)
+        words = np.array([b"a", b"quote\"d", b"tab\there", "caf\u00e9".encode()] * 3, dtype=object)[:n]
+        feeds.append([x, ids, words])
+    function_case(out_dir, "print_and_format_ops", f, specs, feeds,
+                  "frozen tf.function with tf.print (StringFormat + PrintV2 to stderr and stdout, the outputs "
+                  "waiting on the prints), the legacy Print passing its input through, tf.strings.format of "
+                  "floats, int64 matrices, strings, bools and shapes with summarize 3, -1, 0 and 2 and a %s "
+                  "placeholder, and tf.timestamp")
+
+
 def case_unicode_string_ops(out_dir):
     @tf.function
     def f(text):
@@ -1656,7 +1693,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
-         "image_projective_ops", "image_decode_ops", "unicode_string_ops", "parse_example_ops",
+         "image_projective_ops", "image_decode_ops", "print_and_format_ops", "unicode_string_ops", "parse_example_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

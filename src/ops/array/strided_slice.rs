@@ -430,10 +430,11 @@ struct StridedSliceKernel {
 
 fn build_strided_slice(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
-    if dtype == DType::Complex64 {
-        return Ok(Box::new(StridedSliceKernel { masks: Masks::from_node(init.node)?, slice: gather_complex_slice }));
-    }
-    let slice = dispatch_dtype!(dtype, T => gather_slice::<T> as fn(&Tensor, &SlicePlan) -> Result<Tensor>);
+    let slice = match dtype {
+        DType::Complex64 => gather_complex_slice,
+        DType::String => gather_string_slice,
+        _ => dispatch_dtype!(dtype, T => gather_slice::<T> as fn(&Tensor, &SlicePlan) -> Result<Tensor>),
+    };
     Ok(Box::new(StridedSliceKernel { masks: Masks::from_node(init.node)?, slice }))
 }
 
@@ -443,6 +444,18 @@ fn gather_complex_slice(input: &Tensor, plan: &SlicePlan) -> Result<Tensor> {
     let bits = Tensor::from_bytes(DType::U64, input.shape().clone(), input.as_bytes())?;
     let out = gather_slice::<u64>(&bits, plan)?;
     Tensor::from_bytes(DType::Complex64, out.shape().clone(), out.as_bytes())
+}
+
+/// A string slice: the plan picks element indices, then the strings at
+/// them are copied (a batch's first words, a file name's parts).
+fn gather_string_slice(input: &Tensor, plan: &SlicePlan) -> Result<Tensor> {
+    let view = input.strings()?;
+    let count = i64::try_from(view.len()).map_err(|_| Status::invalid_argument("too many strings to slice"))?;
+    let indices = Tensor::from_slice::<i64>(input.shape().clone(), &(0..count).collect::<Vec<_>>())?;
+    let picked = gather_slice::<i64>(&indices, plan)?;
+    let strings: Vec<&[u8]> =
+        picked.as_slice::<i64>()?.iter().map(|&i| view.get(i as usize).unwrap_or_default()).collect();
+    Tensor::from_strings(picked.shape().clone(), &strings)
 }
 
 impl OpKernel for StridedSliceKernel {
@@ -564,6 +577,26 @@ mod tests {
         // Degenerate: x[2:1] is empty.
         let out = slice(&x, &[2], &[1], &[1], [0; 5]).unwrap();
         assert_eq!(out.dims(), &[0, 4, 5]);
+    }
+
+    #[test]
+    fn strings_slice_as_numbers_do() {
+        let words = Tensor::from_strings([2, 3], &["a", "bb", "", "d", "ee", "f"]).unwrap();
+        // words[:, ::-2] and words[-1, 1]
+        let out = run1(
+            &ss(DType::String, DType::I32, [0b11, 0b11, 0, 0, 0]),
+            &[words.clone(), i32v(&[0, 0]), i32v(&[0, 0]), i32v(&[1, -2])],
+        )
+        .unwrap();
+        assert_eq!(out.dims(), &[2, 2]);
+        assert_eq!(out.strings().unwrap().to_vec(), [&b""[..], b"a", b"f", b"d"]);
+        let out = run1(
+            &ss(DType::String, DType::I32, [0, 0, 0, 0, 0b11]),
+            &[words, i32v(&[-1, 1]), i32v(&[0, 2]), i32v(&[1, 1])],
+        )
+        .unwrap();
+        assert!(out.shape().is_scalar());
+        assert_eq!(out.strings().unwrap().to_vec(), [&b"ee"[..]]);
     }
 
     #[test]

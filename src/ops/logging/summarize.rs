@@ -1,70 +1,19 @@
-//! `Assert`: the op behind `tf.debugging.assert_*`, `tf.Assert` and the
-//! checks inside `tf.image.psnr`/`ssim`. It passes when its condition is
-//! true and otherwise fails the step with TensorFlow's message: "assertion
-//! failed: " and each data tensor summarized in brackets, at most
-//! `summarize` elements each, numbers printed as TensorFlow prints them.
+//! How TensorFlow prints a tensor (`Tensor::SummarizeValue`), in both of
+//! its forms: the legacy one of `Assert` and `tf.compat.v1.Print` (the
+//! first elements in row-major order, nested brackets closing early) and
+//! the numpy-like one of `tf.print` and `tf.strings.format` (every
+//! dimension bracketed, its first and last entries kept, strings quoted).
+//! Numbers print as C's shortest `%g` that gives the value back.
 //!
-//! Owns: the kernel and the summary format. Must not hold state.
+//! Owns: the text of a tensor. Must not print or hold state.
 
-use super::registry::OpDef;
-use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
-use crate::bail;
-use crate::error::{Result, Status};
-use crate::graph::spec::{DataType, NodeSpec};
+use crate::error::Result;
 use crate::tensor::{DType, Tensor};
-
-pub const DEFS: &[OpDef] = &[OpDef::kernel("Assert", assert_signature, build_assert)];
-
-/// `[bool, T...] -> []`.
-fn assert_signature(node: &NodeSpec) -> Result<OpSignature> {
-    let mut inputs = vec![ValueType::Tensor(DType::Bool)];
-    for t in node.attr_type_list("T")? {
-        match t {
-            DataType::Tensor(d) => inputs.push(ValueType::Tensor(d)),
-            other => {
-                return Err(Status::unimplemented(format!(
-                    "node '{}' (Assert): a data input of {other}, which has no printed form here",
-                    node.name
-                )));
-            }
-        }
-    }
-    Ok(OpSignature::new(inputs, vec![]))
-}
-
-struct Assert {
-    summarize: usize,
-}
-
-fn build_assert(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let summarize = init.node.attr_int_or("summarize", 3)?;
-    // TensorFlow prints every element for a negative count.
-    Ok(Box::new(Assert { summarize: usize::try_from(summarize).unwrap_or(usize::MAX) }))
-}
-
-impl OpKernel for Assert {
-    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        let condition = ctx.input(0)?;
-        if condition.rank() != 0 {
-            bail!(invalid_argument, "In[0] should be a scalar: {}", condition.shape());
-        }
-        if condition.scalar_value::<bool>()? {
-            return Ok(());
-        }
-        let mut message = String::from("assertion failed:");
-        for i in 1..ctx.num_inputs() {
-            message.push_str(" [");
-            message.push_str(&summarize(ctx.input(i)?, self.summarize)?);
-            message.push(']');
-        }
-        Err(Status::invalid_argument(message))
-    }
-}
 
 /// TensorFlow's `Tensor::SummarizeValue`: the first `limit` elements,
 /// nested in brackets by dimension (the outermost left bare), "..." where
 /// elements were left out.
-pub fn summarize(tensor: &Tensor, limit: usize) -> Result<String> {
+pub fn summarize_v1(tensor: &Tensor, limit: usize) -> Result<String> {
     let elements = element_strings(tensor, limit)?;
     let total = tensor.num_elements();
     let mut out = String::new();
@@ -151,7 +100,7 @@ fn format_f64(x: f64) -> String {
 /// least `precision`, trailing zeros dropped, a two-digit exponent at least.
 fn format_g(x: f64, precision: usize) -> String {
     if x.is_nan() {
-        return "nan".into();
+        return if x.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
     if x.is_infinite() {
         return if x > 0.0 { "inf" } else { "-inf" }.into();
@@ -201,49 +150,136 @@ fn c_escape(bytes: &[u8]) -> String {
     out
 }
 
+/// TensorFlow's `SummarizeValue` as `print_v2` writes it (`tf.print`,
+/// `tf.strings.format`): each dimension in brackets, at most `summarize`
+/// entries at each of its ends with "..." between (a negative count keeps
+/// all), entries of the innermost dimension apart by a space, of outer ones
+/// by newlines and an indent.
+pub fn summarize_v2(tensor: &Tensor, summarize: i64) -> Result<String> {
+    let total = tensor.num_elements();
+    let max_entries = usize::try_from(summarize).unwrap_or(total);
+    let limit = max_entries.min(total);
+    let element = element_printer(tensor)?;
+    let mut out = String::new();
+    let Some(element) = element else {
+        // Types TensorFlow has no printed form for: a "?" for each entry.
+        let bracketed = tensor.rank() > 0;
+        if bracketed {
+            out.push('[');
+        }
+        out.push_str(&vec!["?"; limit].join(" "));
+        if max_entries < total {
+            out.push_str("...");
+        }
+        if bracketed {
+            out.push(']');
+        }
+        return Ok(out);
+    };
+    if tensor.rank() == 0 {
+        for i in 0..limit {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(&element(i));
+        }
+        if total > limit {
+            out.push_str("...");
+        }
+        return Ok(out);
+    }
+    print_dim_v2(tensor.dims(), 0, limit, 0, &*element, &mut out);
+    Ok(out)
+}
+
+/// One dimension of [`summarize_v2`], its entries starting at element `at`.
+fn print_dim_v2(
+    dims: &[usize],
+    dim: usize,
+    at_ends: usize,
+    at: usize,
+    element: &dyn Fn(usize) -> String,
+    out: &mut String,
+) {
+    if dim == dims.len() {
+        out.push_str(&element(at));
+        return;
+    }
+    out.push('[');
+    let count = dims[dim];
+    let stride: usize = dims[dim + 1..].iter().product();
+    for i in 0..at_ends.min(count) {
+        if i > 0 {
+            dim_spacing(dim, dims.len(), out);
+        }
+        print_dim_v2(dims, dim + 1, at_ends, at + stride * i, element, out);
+    }
+    if count > 2 * at_ends {
+        dim_spacing(dim, dims.len(), out);
+        out.push_str("...");
+    }
+    for i in at_ends.max(count.saturating_sub(at_ends))..count {
+        dim_spacing(dim, dims.len(), out);
+        print_dim_v2(dims, dim + 1, at_ends, at + stride * i, element, out);
+    }
+    out.push(']');
+}
+
+/// Between two entries of dimension `dim` of `rank`: a space in the
+/// innermost, else a newline for each dimension inside it and an indent.
+fn dim_spacing(dim: usize, rank: usize, out: &mut String) {
+    if dim == rank - 1 {
+        out.push(' ');
+        return;
+    }
+    out.extend(std::iter::repeat_n('\n', rank - dim - 1));
+    out.extend(std::iter::repeat_n(' ', dim + 1));
+}
+
+/// Element `i` as `print_v2` prints it, or `None` for a type TensorFlow
+/// prints as "?".
+#[allow(clippy::type_complexity)]
+fn element_printer(tensor: &Tensor) -> Result<Option<Box<dyn Fn(usize) -> String + '_>>> {
+    Ok(Some(match tensor.dtype() {
+        DType::F32 => {
+            let v = tensor.as_slice::<f32>()?;
+            Box::new(move |i| format_f32(v[i]))
+        }
+        DType::F64 => {
+            let v = tensor.as_slice::<f64>()?;
+            Box::new(move |i| format_f64(v[i]))
+        }
+        DType::I32 => {
+            let v = tensor.as_slice::<i32>()?;
+            Box::new(move |i| v[i].to_string())
+        }
+        DType::I64 => {
+            let v = tensor.as_slice::<i64>()?;
+            Box::new(move |i| v[i].to_string())
+        }
+        DType::U8 => {
+            let v = tensor.as_slice::<u8>()?;
+            Box::new(move |i| v[i].to_string())
+        }
+        DType::U64 => {
+            let v = tensor.as_slice::<u64>()?;
+            Box::new(move |i| v[i].to_string())
+        }
+        DType::Bool => {
+            let v = tensor.as_slice::<bool>()?;
+            Box::new(move |i| if v[i] { "1" } else { "0" }.to_string())
+        }
+        DType::String => {
+            let v = tensor.strings()?;
+            Box::new(move |i| format!("\"{}\"", c_escape(v.get(i).unwrap_or_default())))
+        }
+        DType::Complex64 => return Ok(None),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::spec::{AttrList, AttrValue};
-    use crate::ops::testing::node;
-    use crate::ops::{ResourceMgr, Value, run_kernel_once};
-
-    fn assert_node(types: &[DType], summarize: i64) -> NodeSpec {
-        let list = types.iter().map(|&d| DataType::Tensor(d)).collect();
-        node("Assert").attr("T", AttrValue::List(AttrList::Type(list))).attr("summarize", AttrValue::Int(summarize))
-    }
-
-    fn run(condition: Tensor, data: Vec<Tensor>, summarize: i64) -> Result<()> {
-        let types: Vec<DType> = data.iter().map(Tensor::dtype).collect();
-        let inputs = std::iter::once(condition).chain(data).map(Value::Tensor).collect();
-        let outputs = run_kernel_once(&assert_node(&types, summarize), inputs, &ResourceMgr::default())?;
-        assert!(outputs.is_empty());
-        Ok(())
-    }
-
-    #[test]
-    fn a_failed_assertion_prints_its_data_as_tensorflow_does() {
-        let data = || {
-            vec![
-                Tensor::string_scalar("x is"),
-                Tensor::from_slice::<i32>([5], &[1, 2, 3, 4, 5]).unwrap(),
-                Tensor::from_slice::<f32>([2, 2], &[1.5, 2.0, 3.0, 4.0]).unwrap(),
-                Tensor::scalar(true),
-            ]
-        };
-        run(Tensor::scalar(true), data(), 3).unwrap();
-        let err = run(Tensor::scalar(false), data(), 3).unwrap_err();
-        // TensorFlow 2.21's message for the same Assert.
-        assert_eq!(err.message, "assertion failed: [x is] [1 2 3...] [[1.5 2][3...]...] [1]");
-        let all = run(Tensor::scalar(false), data(), -1).unwrap_err();
-        assert_eq!(all.message, "assertion failed: [x is] [1 2 3 4 5] [[1.5 2][3 4]] [1]");
-    }
-
-    #[test]
-    fn the_condition_must_be_a_scalar() {
-        let err = run(Tensor::from_slice::<bool>([1], &[false]).unwrap(), vec![], 3).unwrap_err();
-        assert_eq!(err.message, "In[0] should be a scalar: [1]");
-    }
 
     #[test]
     fn numbers_print_as_c_s_shortest_g() {
