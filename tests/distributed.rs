@@ -137,6 +137,7 @@ golden_remote!(
     image_projective_ops,
     image_decode_ops,
     print_and_format_ops,
+    string_array_ops,
     image_resampling_ops,
     keras_attention,
     keras_causal_attention,

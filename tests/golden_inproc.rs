@@ -38,6 +38,7 @@ golden!(
     image_projective_ops,
     image_decode_ops,
     print_and_format_ops,
+    string_array_ops,
     image_resampling_ops,
     keras_attention,
     keras_bidirectional_lstm,

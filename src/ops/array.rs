@@ -43,6 +43,7 @@ pub mod search;
 pub mod sparse_to_dense;
 pub mod split;
 pub mod strided_slice;
+pub mod string_moves;
 pub mod top_k;
 pub mod where_true;
 
@@ -301,6 +302,7 @@ mod tests {
     use super::*;
     use crate::graph::spec::{AttrValue, ShapeSpec, TensorValue};
     use crate::ops::testing::{node, run1, ty};
+    use crate::ops::{Value, run_kernel_once};
     use crate::tensor::DType;
 
     #[test]
@@ -361,9 +363,20 @@ mod tests {
         let err = run1(&node("Neg").attr("T", ty(DType::String)), &[]).unwrap_err();
         assert!(err.message.starts_with("Neg does not support dtype string"), "{err}");
         // Kernels without a named list refuse through their dtype dispatch.
-        let sizes = Tensor::from_slice::<i32>([1], &[1]).unwrap();
-        let split = node("Split").attr("T", ty(DType::String)).attr("num_split", AttrValue::Int(1));
-        let err = run1(&split, &[Tensor::scalar(0i32), sizes]).unwrap_err();
+        let pad = node("Pad").attr("T", ty(DType::String)).attr("Tpaddings", ty(DType::I32));
+        let words = Tensor::from_strings([1], &["a"]).unwrap();
+        let err = run1(&pad, &[words, Tensor::from_slice::<i32>([1, 2], &[0, 1]).unwrap()]).unwrap_err();
         assert!(err.message.contains("string tensors are not supported here"), "{err}");
+        // Kernels that only move elements move strings (`string_moves`).
+        let split = node("Split").attr("T", ty(DType::String)).attr("num_split", AttrValue::Int(2));
+        let words = Tensor::from_strings([4], &["a", "b", "c", "d"]).unwrap();
+        let halves = run_kernel_once(
+            &split,
+            vec![Value::Tensor(Tensor::scalar(0i32)), Value::Tensor(words)],
+            &crate::ops::ResourceMgr::default(),
+        )
+        .unwrap();
+        let Value::Tensor(second) = &halves[1] else { panic!("a tensor") };
+        assert_eq!(second.strings().unwrap().to_vec(), [&b"c"[..], b"d"]);
     }
 }

@@ -1009,6 +1009,10 @@ fn compute_select_v2<T: Element>(ctx: &mut OpContext<'_>) -> Result<()> {
 }
 
 fn build_select_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[1, 2]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_select_v2);
+    }
     let dtype = init.node.attr_dtype("T")?;
     Ok(FnKernel::boxed(crate::dispatch_dtype!(dtype, T => compute_select_v2::<T> as ComputeFn)))
 }

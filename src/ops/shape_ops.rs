@@ -244,7 +244,11 @@ fn compute_reshape(ctx: &mut OpContext<'_>) -> Result<()> {
 // ---------------------------------------------------------------------------
 // Transpose
 
-fn build_transpose(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_transpose(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_transpose);
+    }
     Ok(FnKernel::boxed(compute_transpose))
 }
 
@@ -456,11 +460,19 @@ struct ConcatKernel {
     axis_first: bool,
 }
 
-fn build_concat_v2(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_concat_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::AllButLast;
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_concat_v2);
+    }
     Ok(Box::new(ConcatKernel { axis_first: false }))
 }
 
-fn build_concat(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_concat(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::AllButFirst;
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_concat);
+    }
     Ok(Box::new(ConcatKernel { axis_first: true }))
 }
 
@@ -545,7 +557,11 @@ fn join_strings(values: &[&Tensor], outer: usize, out_shape: Shape) -> Result<Te
 // ---------------------------------------------------------------------------
 // Slice
 
-fn build_slice(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_slice(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_slice);
+    }
     Ok(FnKernel::boxed(compute_slice))
 }
 
@@ -896,7 +912,11 @@ fn build_cast(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 // ---------------------------------------------------------------------------
 // Fill, ZerosLike, OnesLike
 
-fn build_fill(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_fill(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[1]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_fill);
+    }
     Ok(FnKernel::boxed(compute_fill))
 }
 

@@ -901,6 +901,48 @@ def case_print_and_format_ops(out_dir):
                   "placeholder, and tf.timestamp")
 
 
+def case_string_array_ops(out_dir):
+    @tf.function
+    def f(words, keep, idx):
+        outs = {}
+        grid = tf.reshape(words, [2, -1])
+        outs["gather"] = tf.gather(words, idx)
+        outs["gather_axis1"] = tf.gather(grid, [2, 0], axis=1)
+        outs["gather_nd"] = tf.gather_nd(grid, [[1, 0], [0, 2]])
+        outs["slice"] = tf.slice(grid, [0, 1], [2, 2])
+        outs["strided"] = grid[::-1, 1::2]
+        outs["transpose"] = tf.transpose(grid)
+        outs["reverse"] = tf.reverse(grid, [1])
+        outs["masked"] = tf.boolean_mask(words, keep)
+        outs["where"] = tf.where(keep, words, "-")
+        outs["fill"] = tf.fill([2, 3], "pad")
+        outs["expand_squeeze"] = tf.squeeze(tf.expand_dims(words, 0), 0)
+        outs["unstack0"], outs["unstack1"] = tf.unstack(grid)
+        outs["split"] = tf.split(words, 2)[1]
+        outs["concat"] = tf.concat([words, words[:2]], 0)
+        outs["stack"] = tf.stack([words, tf.reverse(words, [0])], axis=1)
+        outs["tile"] = tf.tile(grid, [2, 1])
+        outs["pad"] = tf.pad(grid, [[0, 1], [1, 0]], constant_values="?")
+        outs["unique"], outs["unique_idx"] = tf.unique(words)
+        outs["broadcast"] = tf.broadcast_to(words[:1], [3])
+        outs["identity_n"] = tf.identity_n([words])[0]
+        outs["dynamic_stitch"] = tf.dynamic_stitch([[0, 2], [1]], [words[:2], words[2:3]])
+        outs["one_hot_like"] = tf.zeros_like(words)
+        return outs
+
+    specs = [tf.TensorSpec([None], tf.string, name="words"), tf.TensorSpec([None], tf.bool, name="keep"),
+             tf.TensorSpec([None], tf.int32, name="idx")]
+    feeds = [[np.array([b"ant", b"bee", b"cat", b"ant", b"", "\u00e9l\u00e8ve".encode()], dtype=object),
+              np.array([True, False, True, True, False, True]), np.array([5, 0, 0, 3], np.int32)],
+             [np.array([b"x", b"y", b"z", b"w", b"v", b"x"], dtype=object), np.array([False, False, True, True, False, True]),
+              np.array([1], np.int32)]]
+    function_case(out_dir, "string_array_ops", f, specs, feeds,
+                  "frozen tf.function moving string tensors as input pipelines and label lookups do: gather "
+                  "(both axes, nd), slice and strided slice, transpose, reverse, boolean_mask, where, fill, "
+                  "expand/squeeze, unstack, split, concat, stack, tile, pad with a string, unique, broadcast_to, "
+                  "identity_n, dynamic_stitch, zeros_like")
+
+
 def case_unicode_string_ops(out_dir):
     @tf.function
     def f(text):
@@ -1693,7 +1735,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
-         "image_projective_ops", "image_decode_ops", "print_and_format_ops", "unicode_string_ops", "parse_example_ops",
+         "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

@@ -26,7 +26,11 @@ fn broadcast_to_signature(node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![t, tidx], vec![t]))
 }
 
-fn build_broadcast_to(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_broadcast_to(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_broadcast_to);
+    }
     Ok(FnKernel::boxed(broadcast_to))
 }
 

@@ -30,6 +30,10 @@ struct DepthSpace {
 }
 
 fn build_depth_space(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_depth_space);
+    }
     let node = init.node;
     let block = node.attr_int("block_size")?;
     let block = usize::try_from(block).ok().filter(|&b| b >= 2).ok_or_else(|| {

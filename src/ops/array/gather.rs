@@ -222,6 +222,10 @@ struct GatherKernel {
 }
 
 fn build_gather_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "Tparams") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "Tparams", carriers, build_gather_v2);
+    }
     Ok(Box::new(GatherKernel {
         batch_dims: init.node.attr_int_or("batch_dims", 0)?,
         has_axis: true,
@@ -230,6 +234,10 @@ fn build_gather_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 }
 
 fn build_gather(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "Tparams") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "Tparams", carriers, build_gather);
+    }
     Ok(Box::new(GatherKernel {
         batch_dims: 0,
         has_axis: false,

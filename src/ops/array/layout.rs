@@ -32,7 +32,11 @@ fn reverse_signature(node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![tensor_t(node)?, ValueType::Tensor(tidx)], vec![tensor_t(node)?]))
 }
 
-fn build_reverse(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_reverse(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_reverse);
+    }
     Ok(FnKernel::boxed(reverse))
 }
 

@@ -54,6 +54,10 @@ fn build_pad(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 }
 
 fn build_pad_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0, 2]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_pad_v2);
+    }
     let compute: ComputeFn = dispatch_dtype!(init.node.attr_dtype("T")?, T => pad::<T, true>);
     Ok(FnKernel::boxed(compute))
 }
@@ -65,6 +69,10 @@ struct MirrorPadKernel {
 }
 
 fn build_mirror_pad(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_mirror_pad);
+    }
     let offset = match init.node.attr_str_or("mode", "")?.as_str() {
         "REFLECT" => 1,
         "SYMMETRIC" => 0,

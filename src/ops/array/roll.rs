@@ -27,7 +27,11 @@ fn roll_signature(node: &NodeSpec) -> Result<OpSignature> {
     Ok(OpSignature::new(vec![t, shift, axis], vec![t]))
 }
 
-fn build_roll(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_roll(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_roll);
+    }
     Ok(FnKernel::boxed(roll))
 }
 
@@ -101,6 +105,10 @@ struct ReverseSequence {
 }
 
 fn build_reverse_sequence(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_reverse_sequence);
+    }
     let seq_dim = init.node.attr_int("seq_dim")?;
     let batch_dim = init.node.attr_int_or("batch_dim", 0)?;
     Ok(Box::new(ReverseSequence { seq_dim, batch_dim }))

@@ -91,7 +91,11 @@ fn gather_nd_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 struct GatherNd;
 
-fn build_gather_nd(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+fn build_gather_nd(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "Tparams") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "Tparams", carriers, build_gather_nd);
+    }
     Ok(Box::new(GatherNd))
 }
 

@@ -107,6 +107,10 @@ struct SplitKernel {
 }
 
 fn build_split(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[1]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_split);
+    }
     Ok(Box::new(SplitKernel {
         num_split: attr_count(init.node, "num_split", 1)?,
         piece: piece_fn(init.node.attr_dtype("T")?)?,
@@ -148,6 +152,10 @@ struct SplitVKernel {
 }
 
 fn build_split_v(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_split_v);
+    }
     Ok(Box::new(SplitVKernel {
         num_split: attr_count(init.node, "num_split", 1)?,
         piece: piece_fn(init.node.attr_dtype("T")?)?,
@@ -232,6 +240,10 @@ struct UnpackKernel {
 }
 
 fn build_unpack(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_unpack);
+    }
     Ok(Box::new(UnpackKernel {
         num: attr_count(init.node, "num", 0)?,
         axis: init.node.attr_int_or("axis", 0)?,

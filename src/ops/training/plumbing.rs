@@ -249,6 +249,10 @@ fn dynamic_stitch_signature(node: &NodeSpec) -> Result<OpSignature> {
 }
 
 fn build_dynamic_stitch(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::SecondHalf;
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_dynamic_stitch);
+    }
     attr_count(init.node, "N", 1)?;
     let compute = crate::dispatch_dtype!(init.node.attr_dtype("T")?, T => dynamic_stitch::<T> as ComputeFn);
     Ok(FnKernel::boxed(compute))

@@ -384,7 +384,9 @@ fn build_unique<const COUNTS: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpK
         DType::Bool => pick!(bool),
         DType::U8 => pick!(u8),
         DType::U64 => pick!(u64),
-        DType::String | DType::Complex64 => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
+        DType::String if wide => unique_strings::<i64, COUNTS> as ComputeFn,
+        DType::String => unique_strings::<i32, COUNTS> as ComputeFn,
+        DType::Complex64 => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
     };
     Ok(FnKernel::boxed(compute))
 }
@@ -423,6 +425,44 @@ fn unique<T: UniqueKey, I: IndexOut, const COUNTS: bool>(ctx: &mut OpContext<'_>
         }
     })?;
     let y = Tensor::from_slice::<T>([distinct.len()], &distinct)?;
+    ctx.set_output(0, y);
+    ctx.set_output(1, idx);
+    if COUNTS {
+        ctx.set_output(2, Tensor::from_map([counts.len()], &counts, I::from_position)?);
+    }
+    Ok(())
+}
+
+/// [`unique`] of strings, equal when their bytes are (a vocabulary built
+/// from a batch of tokens).
+fn unique_strings<I: IndexOut, const COUNTS: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let x = ctx.input(0)?;
+    if x.rank() != 1 {
+        bail!(invalid_argument, "unique expects a 1D vector.");
+    }
+    let values = x.strings()?;
+    if I::DTYPE == DType::I32 && values.len() > i32::MAX as usize {
+        return Err(Status::invalid_argument("unique: more elements than an int32 index can count"));
+    }
+    let mut first: HashMap<&[u8], usize> = HashMap::default();
+    let mut distinct: Vec<&[u8]> = Vec::new();
+    let mut counts: Vec<usize> = Vec::new();
+    let idx = Tensor::build::<I>(x.shape().clone(), |idx| {
+        for (slot, v) in idx.iter_mut().zip(values.iter()) {
+            let position = *first.entry(v).or_insert_with(|| {
+                distinct.push(v);
+                distinct.len() - 1
+            });
+            *slot = I::from_position(position);
+            if COUNTS {
+                if position == counts.len() {
+                    counts.push(0);
+                }
+                counts[position] += 1;
+            }
+        }
+    })?;
+    let y = Tensor::from_strings([distinct.len()], &distinct)?;
     ctx.set_output(0, y);
     ctx.set_output(1, idx);
     if COUNTS {
