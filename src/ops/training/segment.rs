@@ -417,18 +417,34 @@ fn unique<T: UniqueKey, I: IndexOut, const COUNTS: bool>(ctx: &mut OpContext<'_>
             };
             *slot = I::from_position(position);
             if COUNTS {
-                if position == counts.len() {
-                    counts.push(0);
-                }
-                counts[position] += 1;
+                count_at(&mut counts, position);
             }
         }
     })?;
     let y = Tensor::from_slice::<T>([distinct.len()], &distinct)?;
+    set_unique_outputs::<I, COUNTS>(ctx, y, idx, &counts)
+}
+
+/// One more occurrence of the element at `position` (a new one is last).
+fn count_at(counts: &mut Vec<usize>, position: usize) {
+    if position == counts.len() {
+        counts.push(0);
+    }
+    counts[position] += 1;
+}
+
+/// `Unique`'s outputs: the distinct elements, each input's position among
+/// them, and (`UniqueWithCounts`) how often each occurs.
+fn set_unique_outputs<I: IndexOut, const COUNTS: bool>(
+    ctx: &mut OpContext<'_>,
+    y: Tensor,
+    idx: Tensor,
+    counts: &[usize],
+) -> Result<()> {
     ctx.set_output(0, y);
     ctx.set_output(1, idx);
     if COUNTS {
-        ctx.set_output(2, Tensor::from_map([counts.len()], &counts, I::from_position)?);
+        ctx.set_output(2, Tensor::from_map([counts.len()], counts, I::from_position)?);
     }
     Ok(())
 }
@@ -455,20 +471,12 @@ fn unique_strings<I: IndexOut, const COUNTS: bool>(ctx: &mut OpContext<'_>) -> R
             });
             *slot = I::from_position(position);
             if COUNTS {
-                if position == counts.len() {
-                    counts.push(0);
-                }
-                counts[position] += 1;
+                count_at(&mut counts, position);
             }
         }
     })?;
     let y = Tensor::from_strings([distinct.len()], &distinct)?;
-    ctx.set_output(0, y);
-    ctx.set_output(1, idx);
-    if COUNTS {
-        ctx.set_output(2, Tensor::from_map([counts.len()], &counts, I::from_position)?);
-    }
-    Ok(())
+    set_unique_outputs::<I, COUNTS>(ctx, y, idx, &counts)
 }
 
 #[cfg(test)]
