@@ -49,6 +49,10 @@ fn pad_v2_signature(node: &NodeSpec) -> Result<OpSignature> {
 }
 
 fn build_pad(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if crate::ops::array::string_moves::moves_strings(init, "T") {
+        let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
+        return crate::ops::array::string_moves::build(init, "T", carriers, build_pad);
+    }
     let compute: ComputeFn = dispatch_dtype!(init.node.attr_dtype("T")?, T => pad::<T, false>);
     Ok(FnKernel::boxed(compute))
 }

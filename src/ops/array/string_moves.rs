@@ -3,7 +3,9 @@
 //! the op's own kernel runs on the elements' indices as int64, and each
 //! index it outputs is replaced by the string it stands for. One kernel per
 //! op, whatever it moves, so strings follow every rule the numbers do
-//! (bounds, negative indices, masks) with the same errors.
+//! (bounds, negative indices, masks) with the same errors. Indices start
+//! at 1: a 0 the op writes of its own (`Pad`'s padding)
+//! stands for the empty string, a string tensor's zero in TensorFlow.
 //!
 //! Owns: the translation between strings and their indices. Must not know
 //! what any op does beyond which of its inputs carry elements and which
@@ -75,7 +77,7 @@ impl OpKernel for StringMoves {
         let count = ctx.num_inputs();
         let mut sources = Vec::new();
         let mut inputs = Vec::with_capacity(count);
-        let mut next = 0i64;
+        let mut next = 1i64;
         for i in 0..count {
             let input = ctx.input(i)?.clone();
             if !self.carriers.carries(i, count) {
@@ -91,7 +93,7 @@ impl OpKernel for StringMoves {
         let mut outputs = vec![None; self.string_outputs.len()];
         self.inner.compute(&mut OpContext::new(&mut inputs, &mut outputs, ctx.resources()))?;
         let views = sources.iter().map(Tensor::strings).collect::<Result<Vec<_>>>()?;
-        let pool: Vec<&[u8]> = views.iter().flat_map(|v| v.iter()).collect();
+        let pool: Vec<&[u8]> = std::iter::once(&b""[..]).chain(views.iter().flat_map(|v| v.iter())).collect();
         for (index, (output, is_string)) in outputs.into_iter().zip(&self.string_outputs).enumerate() {
             let Some(value) = output else {
                 return Err(Status::internal(format!("output {index} was not set")));
@@ -170,6 +172,9 @@ mod tests {
         let out = run_kernel_once(&stitch, inputs, &ResourceMgr::default()).unwrap();
         let Value::Tensor(out) = &out[0] else { panic!("a tensor") };
         assert_eq!(strings(out), ["first", "second", "third"]);
+        let pad = node("Pad").attr("T", ty(DType::String)).attr("Tpaddings", ty(DType::I32));
+        let out = run1(&pad, &[words(&[2], &["x", "y"]), Tensor::from_slice::<i32>([1, 2], &[1, 1]).unwrap()]).unwrap();
+        assert_eq!(strings(&out), ["", "x", "y", ""]);
         let fill = node("Fill").attr("T", ty(DType::String)).attr("index_type", ty(DType::I32));
         let out = run1(&fill, &[Tensor::from_slice::<i32>([2], &[1, 2]).unwrap(), Tensor::string_scalar("z")]).unwrap();
         assert_eq!((out.dims(), strings(&out)), (&[1usize, 2][..], vec!["z".to_string(), "z".to_string()]));
