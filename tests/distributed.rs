@@ -156,6 +156,8 @@ golden_remote!(
     nd_ops,
     nn_ops,
     parse_example_ops,
+    sparse_ops,
+    feature_columns,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -58,6 +58,8 @@ golden!(
     nd_ops,
     nn_ops,
     parse_example_ops,
+    sparse_ops,
+    feature_columns,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

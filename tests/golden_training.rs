@@ -26,6 +26,11 @@ fn embedding_with_adam_on_resource_variables() {
 }
 
 #[test]
+fn sparse_embedding_lookups_with_adagrad_on_resource_variables() {
+    check("train_sparse_embedding_adagrad_resource");
+}
+
+#[test]
 fn cnn_with_batch_norm_pooling_and_momentum_on_resource_variables() {
     check("train_cnn_momentum_resource");
 }

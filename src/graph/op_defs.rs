@@ -292,7 +292,43 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "SparseApplyAdagrad" => &[("use_locking", D::Bool(false)), ("update_slots", D::Bool(true))],
         "SparseApplyAdagradV2" => &[("use_locking", D::Bool(false)), ("update_slots", D::Bool(true))],
         "SparseApplyMomentum" => &[("use_locking", D::Bool(false)), ("use_nesterov", D::Bool(false))],
+        "SparseReduceMax" => &[("keep_dims", D::Bool(false))],
+        "SparseReduceSum" => &[("keep_dims", D::Bool(false))],
+        "SparseSegmentMean" => {
+            &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3)), ("sparse_gradient", D::Bool(false))]
+        }
+        "SparseSegmentMeanGrad" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3))],
+        "SparseSegmentMeanGradV2" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3))],
+        "SparseSegmentMeanWithNumSegments" => &[
+            ("Tidx", D::Type(3)),
+            ("Tnumsegments", D::Type(3)),
+            ("Tsegmentids", D::Type(3)),
+            ("sparse_gradient", D::Bool(false)),
+        ],
+        "SparseSegmentSqrtN" => {
+            &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3)), ("sparse_gradient", D::Bool(false))]
+        }
+        "SparseSegmentSqrtNGrad" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3))],
+        "SparseSegmentSqrtNGradV2" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3))],
+        "SparseSegmentSqrtNWithNumSegments" => &[
+            ("Tidx", D::Type(3)),
+            ("Tnumsegments", D::Type(3)),
+            ("Tsegmentids", D::Type(3)),
+            ("sparse_gradient", D::Bool(false)),
+        ],
+        "SparseSegmentSum" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3)), ("sparse_gradient", D::Bool(false))],
+        "SparseSegmentSumGrad" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3))],
+        "SparseSegmentSumGradV2" => &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3))],
+        "SparseSegmentSumWithNumSegments" => &[
+            ("Tidx", D::Type(3)),
+            ("Tnumsegments", D::Type(3)),
+            ("Tsegmentids", D::Type(3)),
+            ("sparse_gradient", D::Bool(false)),
+        ],
         "SparseSoftmaxCrossEntropyWithLogits" => &[("Tlabels", D::Type(9))],
+        "SparseTensorDenseMatMul" => {
+            &[("Tindices", D::Type(9)), ("adjoint_a", D::Bool(false)), ("adjoint_b", D::Bool(false))]
+        }
         "SparseToDense" => &[("validate_indices", D::Bool(true))],
         "SplitV" => &[("Tlen", D::Type(9))],
         "Squeeze" => &[("squeeze_dims", D::EmptyList)],
@@ -465,7 +501,24 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
         "RefMerge" => &[("output", Len::One), ("value_index", Len::One)],
         "RefSwitch" => &[("output_false", Len::One), ("output_true", Len::One)],
         "SoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
+        "SparseAdd" => &[("sum_indices", Len::One), ("sum_values", Len::One), ("sum_shape", Len::One)],
+        "SparseConcat" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
+        "SparseFillEmptyRows" => &[
+            ("output_indices", Len::One),
+            ("output_values", Len::One),
+            ("empty_row_indicator", Len::One),
+            ("reverse_index_map", Len::One),
+        ],
+        "SparseFillEmptyRowsGrad" => &[("d_values", Len::One), ("d_default_value", Len::One)],
+        "SparseReorder" => &[("output_indices", Len::One), ("output_values", Len::One)],
+        "SparseReshape" => &[("output_indices", Len::One), ("output_shape", Len::One)],
+        "SparseSegmentMeanGradV2" => &[("output", Len::One), ("sorted_unique_indices", Len::One)],
+        "SparseSegmentSqrtNGradV2" => &[("output", Len::One), ("sorted_unique_indices", Len::One)],
+        "SparseSegmentSumGradV2" => &[("output", Len::One), ("sorted_unique_indices", Len::One)],
+        "SparseSlice" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
         "SparseSoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
+        "SparseSparseMaximum" => &[("output_indices", Len::One), ("output_values", Len::One)],
+        "SparseSparseMinimum" => &[("output_indices", Len::One), ("output_values", Len::One)],
         "StatelessRandomGetKeyCounter" => &[("key", Len::One), ("counter", Len::One)],
         "StatelessRandomGetKeyCounterAlg" => &[("key", Len::One), ("counter", Len::One), ("alg", Len::One)],
         "StringNGrams" => &[("ngrams", Len::One), ("ngrams_splits", Len::One)],

@@ -40,7 +40,6 @@ pub mod roll;
 pub mod scan;
 pub mod scatter_nd;
 pub mod search;
-pub mod sparse_to_dense;
 pub mod split;
 pub mod strided_slice;
 pub mod string_moves;

@@ -33,6 +33,7 @@ pub mod registry;
 pub mod resource;
 pub mod shape_ops;
 pub mod signal;
+pub mod sparse;
 pub mod string;
 #[cfg(test)]
 pub mod test_kernels;

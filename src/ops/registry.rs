@@ -99,7 +99,10 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::array::roll::DEFS,
             super::array::scatter_nd::DEFS,
             super::array::search::DEFS,
-            super::array::sparse_to_dense::DEFS,
+            super::sparse::to_dense::DEFS,
+            super::sparse::segment::DEFS,
+            super::sparse::rows::DEFS,
+            super::sparse::arith::DEFS,
             super::array::split::DEFS,
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,
@@ -610,6 +613,37 @@ mod tests {
             rows.push((op, t(op), vec![F, F], vec![F]));
         }
         rows.push(("LRN", t("LRN"), vec![F], vec![F]));
+        // Sparse tensors.
+        for op in ["SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"] {
+            rows.push((op, t(op), vec![F, I32, I32], vec![F]));
+        }
+        for op in ["SparseSegmentSumWithNumSegments", "SparseSegmentMeanWithNumSegments"] {
+            rows.push((op, t(op).attr("Tidx", ty(DType::I64)), vec![F, I64, I32, I32], vec![F]));
+        }
+        for op in ["SparseSegmentSumGrad", "SparseSegmentMeanGrad", "SparseSegmentSqrtNGrad"] {
+            rows.push((op, t(op), vec![F, I32, I32, I32], vec![F]));
+        }
+        rows.push(("SparseSegmentMeanGradV2", t("SparseSegmentMeanGradV2"), vec![F, I32, I32, I32], vec![F, I32]));
+        rows.push(("SparseFillEmptyRows", t("SparseFillEmptyRows"), vec![I64, F, I64, F], vec![I64, F, B, I64]));
+        rows.push(("SparseFillEmptyRowsGrad", t("SparseFillEmptyRowsGrad"), vec![I64, F], vec![F, F]));
+        rows.push(("SparseReshape", NodeSpec::new("n", "SparseReshape"), vec![I64, I64, I64], vec![I64, I64]));
+        rows.push(("SparseReorder", t("SparseReorder"), vec![I64, F, I64], vec![I64, F]));
+        rows.push(("SparseSlice", t("SparseSlice"), vec![I64, F, I64, I64, I64], vec![I64, F, I64]));
+        let concat = t("SparseConcat").attr("N", AttrValue::Int(2)).attr("concat_dim", AttrValue::Int(1));
+        rows.push(("SparseConcat", concat, vec![I64, I64, F, F, I64, I64], vec![I64, F, I64]));
+        rows.push(("SparseTensorDenseMatMul", t("SparseTensorDenseMatMul"), vec![I64, F, I64, F], vec![F]));
+        rows.push(("SparseTensorDenseAdd", t("SparseTensorDenseAdd"), vec![I64, F, I64, F], vec![F]));
+        for op in ["SparseDenseCwiseAdd", "SparseDenseCwiseMul", "SparseDenseCwiseDiv"] {
+            rows.push((op, t(op), vec![I64, F, I64, F], vec![F]));
+        }
+        rows.push(("SparseAdd", t("SparseAdd"), vec![I64, F, I64, I64, F, I64, F], vec![I64, F, I64]));
+        for op in ["SparseSparseMaximum", "SparseSparseMinimum"] {
+            rows.push((op, t(op), vec![I64, F, I64, I64, F, I64], vec![I64, F]));
+        }
+        for op in ["SparseReduceSum", "SparseReduceMax"] {
+            rows.push((op, t(op), vec![I64, F, I64, I32], vec![F]));
+        }
+        rows.push(("SparseSoftmax", t("SparseSoftmax"), vec![I64, F, I64], vec![F]));
         for op in ["ResizeBicubic", "ResizeArea"] {
             rows.push((op, t(op).attr("T", ty(DType::I64)), vec![I64, I32], vec![F]));
         }

@@ -1046,6 +1046,135 @@ def case_parse_example_ops(out_dir):
                   "tf.raw_ops.ParseExample (v1) with one sparse and one dense key")
 
 
+def case_sparse_ops(out_dir):
+    table = tf.Variable(np.linspace(-1, 1, 48, dtype=np.float32).reshape(12, 4), name="table")
+
+    @tf.function
+    def f(indices, ids, weights, dense_shape, other_indices, other_values, mat, grid):
+        sp_ids = tf.SparseTensor(indices, ids, dense_shape)
+        sp_w = tf.SparseTensor(indices, weights, dense_shape)
+        outs = {
+            "safe_mean": tf.nn.safe_embedding_lookup_sparse(table, sp_ids, sp_w, combiner="mean"),
+            "safe_sqrtn": tf.nn.safe_embedding_lookup_sparse(table, sp_ids, None, combiner="sqrtn", default_id=3),
+            "lookup_sum": tf.nn.embedding_lookup_sparse(
+                table, tf.sparse.reorder(tf.SparseTensor(indices, tf.abs(ids), dense_shape)), None, combiner="sum"),
+        }
+        ordered = tf.sparse.reorder(sp_w)
+        other = tf.SparseTensor(other_indices, other_values, dense_shape)
+        outs["reorder_indices"], outs["reorder_values"] = ordered.indices, ordered.values
+        reshaped = tf.sparse.reshape(ordered, tf.stack([dense_shape[1], -1]))
+        outs["reshape_indices"], outs["reshape_shape"] = reshaped.indices, reshaped.dense_shape
+        sliced = tf.sparse.slice(ordered, [1, 1], [2, 3])
+        outs["slice_indices"], outs["slice_values"], outs["slice_shape"] = (
+            sliced.indices, sliced.values, sliced.dense_shape)
+        joined = tf.sparse.concat(1, [ordered, other])
+        outs["concat_indices"], outs["concat_values"], outs["concat_shape"] = (
+            joined.indices, joined.values, joined.dense_shape)
+        summed = tf.sparse.add(ordered, other, threshold=0.3)
+        outs["add_indices"], outs["add_values"] = summed.indices, summed.values
+        outs["add_dense"] = tf.sparse.add(ordered, grid)
+        outs["to_dense"] = tf.sparse.to_dense(ordered)
+        outs["reduce_sum"] = tf.sparse.reduce_sum(ordered, axis=1)
+        outs["reduce_max"] = tf.sparse.reduce_max(ordered, axis=0, keepdims=True)
+        outs["matmul"] = tf.sparse.sparse_dense_matmul(ordered, mat)
+        outs["matmul_adjoint"] = tf.sparse.sparse_dense_matmul(ordered, grid, adjoint_a=True)
+        outs["softmax"] = tf.sparse.softmax(ordered).values
+        outs["maximum_values"] = tf.sparse.maximum(ordered, other).values
+        outs["minimum_indices"] = tf.sparse.minimum(ordered, other).indices
+        outs["cwise_mul"] = (ordered * grid[0]).values
+        outs["cwise_div"] = (ordered / (tf.abs(grid) + 1.0)).values
+        filled, empty = tf.sparse.fill_empty_rows(sp_w, -1.0)
+        outs["fill_indices"], outs["fill_values"], outs["fill_empty"] = filled.indices, filled.values, empty
+        words = tf.SparseTensor(indices, tf.strings.as_string(ids), dense_shape)
+        filled_words, _ = tf.sparse.fill_empty_rows(words, "none")
+        outs["fill_strings"] = filled_words.values
+        outs["segment_sum_num"] = tf.sparse.segment_sum(grid, [0, 2, 1, 1], [0, 0, 3, 3], num_segments=5)
+        outs["segment_mean"] = tf.sparse.segment_mean(grid, [2, 0, 1], [0, 1, 1])
+        outs["segment_sqrtn_num"] = tf.sparse.segment_sqrt_n(grid, [1, 1, 0], [1, 1, 2], num_segments=3)
+        return outs
+
+    rng = np.random.default_rng(21)
+
+    def step(rows, entries, other_entries):
+        coords = sorted({(int(r), int(c)) for r, c in entries})
+        order = rng.permutation(len(coords))
+        indices = np.array([coords[i] for i in order], np.int64).reshape(-1, 2)
+        ids = rng.integers(-1, 12, len(coords)).astype(np.int64)
+        weights = rng.choice([0.0, 0.5, 1.0, 2.0, -1.0], len(coords)).astype(np.float32)
+        other = np.array(sorted({(int(r), int(c)) for r, c in other_entries}), np.int64).reshape(-1, 2)
+        other_values = rng.standard_normal(len(other)).astype(np.float32)
+        mat = rng.standard_normal([5, 3]).astype(np.float32)
+        grid = rng.standard_normal([rows, 5]).astype(np.float32)
+        return [indices, ids, weights, np.array([rows, 5], np.int64), other, other_values, mat, grid]
+
+    feeds = [
+        step(4, [(0, 1), (0, 3), (1, 0), (1, 2), (1, 4), (3, 0), (3, 1), (3, 2), (3, 3)], [(0, 1), (2, 2), (3, 4)]),
+        step(6, [(5, 4), (0, 0), (2, 1), (2, 3), (4, 0), (4, 2), (4, 4)] + [(5, c) for c in range(4)],
+             [(0, 0), (1, 1), (4, 2), (5, 0)]),
+        step(3, [], [(1, 3)]),
+    ]
+    specs = [
+        tf.TensorSpec([None, 2], tf.int64, name="indices"), tf.TensorSpec([None], tf.int64, name="ids"),
+        tf.TensorSpec([None], tf.float32, name="weights"), tf.TensorSpec([2], tf.int64, name="dense_shape"),
+        tf.TensorSpec([None, 2], tf.int64, name="other_indices"),
+        tf.TensorSpec([None], tf.float32, name="other_values"),
+        tf.TensorSpec([5, 3], tf.float32, name="mat"), tf.TensorSpec([None, 5], tf.float32, name="grid"),
+    ]
+    function_case(out_dir, "sparse_ops", f, specs, feeds,
+                  "frozen tf.function of sparse tensors fed as indices/values/dense_shape: "
+                  "safe_embedding_lookup_sparse (mean with weights, ids < 0 and weights <= 0 pruned, rows left "
+                  "empty; sqrtn with a default id) and embedding_lookup_sparse (sum) over a frozen table "
+                  "(SparseFillEmptyRows, SparseReshape, SparseSegmentMean/SqrtN/Sum), then tf.sparse: reorder of "
+                  "shuffled entries, reshape with -1, slice, concat, add with a threshold, add to dense, to_dense, "
+                  "reduce_sum, reduce_max keepdims, sparse_dense_matmul (and adjoint_a), softmax, maximum, "
+                  "minimum, * and / by dense (broadcast), fill_empty_rows of floats and strings, "
+                  "segment_sum/segment_sqrt_n with num_segments and segment_mean; three steps, the last with no "
+                  "entries at all")
+
+
+def case_feature_columns(out_dir):
+    fc = tf1.feature_column
+    g = tf.Graph()
+    with g.as_default():
+        words = tf1.placeholder(tf.string, [None, 3], name="words")
+        age = tf1.placeholder(tf.float32, [None, 1], name="age")
+        hashed = fc.categorical_column_with_hash_bucket("words", 20)
+        colors = tf1.placeholder(tf.string, [None, 2], name="colors")
+        vocab = fc.categorical_column_with_vocabulary_list("colors", ["red", "green", "blue", "cyan"], num_oov_buckets=2)
+        ages = fc.numeric_column("age")
+        columns = [
+            fc.embedding_column(hashed, 4, combiner="sqrtn",
+                                initializer=tf1.constant_initializer(np.linspace(-1, 1, 80, dtype=np.float32))),
+            fc.embedding_column(vocab, 3, combiner="mean",
+                                initializer=tf1.constant_initializer(np.linspace(2, -2, 18, dtype=np.float32))),
+            fc.indicator_column(vocab),
+            ages,
+            fc.bucketized_column(ages, [18.0, 30.0, 65.0]),
+        ]
+        net = fc.input_layer({"words": words, "colors": colors, "age": age}, columns)
+        out = tf.identity(net, name="features")
+        tf1.group(tf1.global_variables_initializer(), tf1.tables_initializer(), name="init_all")
+    gd = g.as_graph_def()
+    batches = [
+        (np.array([[b"the", b"quick", b""], [b"fox", b"", b""], [b"", b"", b""], [b"a", b"a", b"jumps"]],
+                  dtype=object),
+         np.array([[b"red", b"blue"], [b"teal", b""], [b"", b""], [b"cyan", b"cyan"]], dtype=object),
+         np.array([[17.0], [30.0], [44.5], [80.0]], np.float32)),
+        (np.array([[b"lazy", b"dog", b"the"]], dtype=object), np.array([[b"green", b"magenta"]], dtype=object),
+         np.array([[65.0]], np.float32)),
+    ]
+    steps = [{"feeds": {}, "fetches": [], "targets": ["init_all"]}]
+    steps += [{"feeds": {"words:0": w, "colors:0": c, "age:0": a}, "fetches": [out.name], "targets": []}
+              for w, c, a in batches]
+    write_case(out_dir, "feature_columns", gd, steps,
+               "tf.compat.v1 feature columns through input_layer (a TF1 graph, tables and variables initialized "
+               "by an init step): a hashed column (StringToHashBucketFast) embedded with sqrtn, a vocabulary list "
+               "with OOV buckets (HashTableV2, LookupTableFindV2) embedded with mean and one-hot (indicator), a "
+               "numeric column and its bucketization; empty strings are missing values, so rows lose entries "
+               "or have none (SparseFillEmptyRows, SparseReshape, SparseSegmentSqrtN/Mean, SparseToDense)",
+               outputs={out.name: "input_layer features: 4 + 3 + 6 + 1 + 4 columns"})
+
+
 def case_uint8_images(out_dir):
     @tf.function
     def f(image):
@@ -1736,7 +1865,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
+         "sparse_ops", "feature_columns", "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

@@ -14,6 +14,14 @@ Cases:
   (ResourceGather) averaged per example, tanh, sparse softmax cross-entropy,
   Adam: ResourceApplyAdam for the dense weights and, for the table, the
   sparse path (Unique, UnsortedSegmentSum, ResourceScatterAdd into m and v).
+- train_sparse_embedding_adagrad_resource: resource variables, sparse ids
+  (indices/values/dense_shape placeholders, shuffled, rows left empty,
+  negative ids pruned) through safe_embedding_lookup_sparse with a
+  weighted mean (gathers and SegmentSum), with sqrtn and with a plain
+  mean (SparseFillEmptyRows, SparseReshape, SparseSegmentSqrtN/Mean),
+  Adagrad: the gradient has
+  SparseSegmentMeanGrad and SparseSegmentSqrtNGrad, the update
+  ResourceSparseApplyAdagrad.
 - train_cnn_momentum_resource: resource variables, a small CNN on 8x8
   images (Conv2D, FusedBatchNormV3 in training mode with moving averages
   through exponential_avg_factor, ReLU, MaxPool, a second Conv2D + BiasAdd,
@@ -82,6 +90,47 @@ def embedding_adam_resource():
         return {
             "ids:0": rng.integers(0, 6, [5, 2]).astype(np.int64),
             "labels:0": rng.integers(0, 3, 5).astype(np.int64),
+        }
+
+    return g, feeds, ["table_value:0", "w_value:0", "b_value:0"]
+
+
+def sparse_embedding_adagrad_resource():
+    g = tf.Graph()
+    with g.as_default():
+        indices = tf1.placeholder(tf.int64, [None, 2], name="indices")
+        ids = tf1.placeholder(tf.int64, [None], name="ids")
+        weights = tf1.placeholder(tf.float32, [None], name="weights")
+        dense_shape = tf1.placeholder(tf.int64, [2], name="dense_shape")
+        labels = tf1.placeholder(tf.int64, [None], name="labels")
+        table = tf1.Variable(np.linspace(-1, 1, 48, dtype=np.float32).reshape(12, 4), name="table", use_resource=True)
+        w = tf1.Variable(np.linspace(0.4, -0.4, 36, dtype=np.float32).reshape(12, 3), name="w", use_resource=True)
+        b = tf1.Variable(np.zeros(3, np.float32), name="b", use_resource=True)
+        sp_ids = tf.SparseTensor(indices, ids, dense_shape)
+        sp_weights = tf.SparseTensor(indices, weights, dense_shape)
+        mean = tf.nn.safe_embedding_lookup_sparse(table, sp_ids, sp_weights, combiner="mean")
+        sqrtn = tf.nn.safe_embedding_lookup_sparse(table, sp_ids, None, combiner="sqrtn")
+        plain_mean = tf.nn.safe_embedding_lookup_sparse(table, sp_ids, None, combiner="mean")
+        logits = tf.matmul(tf.tanh(tf.concat([mean, sqrtn, plain_mean], 1)), w) + b
+        xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        tf.identity(tf.reduce_mean(xent), name="loss")
+        tf1.train.AdagradOptimizer(0.3).minimize(g.get_tensor_by_name("loss:0"), name="train")
+        tf1.group(tf1.global_variables_initializer(), name="init")
+        for v in (table, w, b):
+            tf.identity(v.read_value(), name=v.op.name + "_value")
+    rng = np.random.default_rng(12)
+
+    def feeds():
+        # Six examples with 0 to 3 features each (some rows empty, some ids
+        # repeated or pruned as negative), entries shuffled.
+        coords = [(r, c) for r in range(6) for c in sorted(rng.choice(4, rng.integers(0, 4), replace=False))]
+        order = rng.permutation(len(coords))
+        return {
+            "indices:0": np.array([coords[i] for i in order], np.int64).reshape(-1, 2),
+            "ids:0": rng.integers(-1, 12, len(coords)).astype(np.int64),
+            "weights:0": rng.choice([0.5, 1.0, 2.0], len(coords)).astype(np.float32),
+            "dense_shape:0": np.array([6, 4], np.int64),
+            "labels:0": rng.integers(0, 3, 6).astype(np.int64),
         }
 
     return g, feeds, ["table_value:0", "w_value:0", "b_value:0"]
@@ -168,6 +217,12 @@ CASES = {
     "train_embedding_adam_resource": (
         embedding_adam_resource,
         "resource variables, embedding lookup, sparse softmax xent, Adam (dense and sparse updates)",
+    ),
+    "train_sparse_embedding_adagrad_resource": (
+        sparse_embedding_adagrad_resource,
+        "resource variables, safe_embedding_lookup_sparse (mean with weights, sqrtn, mean) on shuffled sparse ids with "
+        "empty rows and pruned ids, tanh, sparse softmax xent, Adagrad (SparseSegmentMeanGrad, "
+        "SparseSegmentSqrtNGrad, ResourceSparseApplyAdagrad)",
     ),
     "train_cnn_momentum_resource": (
         cnn_momentum_resource,

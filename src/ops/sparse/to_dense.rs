@@ -10,13 +10,13 @@
 //! takes its last value. Elements move as bytes, so every fixed-width
 //! dtype works.
 
-use super::super::registry::OpDef;
-use super::super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values};
-use super::broadcast_to::shape_values;
-use super::element_size;
 use crate::bail;
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
+use crate::ops::array::broadcast_to::shape_values;
+use crate::ops::array::element_size;
+use crate::ops::registry::OpDef;
+use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values};
 use crate::tensor::Tensor;
 
 pub const DEFS: &[OpDef] = &[OpDef::kernel("SparseToDense", sparse_to_dense_signature, build_sparse_to_dense)];
