@@ -158,6 +158,7 @@ golden_remote!(
     parse_example_ops,
     sparse_ops,
     feature_columns,
+    numerics_and_quantization_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -60,6 +60,7 @@ golden!(
     parse_example_ops,
     sparse_ops,
     feature_columns,
+    numerics_and_quantization_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -148,6 +148,22 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "EuclideanNorm" => &[("keep_dims", D::Bool(false)), ("Tidx", D::Type(3))],
         "ExpandDims" => &[("Tdim", D::Type(3))],
         "FFT" => &[("Tcomplex", D::Type(8))],
+        "FakeQuantWithMinMaxArgs" => &[
+            ("min", D::Float(-6.0)),
+            ("max", D::Float(6.0)),
+            ("num_bits", D::Int(8)),
+            ("narrow_range", D::Bool(false)),
+        ],
+        "FakeQuantWithMinMaxArgsGradient" => &[
+            ("min", D::Float(-6.0)),
+            ("max", D::Float(6.0)),
+            ("num_bits", D::Int(8)),
+            ("narrow_range", D::Bool(false)),
+        ],
+        "FakeQuantWithMinMaxVars" => &[("num_bits", D::Int(8)), ("narrow_range", D::Bool(false))],
+        "FakeQuantWithMinMaxVarsGradient" => &[("num_bits", D::Int(8)), ("narrow_range", D::Bool(false))],
+        "FakeQuantWithMinMaxVarsPerChannel" => &[("num_bits", D::Int(8)), ("narrow_range", D::Bool(false))],
+        "FakeQuantWithMinMaxVarsPerChannelGradient" => &[("num_bits", D::Int(8)), ("narrow_range", D::Bool(false))],
         "Fill" => &[("index_type", D::Type(3))],
         "FusedBatchNorm" => &[
             ("epsilon", D::Float(0.0001)),
@@ -189,6 +205,8 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "Imag" => &[("T", D::Type(8)), ("Tout", D::Type(1))],
         "ImageProjectiveTransformV2" => &[("fill_mode", D::Bytes(b"CONSTANT"))],
         "ImageProjectiveTransformV3" => &[("fill_mode", D::Bytes(b"CONSTANT"))],
+        "InTopK" => &[("T", D::Type(3))],
+        "InTopKV2" => &[("T", D::Type(3))],
         "InitializeTableFromTextFileV2" => {
             &[("vocab_size", D::Int(-1)), ("delimiter", D::Bytes(b"\x09")), ("offset", D::Int(0))]
         }
@@ -230,6 +248,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "MutableHashTableV2" => {
             &[("container", D::Bytes(b"")), ("shared_name", D::Bytes(b"")), ("use_node_name_sharing", D::Bool(false))]
         }
+        "NextAfter" => &[("T", D::Type(1))],
         "NonMaxSuppressionV2" => &[("T", D::Type(1)), ("T_threshold", D::Type(1))],
         "NonMaxSuppressionV3" => &[("T", D::Type(1)), ("T_threshold", D::Type(1))],
         "NonMaxSuppressionV4" => {
@@ -251,6 +270,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "RaggedBincount" => &[("binary_output", D::Bool(false))],
         "RandomStandardNormal" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "RandomUniform" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
+        "RandomUniformInt" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "Range" => &[("Tidx", D::Type(3))],
         "Real" => &[("T", D::Type(8)), ("Tout", D::Type(1))],
         "ReduceJoin" => &[("keep_dims", D::Bool(false)), ("separator", D::Bytes(b""))],
@@ -433,6 +453,12 @@ pub(crate) enum Len {
 pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
     match op {
         "BroadcastGradientArgs" => &[("r0", Len::One), ("r1", Len::One)],
+        "FakeQuantWithMinMaxVarsGradient" => {
+            &[("backprops_wrt_input", Len::One), ("backprop_wrt_min", Len::One), ("backprop_wrt_max", Len::One)]
+        }
+        "FakeQuantWithMinMaxVarsPerChannelGradient" => {
+            &[("backprops_wrt_input", Len::One), ("backprop_wrt_min", Len::One), ("backprop_wrt_max", Len::One)]
+        }
         "FusedBatchNorm" => &[
             ("y", Len::One),
             ("batch_mean", Len::One),

@@ -17,7 +17,8 @@
 //! - DepthToSpace and SpaceToDepth in [`depth_space`];
 //! - Roll and ReverseSequence in [`roll`]; MatrixDiagPart* and
 //!   MatrixSetDiag* in [`diag`];
-//! - LowerBound, UpperBound and Bucketize in [`search`].
+//! - LowerBound, UpperBound and Bucketize in [`search`]; Diag and DiagPart
+//!   in [`tensor_diag`]; Bitcast in [`bitcast`].
 //!
 //! Owns: these kernels and their signatures, plus the few helpers the
 //! submodules share (below). Shape-manipulating ops that never index
@@ -27,6 +28,7 @@
 
 pub mod band_part;
 pub mod bincount;
+pub mod bitcast;
 pub mod broadcast_to;
 pub mod depth_space;
 pub mod diag;
@@ -43,6 +45,7 @@ pub mod search;
 pub mod split;
 pub mod strided_slice;
 pub mod string_moves;
+pub mod tensor_diag;
 pub mod top_k;
 pub mod where_true;
 

@@ -2,7 +2,7 @@
 //! `MatrixInverse`, `MatrixDeterminant`, `LogMatrixDeterminant`,
 //! `MatrixSolve`, `MatrixTriangularSolve` and `Cholesky`
 //! (`tf.linalg.inv`, `det`, `slogdet`, `solve`, `triangular_solve`,
-//! `cholesky`).
+//! `cholesky`); and `Cross` (`tf.linalg.cross`) of 3-vectors.
 //!
 //! Owns: these kernels and the factorizations under them (LU with partial
 //! pivoting, Cholesky), computed in float64 whatever the dtype and rounded
@@ -26,7 +26,42 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("MatrixSolve", binary_signature, build_linalg),
     OpDef::kernel("MatrixTriangularSolve", binary_signature, build_linalg),
     OpDef::kernel("Cholesky", unary_signature, build_linalg),
+    OpDef::kernel("Cross", binary_signature, build_cross),
 ];
+
+fn build_cross(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let compute: super::ComputeFn = match dtype {
+        DType::F32 => cross::<f32>,
+        DType::F64 => cross::<f64>,
+        DType::I32 => cross::<i32>,
+        DType::I64 => cross::<i64>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, super::math::REAL)),
+    };
+    Ok(super::FnKernel::boxed(compute))
+}
+
+/// `Cross` (`tf.linalg.cross`): the cross products of the innermost
+/// 3-vectors of two tensors of one shape.
+fn cross<T: super::numeric::Num>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let (a, b) = (ctx.input(0)?, ctx.input(1)?);
+    if a.dims() != b.dims() {
+        bail!(invalid_argument, "Both inputs must be of same shape: {} vs. {}", a.shape(), b.shape());
+    }
+    if a.dims().last() != Some(&3) {
+        bail!(invalid_argument, "Last dimension must be 3, got shape {}", a.shape());
+    }
+    let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+    let out = Tensor::build::<T>(a.dims(), |out| {
+        for ((o, u), v) in out.chunks_exact_mut(3).zip(x.chunks_exact(3)).zip(y.chunks_exact(3)) {
+            o[0] = u[1].mul(v[2]).sub(u[2].mul(v[1]));
+            o[1] = u[2].mul(v[0]).sub(u[0].mul(v[2]));
+            o[2] = u[0].mul(v[1]).sub(u[1].mul(v[0]));
+        }
+    })?;
+    ctx.set_output(0, out);
+    Ok(())
+}
 
 const FLOATS: &[DType] = &[DType::F32, DType::F64];
 

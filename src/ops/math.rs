@@ -87,6 +87,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("RealDiv", binary_signature, build_float_binary::<Div>),
     OpDef::kernel("Div", binary_signature, build_real_binary::<Div>),
     OpDef::kernel("DivNoNan", binary_signature, build_float_binary::<DivNoNan>),
+    OpDef::kernel("MulNoNan", binary_signature, build_float_binary::<MulNoNan>),
     OpDef::kernel("TruncateDiv", binary_signature, build_int_binary::<Div>),
     OpDef::kernel("FloorDiv", binary_signature, build_real_binary::<FloorDiv>),
     OpDef::kernel("FloorMod", binary_signature, build_real_binary::<FloorMod>),
@@ -101,6 +102,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Xlogy", binary_signature, build_float_only_binary::<Xlogy>),
     OpDef::kernel("Xlog1py", binary_signature, build_float_only_binary::<Xlog1py>),
     OpDef::kernel("Xdivy", binary_signature, build_float_only_binary::<Xdivy>),
+    OpDef::kernel("NextAfter", binary_signature, build_float_only_binary::<NextAfter>),
     // Comparisons.
     OpDef::kernel("Less", compare_signature, build_compare::<Less>),
     OpDef::kernel("LessEqual", compare_signature, build_compare::<LessEqual>),
@@ -520,6 +522,8 @@ binary_ops! {
     Div: |a, b| a.div(b), check check_nonzero_divisor;
     /// x / y, or 0 where y is 0.
     DivNoNan: |a, b| if b == T::ZERO { T::ZERO } else { a.div(b) };
+    /// x * y, or 0 where y is 0 (even where x is NaN or infinite).
+    MulNoNan: |a, b| if b == T::ZERO { T::ZERO } else { a.mul(b) };
     FloorDiv: |a, b| a.floor_div(b), check check_nonzero_divisor;
     FloorMod: |a, b| a.floor_mod(b), check check_nonzero_divisor;
     TruncMod: |a, b| a.trunc_mod(b), check check_nonzero_divisor;
@@ -554,6 +558,8 @@ float_binary_ops! {
     Xlog1py: |x, y| if x == T::ZERO { T::ZERO } else { x.mul(y.ln_1p()) };
     /// x / y, and 0 where x is 0.
     Xdivy: |x, y| if x == T::ZERO { T::ZERO } else { x.div(y) };
+    /// The next representable value after x toward y.
+    NextAfter: |x, y| x.next_after(y);
 }
 
 fn build_float_only_binary<Op: Binary<f32> + Binary<f64>>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {

@@ -2,7 +2,8 @@
 //! LeakyRelu), BiasAdd, Softmax and LogSoftmax here; convolutions
 //! ([`conv`], [`depthwise`], their gradients in [`conv_grad`]), pooling
 //! ([`pool`]), 3-D convolution and pooling ([`volume`]), batch
-//! normalisation ([`batch_norm`]) and LRN ([`lrn`]) in the submodules,
+//! normalisation ([`batch_norm`]), LRN ([`lrn`]) and fake quantization
+//! ([`fake_quant`]) in the submodules,
 //! each with its own `DEFS`, sharing one window geometry (`window`).
 //!
 //! Owns: these kernels and their signatures. Elementwise activations reuse
@@ -14,6 +15,7 @@ pub mod batch_norm_grad;
 pub mod conv;
 pub mod conv_grad;
 pub mod depthwise;
+pub mod fake_quant;
 pub mod lrn;
 pub mod patches;
 pub mod pool;

@@ -85,6 +85,9 @@ pub trait Float: Num {
     fn atanh(self) -> Self;
     /// The angle of the point (`rhs`, `self`): `self` is y.
     fn atan2(self, rhs: Self) -> Self;
+    /// The next representable value after `self` toward `toward` (C's
+    /// `nextafter`).
+    fn next_after(self, toward: Self) -> Self;
     fn is_finite(self) -> bool;
     fn is_infinite(self) -> bool;
 }
@@ -277,6 +280,22 @@ macro_rules! impl_float {
             #[inline(always)]
             fn atan2(self, rhs: Self) -> Self {
                 <$t>::atan2(self, rhs)
+            }
+            fn next_after(self, toward: Self) -> Self {
+                if self.is_nan() || toward.is_nan() {
+                    return <$t>::NAN;
+                }
+                if self == toward {
+                    return toward;
+                }
+                if self == 0.0 {
+                    // The smallest subnormal, on toward's side.
+                    return <$t>::from_bits(1).copysign(toward);
+                }
+                let bits = self.to_bits();
+                // Away from zero is one more in the magnitude's bits.
+                let away = (toward > self) == (self > 0.0);
+                <$t>::from_bits(if away { bits + 1 } else { bits - 1 })
             }
             #[inline(always)]
             fn is_finite(self) -> bool {

@@ -1,6 +1,8 @@
 //! Seeded random ops as TensorFlow's CPU kernels compute them:
 //! `RandomUniform`, `RandomStandardNormal`, `TruncatedNormal` (float32,
-//! float64), so a TF1 graph's initializers give TensorFlow's numbers.
+//! float64) and `RandomUniformInt` (int32, int64), so a TF1 graph's
+//! initializers and `tf.random.uniform(..., dtype=tf.int32)` give
+//! TensorFlow's numbers.
 //!
 //! Owns: the Philox4x32-10 counter generator, TensorFlow's seeding (`seed`,
 //! `seed2`; both 0 picks a random key), its reservation of 256 samples per
@@ -24,6 +26,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("RandomUniform", random_signature, build_random::<Uniform>).stateful(),
     OpDef::kernel("RandomStandardNormal", random_signature, build_random::<Normal>).stateful(),
     OpDef::kernel("TruncatedNormal", random_signature, build_random::<TruncatedNormal>).stateful(),
+    OpDef::kernel("RandomUniformInt", uniform_int_signature, build_uniform_int).stateful(),
 ];
 
 /// Philox4x32 with 10 rounds: a 128-bit counter under a 64-bit key.
@@ -306,9 +309,50 @@ impl<D: Distribution> OpKernel for RandomKernel<D> {
     }
 }
 
+/// `[T, Tout, Tout] -> [Tout]`: shape, minval, maxval.
+fn uniform_int_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("Tout")?);
+    Ok(OpSignature::new(vec![ValueType::Tensor(node.attr_dtype("T")?), t, t], vec![t]))
+}
+
+/// `RandomUniformInt`: TensorFlow's integer draws (those of
+/// `StatelessRandomUniformIntV2`) from this node's own generator.
+struct UniformIntKernel {
+    dtype: DType,
+    generator: Mutex<Philox>,
+}
+
+fn build_uniform_int(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let dtype = node.attr_dtype("Tout")?;
+    if !matches!(dtype, DType::I32 | DType::I64) {
+        return Err(unsupported_dtype(&node.op, dtype, &[DType::I32, DType::I64]));
+    }
+    let (seed, seed2) = (node.attr_int_or("seed", 0)?, node.attr_int_or("seed2", 0)?);
+    let (seed, seed2) = if seed == 0 && seed2 == 0 { os_random_seeds() } else { (seed as u64, seed2 as u64) };
+    Ok(Box::new(UniformIntKernel { dtype, generator: Mutex::new(Philox::new(seed, seed2)) }))
+}
+
+impl OpKernel for UniformIntKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let shape = output_shape(ctx.input(0)?)?;
+        let count = shape.num_elements() as u64;
+        let base = {
+            let mut generator = self.generator.lock();
+            let base = *generator;
+            generator.skip(count.saturating_mul(RESERVED_PER_OUTPUT));
+            base
+        };
+        let out = stateless::uniform_ints(base, shape, self.dtype, ctx.input(1)?, ctx.input(2)?)?;
+        ctx.set_output(0, out);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::spec::AttrValue;
     use crate::ops::testing::{node, run1, ty};
 
     fn random(op: &str, dtype: DType, seed: i64, seed2: i64) -> NodeSpec {
@@ -466,5 +510,36 @@ mod tests {
         let mut p = Philox { counter: [u32::MAX, u32::MAX, u32::MAX, 0], key: [0, 0] };
         p.skip(1);
         assert_eq!(p.counter, [0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn uniform_ints_match_tensorflow() {
+        // tf.raw_ops.RandomUniformInt(shape=[7], minval=-3, maxval=10, seed=4, seed2=9)
+        // in TensorFlow 2.21, and the int64 form with maxval 10**12.
+        let op = |t: DType| {
+            node("RandomUniformInt")
+                .attr("T", ty(DType::I32))
+                .attr("Tout", ty(t))
+                .attr("seed", AttrValue::Int(4))
+                .attr("seed2", AttrValue::Int(9))
+        };
+        let run = |t: DType, n: i32, lo: Tensor, hi: Tensor| {
+            let shape = Tensor::from_slice::<i32>([1].as_slice(), &[n]).unwrap();
+            crate::ops::run_kernel_once(
+                &op(t),
+                vec![shape, lo, hi].into_iter().map(crate::ops::Value::Tensor).collect(),
+                &Default::default(),
+            )
+            .map(|mut v| v.remove(0).into_tensor().unwrap())
+        };
+        let got = run(DType::I32, 7, Tensor::scalar(-3i32), Tensor::scalar(10i32)).unwrap();
+        assert_eq!(got.as_slice::<i32>().unwrap(), [5, -3, 9, -2, 2, 6, 6]);
+        let got = run(DType::I64, 5, Tensor::scalar(-3i64), Tensor::scalar(1_000_000_000_000i64)).unwrap();
+        assert_eq!(
+            got.as_slice::<i64>().unwrap(),
+            [496717683878, 864498483903, 906975209951, 863096495596, 237887028649]
+        );
+        let e = run(DType::I32, 5, Tensor::scalar(3i32), Tensor::scalar(3i32)).unwrap_err();
+        assert!(e.message.contains("Need minval < maxval"), "{e}");
     }
 }

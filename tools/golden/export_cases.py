@@ -1175,6 +1175,51 @@ def case_feature_columns(out_dir):
                outputs={out.name: "input_layer features: 4 + 3 + 6 + 1 + 4 columns"})
 
 
+def case_numerics_and_quantization_ops(out_dir):
+    @tf.function
+    def f(x, logits, labels, ints):
+        qat = tf.reshape(x, [-1, 4])
+        return {
+            "checked": tf.debugging.check_numerics(x * 2.0, "x doubled"),
+            "in_top_1": tf.math.in_top_k(labels, logits, 1),
+            "in_top_2": tf.math.in_top_k(labels, logits, 2),
+            "mul_no_nan": tf.math.multiply_no_nan(tf.math.log(x), tf.nn.relu(x - 0.5)),
+            "next_after": tf.math.nextafter(x, tf.zeros_like(x)),
+            "bitcast_bytes": tf.bitcast(x, tf.uint8),
+            "bitcast_back": tf.bitcast(tf.bitcast(x, tf.int32), tf.float32),
+            "bitcast_wide": tf.bitcast(tf.reshape(ints, [-1, 2]), tf.int64),
+            "diag": tf.linalg.tensor_diag(tf.reshape(x[:4], [2, 2])),
+            "diag_part": tf.linalg.tensor_diag_part(tf.reshape(tf.range(16.0), [2, 2, 2, 2]) * x[0]),
+            "cross": tf.linalg.cross(tf.reshape(x[:6], [2, 3]), tf.reshape(x[2:8], [2, 3])),
+            "fake_quant_args": tf.quantization.fake_quant_with_min_max_args(x, -1.5, 2.25, num_bits=6),
+            "fake_quant_narrow": tf.quantization.fake_quant_with_min_max_args(x, -3.0, 3.0, narrow_range=True),
+            "fake_quant_vars": tf.quantization.fake_quant_with_min_max_vars(x, tf.reduce_min(x), tf.reduce_max(x)),
+            "fake_quant_channels": tf.quantization.fake_quant_with_min_max_vars_per_channel(
+                qat, [-1.0, -0.5, 0.0, -2.0], [1.0, 0.5, 2.0, 0.1], num_bits=4),
+            "uniform_ints": tf.random.uniform([6], -4, 9, dtype=tf.int32, seed=7),
+            "uniform_int64": tf.random.uniform([3], 0, 10**10, dtype=tf.int64, seed=8),
+        }
+
+    rng = np.random.default_rng(31)
+
+    def feeds():
+        x = rng.uniform(-2.5, 3.0, 8).astype(np.float32)
+        x[3] = 0.0
+        logits = rng.standard_normal([5, 4]).astype(np.float32)
+        logits[1, 2] = logits[1, 0]
+        return [x, logits, rng.integers(0, 4, 5).astype(np.int32), rng.integers(-2**31, 2**31, 6).astype(np.int32)]
+
+    specs = [tf.TensorSpec([8], tf.float32, name="x"), tf.TensorSpec([5, 4], tf.float32, name="logits"),
+             tf.TensorSpec([5], tf.int32, name="labels"), tf.TensorSpec([6], tf.int32, name="ints")]
+    function_case(out_dir, "numerics_and_quantization_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: check_numerics passing its input through, in_top_k with k 1 and 2 (a tie "
+                  "in the logits), multiply_no_nan (log of non-positives times 0), nextafter toward 0, bitcast to "
+                  "bytes, back, and int32 pairs to int64, tensor_diag and tensor_diag_part, cross, fake "
+                  "quantization (args with 6 bits, narrow range, vars from the batch's min and max, per channel "
+                  "with 4 bits), seeded tf.random.uniform of int32 and int64 (RandomUniformInt; two steps, so the "
+                  "second draws what TensorFlow's second run draws)")
+
+
 def case_uint8_images(out_dir):
     @tf.function
     def f(image):
@@ -1865,7 +1910,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

@@ -1,5 +1,9 @@
 //! TopKV2: the `k` largest entries of each row (along the last dimension)
-//! and their indices.
+//! and their indices; `InTopK`/`InTopKV2` (`tf.math.in_top_k`, Keras'
+//! top-k accuracy): whether each row's target class is among its `k`
+//! largest predictions, counting ties in its favour (fewer than `k`
+//! classes strictly above it), false for a row holding a non-finite
+//! prediction or a target outside the row.
 //!
 //! Owns: this kernel and its signature. Must not hold state beyond parsed
 //! attributes.
@@ -27,7 +31,71 @@ use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Element, Shape, Tensor};
 use std::cmp::Ordering;
 
-pub const DEFS: &[OpDef] = &[OpDef::kernel("TopKV2", top_k_signature, build_top_k)];
+pub const DEFS: &[OpDef] = &[
+    OpDef::kernel("TopKV2", top_k_signature, build_top_k),
+    OpDef::kernel("InTopK", in_top_k_signature::<false>, build_in_top_k::<false>),
+    OpDef::kernel("InTopKV2", in_top_k_signature::<true>, build_in_top_k::<true>),
+];
+
+/// `[float, T(, T)] -> [bool]`: predictions, targets (and k for V2).
+fn in_top_k_signature<const V2: bool>(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(attr_index_type_or(node, "T", DType::I32)?);
+    let mut inputs = vec![ValueType::Tensor(DType::F32), t];
+    if V2 {
+        inputs.push(t);
+    }
+    Ok(OpSignature::new(inputs, vec![ValueType::Tensor(DType::Bool)]))
+}
+
+struct InTopK {
+    /// The attr `k` of `InTopK`; `InTopKV2` reads its input.
+    k: Option<i64>,
+}
+
+fn build_in_top_k<const V2: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(InTopK { k: if V2 { None } else { Some(init.node.attr_int("k")?) } }))
+}
+
+impl OpKernel for InTopK {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let (predictions, targets) = (ctx.input(0)?, ctx.input(1)?);
+        let k = match self.k {
+            Some(k) => k,
+            None => {
+                let k = ctx.input(2)?;
+                if k.rank() != 0 {
+                    bail!(invalid_argument, "k must be a scalar, got shape {}", k.shape());
+                }
+                index_values(k, "k")?[0]
+            }
+        };
+        if predictions.rank() != 2 {
+            bail!(invalid_argument, "predictions must be 2-dimensional, got shape {}", predictions.shape());
+        }
+        let (rows, classes) = (predictions.dims()[0], predictions.dims()[1]);
+        if targets.rank() != 1 || targets.dims()[0] != rows {
+            bail!(
+                invalid_argument,
+                "First dimension of predictions {rows} must match length of targets {}",
+                targets.shape()
+            );
+        }
+        let predictions = predictions.as_slice::<f32>()?;
+        let targets = index_values(targets, "targets")?;
+        let mut out = Vec::with_capacity(rows);
+        for (row, &target) in predictions.chunks_exact(classes.max(1)).take(rows).zip(targets.iter()) {
+            let hit = usize::try_from(target).ok().and_then(|t| row.get(t)).is_some_and(|&p| {
+                p.is_finite()
+                    && row.iter().all(|x| x.is_finite())
+                    && (row.iter().filter(|&&x| x > p).count() as i64) < k
+            });
+            out.push(hit);
+        }
+        out.resize(rows, false);
+        ctx.set_output(0, Tensor::from_slice::<bool>([rows].as_slice(), &out)?);
+        Ok(())
+    }
+}
 
 /// `[T, Tk] -> [T, index_type]`; Tk and index_type are int32 by default.
 fn top_k_signature(node: &NodeSpec) -> Result<OpSignature> {
@@ -171,7 +239,7 @@ mod tests {
     use super::*;
     use crate::graph::spec::AttrValue;
     use crate::ops::resource::ResourceMgr;
-    use crate::ops::testing::{node, ty};
+    use crate::ops::testing::{node, run1, ty};
     use crate::ops::{Value, run_kernel_once};
 
     fn run(n: &NodeSpec, x: Tensor, k: Tensor) -> Result<(Tensor, Tensor)> {
@@ -244,5 +312,22 @@ mod tests {
         assert_eq!(err.message, "Need k >= 0, got -1");
         let err = run(&n, f32s(&[2], &[1., 2.]), Tensor::from_slice::<i32>([1], &[1]).unwrap()).unwrap_err();
         assert_eq!(err.message, "k must be scalar, got shape [1]");
+    }
+
+    #[test]
+    fn in_top_k_counts_ties_for_the_target_and_refuses_non_finite_rows() {
+        // TensorFlow 2.21's tf.raw_ops.InTopKV2 on the same inputs.
+        let v2 = node("InTopKV2").attr("T", ty(DType::I32));
+        let predictions =
+            Tensor::from_slice::<f32>([3, 4].as_slice(), &[0.1, 0.5, 0.5, 0.2, f32::NAN, 1., 2., 3., 1., 2., 3., 4.])
+                .unwrap();
+        let targets = Tensor::from_slice::<i32>([3].as_slice(), &[2, 0, 7]).unwrap();
+        let got = run1(&v2, &[predictions, targets, Tensor::scalar(1i32)]).unwrap();
+        assert_eq!(got.as_slice::<bool>().unwrap(), [true, false, false]);
+        let predictions =
+            Tensor::from_slice::<f32>([2, 4].as_slice(), &[0.1, 0.5, 0.5, 0.2, 1., f32::INFINITY, 2., 3.]).unwrap();
+        let targets = Tensor::from_slice::<i32>([2].as_slice(), &[1, 3]).unwrap();
+        let v1 = node("InTopK").attr("T", ty(DType::I32)).attr("k", AttrValue::Int(2));
+        assert_eq!(run1(&v1, &[predictions, targets]).unwrap().as_slice::<bool>().unwrap(), [true, false]);
     }
 }

@@ -3,12 +3,14 @@
 //! `tf.image.psnr`/`ssim`), `StringFormat` and `PrintV2` (what `tf.print`
 //! and `tf.strings.format` build), the legacy `Print` (`tf.compat.v1.Print`)
 //! and `Timestamp` (`tf.timestamp`). Tensors print as TensorFlow prints them
-//! (`summarize`).
+//! (`summarize`). `CheckNumerics` fails a step on a NaN or an infinity
+//! ([`check_numerics`]).
 //!
 //! Owns: the kernels, where a print goes (stdout, stderr, the log, or a
 //! file it appends to) and `Print`'s count of its prints. Must not format
 //! a tensor itself (that is `summarize`).
 
+pub mod check_numerics;
 mod summarize;
 
 use super::registry::OpDef;

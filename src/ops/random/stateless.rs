@@ -225,60 +225,65 @@ fn build_uniform_int(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 impl OpKernel for UniformInt {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let shape = output_shape(ctx.input(0)?)?;
-        let mut philox = from_key_counter(ctx.input(1)?, ctx.input(2)?, ctx.input(3)?)?;
-        let (lo, hi) = (ctx.input(4)?, ctx.input(5)?);
-        if lo.rank() != 0 || hi.rank() != 0 {
-            bail!(invalid_argument, "minval and maxval must be scalars, got {} and {}", lo.shape(), hi.shape());
-        }
-        let out = match self.dtype {
-            DType::I32 => {
-                let (lo, hi) = (lo.scalar_value::<i32>()?, hi.scalar_value::<i32>()?);
-                let range = check_range(lo as i64, hi as i64, shape.num_elements())? as u32;
-                // Four draws per Philox block, each `lo + bits % range`.
-                Tensor::build(shape, |out: &mut [i32]| {
-                    for chunk in out.chunks_mut(4) {
-                        let block = philox.next_block();
-                        for (o, &bits) in chunk.iter_mut().zip(&block) {
-                            *o = lo.wrapping_add((bits % range) as i32);
-                        }
-                    }
-                })?
-            }
-            dtype => {
-                let (lo, hi) = if dtype == DType::I64 {
-                    (lo.scalar_value::<i64>()? as u64, hi.scalar_value::<i64>()? as u64)
-                } else {
-                    (lo.scalar_value::<u64>()?, hi.scalar_value::<u64>()?)
-                };
-                let range = if dtype == DType::I64 {
-                    check_range(lo as i64, hi as i64, shape.num_elements())?
-                } else if lo < hi || shape.num_elements() == 0 {
-                    hi.wrapping_sub(lo)
-                } else {
-                    bail!(invalid_argument, "Need minval < maxval: {lo} >= {hi}");
-                };
-                // Two draws per block, each from two words, low word first.
-                let mut draws = |out: &mut [u64]| {
-                    for chunk in out.chunks_mut(2) {
-                        let block = philox.next_block();
-                        for (i, o) in chunk.iter_mut().enumerate() {
-                            let bits = block[2 * i] as u64 | (block[2 * i + 1] as u64) << 32;
-                            *o = lo.wrapping_add(bits % range.max(1));
-                        }
-                    }
-                };
-                if dtype == DType::I64 {
-                    let mut values = vec![0u64; shape.num_elements()];
-                    draws(&mut values);
-                    Tensor::from_map(shape, &values, |v| v as i64)?
-                } else {
-                    Tensor::build(shape, draws)?
-                }
-            }
-        };
+        let philox = from_key_counter(ctx.input(1)?, ctx.input(2)?, ctx.input(3)?)?;
+        let out = uniform_ints(philox, shape, self.dtype, ctx.input(4)?, ctx.input(5)?)?;
         ctx.set_output(0, out);
         Ok(())
     }
+}
+
+/// Integers in `[lo, hi)` from `philox`, as TensorFlow's
+/// `UniformDistribution` draws them (shared by the stateless and the
+/// stateful op): `lo + bits % (hi - lo)`, four 32-bit draws per block for
+/// int32, two 64-bit ones (low word first) for int64 and uint64.
+pub(super) fn uniform_ints(mut philox: Philox, shape: Shape, dtype: DType, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
+    if lo.rank() != 0 || hi.rank() != 0 {
+        bail!(invalid_argument, "minval and maxval must be scalars, got {} and {}", lo.shape(), hi.shape());
+    }
+    Ok(match dtype {
+        DType::I32 => {
+            let (lo, hi) = (lo.scalar_value::<i32>()?, hi.scalar_value::<i32>()?);
+            let range = check_range(lo as i64, hi as i64, shape.num_elements())? as u32;
+            Tensor::build(shape, |out: &mut [i32]| {
+                for chunk in out.chunks_mut(4) {
+                    let block = philox.next_block();
+                    for (o, &bits) in chunk.iter_mut().zip(&block) {
+                        *o = lo.wrapping_add((bits % range.max(1)) as i32);
+                    }
+                }
+            })?
+        }
+        dtype => {
+            let (lo, hi) = if dtype == DType::I64 {
+                (lo.scalar_value::<i64>()? as u64, hi.scalar_value::<i64>()? as u64)
+            } else {
+                (lo.scalar_value::<u64>()?, hi.scalar_value::<u64>()?)
+            };
+            let range = if dtype == DType::I64 {
+                check_range(lo as i64, hi as i64, shape.num_elements())?
+            } else if lo < hi || shape.num_elements() == 0 {
+                hi.wrapping_sub(lo)
+            } else {
+                bail!(invalid_argument, "Need minval < maxval: {lo} >= {hi}");
+            };
+            let mut draws = |out: &mut [u64]| {
+                for chunk in out.chunks_mut(2) {
+                    let block = philox.next_block();
+                    for (i, o) in chunk.iter_mut().enumerate() {
+                        let bits = block[2 * i] as u64 | (block[2 * i + 1] as u64) << 32;
+                        *o = lo.wrapping_add(bits % range.max(1));
+                    }
+                }
+            };
+            if dtype == DType::I64 {
+                let mut values = vec![0u64; shape.num_elements()];
+                draws(&mut values);
+                Tensor::from_map(shape, &values, |v| v as i64)?
+            } else {
+                Tensor::build(shape, draws)?
+            }
+        }
+    })
 }
 
 /// `maxval - minval` as an unsigned range, after TensorFlow's check.
