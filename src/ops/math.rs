@@ -1,5 +1,5 @@
 //! Elementwise math: unary functions, binary arithmetic with broadcasting,
-//! comparisons, logical ops, AddN and Select; Einsum in [`einsum`], erf and
+//! comparisons, logical ops, AddN and Select; Einsum in [`einsum`], bitwise ops in [`bitwise`], erf and
 //! erfc's scalar code in `erf`, lgamma, digamma, erfinv, ndtri and the scaled
 //! Bessel functions' in `special`.
 //!
@@ -29,6 +29,7 @@ use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Element, Shape, Tensor};
 use smallvec::SmallVec;
 
+pub mod bitwise;
 pub mod einsum;
 mod erf;
 mod special;

@@ -128,6 +128,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::logging::check_numerics::DEFS,
             super::math::DEFS,
             super::math::einsum::DEFS,
+            super::math::bitwise::DEFS,
             super::matmul::DEFS,
             super::nn::DEFS,
             super::nn::batch_norm::DEFS,

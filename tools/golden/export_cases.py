@@ -1198,6 +1198,13 @@ def case_numerics_and_quantization_ops(out_dir):
                 qat, [-1.0, -0.5, 0.0, -2.0], [1.0, 0.5, 2.0, 0.1], num_bits=4),
             "uniform_ints": tf.random.uniform([6], -4, 9, dtype=tf.int32, seed=7),
             "uniform_int64": tf.random.uniform([3], 0, 10**10, dtype=tf.int64, seed=8),
+            "bit_and": tf.bitwise.bitwise_and(ints, ints[::-1]),
+            "bit_or_bytes": tf.bitwise.bitwise_or(tf.cast(ints, tf.uint8), tf.constant(0x0F, tf.uint8)),
+            "bit_xor_wide": tf.bitwise.bitwise_xor(tf.cast(ints, tf.int64), tf.constant(-1, tf.int64)),
+            "bit_invert": tf.bitwise.invert(tf.cast(ints, tf.uint64)),
+            "left_shift": tf.bitwise.left_shift(ints, tf.constant([0, 1, 5, 31, 40, -2], tf.int32)),
+            "right_shift": tf.bitwise.right_shift(ints, tf.reshape(tf.constant([3, 33], tf.int32), [2, 1])),
+            "popcount": tf.raw_ops.PopulationCount(x=ints),
         }
 
     rng = np.random.default_rng(31)
@@ -1217,7 +1224,8 @@ def case_numerics_and_quantization_ops(out_dir):
                   "bytes, back, and int32 pairs to int64, tensor_diag and tensor_diag_part, cross, fake "
                   "quantization (args with 6 bits, narrow range, vars from the batch's min and max, per channel "
                   "with 4 bits), seeded tf.random.uniform of int32 and int64 (RandomUniformInt; two steps, so the "
-                  "second draws what TensorFlow's second run draws)")
+                  "second draws what TensorFlow's second run draws), bitwise and/or/xor/invert on int32, uint8, int64 "
+                  "and uint64, shifts by amounts outside [0, 31] (broadcast), population count")
 
 
 def case_uint8_images(out_dir):
