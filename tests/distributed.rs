@@ -143,6 +143,8 @@ golden_remote!(
     keras_causal_attention,
     keras_cnn,
     keras_conv3d,
+    keras_conv3d_transpose,
+    conv3d_gradients,
     keras_embedding,
     keras_lstm,
     keras_gru,

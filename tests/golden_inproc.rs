@@ -45,6 +45,8 @@ golden!(
     keras_causal_attention,
     keras_cnn,
     keras_conv3d,
+    keras_conv3d_transpose,
+    conv3d_gradients,
     keras_embedding,
     keras_gru,
     keras_lstm,

@@ -120,6 +120,12 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
             ("dilations", D::IntList(&[1, 1, 1, 1])),
         ],
         "Conv3D" => &[("data_format", D::Bytes(b"NDHWC")), ("dilations", D::IntList(&[1, 1, 1, 1, 1]))],
+        "Conv3DBackpropFilter" => &[("dilations", D::IntList(&[1, 1, 1, 1, 1]))],
+        "Conv3DBackpropFilterV2" => &[("data_format", D::Bytes(b"NDHWC")), ("dilations", D::IntList(&[1, 1, 1, 1, 1]))],
+        "Conv3DBackpropInput" => &[("dilations", D::IntList(&[1, 1, 1, 1, 1]))],
+        "Conv3DBackpropInputV2" => {
+            &[("data_format", D::Bytes(b"NDHWC")), ("dilations", D::IntList(&[1, 1, 1, 1, 1])), ("Tshape", D::Type(3))]
+        }
         "CropAndResize" => &[("method", D::Bytes(b"bilinear")), ("extrapolation_value", D::Float(0.0))],
         "Cumprod" => &[("exclusive", D::Bool(false)), ("reverse", D::Bool(false)), ("Tidx", D::Type(3))],
         "Cumsum" => &[("exclusive", D::Bool(false)), ("reverse", D::Bool(false)), ("Tidx", D::Type(3))],

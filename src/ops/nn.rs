@@ -1,7 +1,8 @@
 //! Neural-network ops: activations (Relu, Relu6, Elu, Softplus, Softsign,
 //! LeakyRelu), BiasAdd, Softmax and LogSoftmax here; convolutions
 //! ([`conv`], [`depthwise`], their gradients in [`conv_grad`]), pooling
-//! ([`pool`]), 3-D convolution and pooling ([`volume`]), batch
+//! ([`pool`]), 3-D convolution and pooling ([`volume`], the convolution's gradients
+//! and transpose in [`volume_grad`]), batch
 //! normalisation ([`batch_norm`]), LRN ([`lrn`]) and fake quantization
 //! ([`fake_quant`]) in the submodules,
 //! each with its own `DEFS`, sharing one window geometry (`window`).
@@ -21,6 +22,7 @@ pub mod patches;
 pub mod pool;
 pub mod pool_grad;
 pub mod volume;
+pub mod volume_grad;
 mod window;
 
 use super::math::{FLOAT, REAL, Unary, build_float_unary, build_real_unary, unary_signature};

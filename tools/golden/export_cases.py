@@ -588,6 +588,50 @@ def case_keras_conv3d(out_dir):
                ["class probabilities [2,5]"])
 
 
+def case_keras_conv3d_transpose(out_dir):
+    L = keras.layers
+    inp = keras.Input((4, 6, 6, 2), name="volume")
+    x = L.Conv3D(4, 3, strides=2, padding="same", activation="relu", name="down")(inp)
+    x = L.Conv3DTranspose(3, 3, strides=2, padding="same", activation="relu", name="up")(x)
+    x = L.Concatenate(name="skip")([x, inp])
+    x = L.Conv3DTranspose(2, (2, 3, 3), strides=(1, 2, 1), padding="valid", name="up_valid")(x)
+    out = L.Conv3D(1, 1, activation="sigmoid", name="mask")(x)
+    model = keras.Model(inp, out, name="unet3d")
+    rng = np.random.default_rng(14)
+    feeds = [[rng.standard_normal([2, 4, 6, 6, 2]).astype(np.float32)]]
+    keras_case(out_dir, "keras_conv3d_transpose", model, 607, tf.TensorSpec([2, 4, 6, 6, 2], tf.float32, name="volume"),
+               feeds,
+               "frozen keras 3 3-D U-Net step on [2,4,6,6,2] (medical volumes): Conv3D stride 2 same, "
+               "Conv3DTranspose stride 2 same (Conv3DBackpropInputV2), a skip Concatenate, Conv3DTranspose "
+               "(2,3,3) strides (1,2,1) valid, 1x1x1 Conv3D sigmoid",
+               ["mask [2,5,13,8,1]"])
+
+
+def case_conv3d_gradients(out_dir):
+    @tf.function
+    def f(x, w, dy):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([x, w])
+            same = tf.nn.conv3d(x, w, [1, 1, 1, 1, 1], "SAME")
+            strided = tf.nn.conv3d(x, w, [1, 2, 2, 1, 1], "VALID")
+            loss = tf.reduce_sum(same * dy) + tf.reduce_sum(tf.square(strided))
+        dx, dw = tape.gradient(loss, [x, w])
+        return {"loss": loss, "d_input": dx, "d_filter": dw}
+
+    rng = np.random.default_rng(15)
+    feeds = [[rng.standard_normal([2, 5, 6, 4, 3]).astype(np.float32),
+              rng.standard_normal([2, 3, 2, 3, 4]).astype(np.float32) * 0.3,
+              rng.standard_normal([2, 5, 6, 4, 4]).astype(np.float32)]]
+    specs = [tf.TensorSpec([2, 5, 6, 4, 3], tf.float32, name="x"), tf.TensorSpec([2, 3, 2, 3, 4], tf.float32, name="w"),
+             tf.TensorSpec([2, 5, 6, 4, 4], tf.float32, name="dy")]
+    function_case(out_dir, "conv3d_gradients", f, specs, feeds,
+                  "frozen tf.function with a GradientTape through tf.nn.conv3d (SAME stride 1, VALID strides 2,2,1): "
+                  "the input and filter gradients (Conv3DBackpropInputV2, Conv3DBackpropFilterV2), as training a "
+                  "Conv3D model computes them; atol 1e-5: a gradient element sums up to 144 products of both signs, "
+                  "added in another order than TensorFlow's",
+                  tolerance={"rtol": 1e-5, "atol": 1e-5})
+
+
 # ----------------------------------------------------------------------------
 # frozen tf.functions
 # ----------------------------------------------------------------------------
@@ -1913,7 +1957,7 @@ def case_cond_v2_two_tasks(out_dir):
 # ----------------------------------------------------------------------------
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
-ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d",
+ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attention", "keras_unet", "keras_conv3d", "keras_conv3d_transpose", "conv3d_gradients",
          "array_ops",
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",

@@ -22,6 +22,12 @@ use crate::ops::registry::OpDef;
 use crate::ops::{KernelInit, OpContext, OpKernel, attr_int_list_or, unsupported_dtype};
 use crate::tensor::{DType, Element, Tensor};
 
+/// Patch rows per gemm call: about 1 MiB of patches (the gradients block
+/// their products the same way).
+pub(super) fn patch_block<T>(patch: usize) -> usize {
+    (PATCH_BUDGET_BYTES / (patch.max(1) * size_of::<T>())).max(16)
+}
+
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Conv3D", binary_signature, build_conv3d),
     OpDef::kernel("MaxPool3D", unary_signature, build_pool3d),
@@ -69,7 +75,7 @@ fn require_ndhwc(node: &NodeSpec) -> Result<()> {
     Ok(())
 }
 
-fn input_dims(x: &Tensor, what: &str) -> Result<[usize; 5]> {
+pub(super) fn input_dims(x: &Tensor, what: &str) -> Result<[usize; 5]> {
     <[usize; 5]>::try_from(x.dims())
         .map_err(|_| Status::invalid_argument(format!("{what} must be 5-dimensional, got shape {}", x.shape())))
 }
@@ -77,24 +83,42 @@ fn input_dims(x: &Tensor, what: &str) -> Result<[usize; 5]> {
 // ---------------------------------------------------------------------------
 // Conv3D
 
-struct Conv3D {
+/// A 3-D convolution's geometry (shared with its gradients in
+/// `volume_grad`).
+pub(super) struct Conv3D {
     strides: [usize; 3],
     dilations: [usize; 3],
     padding: Padding,
 }
 
-fn build_conv3d(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let node = init.node;
-    let dtype = node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
+impl Conv3D {
+    /// The geometry from a node's attrs (any of the Conv3D family).
+    pub(super) fn from_node(node: &NodeSpec) -> Result<Conv3D> {
+        let dtype = node.attr_dtype("T")?;
+        if !FLOATS.contains(&dtype) {
+            return Err(unsupported_dtype(&node.op, dtype, FLOATS));
+        }
+        require_ndhwc(node)?;
+        Ok(Conv3D {
+            strides: spatial_list(node, "strides", &[])?,
+            dilations: spatial_list(node, "dilations", &[1, 1, 1, 1, 1])?,
+            padding: Padding::from_node(node, &[Padding::Valid, Padding::Same])?,
+        })
     }
-    require_ndhwc(node)?;
-    Ok(Box::new(Conv3D {
-        strides: spatial_list(node, "strides", &[])?,
-        dilations: spatial_list(node, "dilations", &[1, 1, 1, 1, 1])?,
-        padding: Padding::from_node(node, &[Padding::Valid, Padding::Same])?,
-    }))
+
+    /// The three spatial axes of input `[d, h, w]` under window `[kd, kh, kw]`.
+    pub(super) fn axes(&self, input: [usize; 3], window: [usize; 3]) -> Result<Vec<Axis>> {
+        if window.contains(&0) {
+            bail!(invalid_argument, "filter must not have zero elements (i.e. all dimensions must be non-zero)");
+        }
+        (0..3)
+            .map(|i| Axis::new(input[i], window[i], self.strides[i], self.dilations[i], self.padding, [0, 0]))
+            .collect()
+    }
+}
+
+fn build_conv3d(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(Conv3D::from_node(init.node)?))
 }
 
 impl OpKernel for Conv3D {
@@ -117,16 +141,7 @@ impl Conv3D {
         if fc != c {
             bail!(invalid_argument, "Input depth {c} must equal the filter's input depth {fc}");
         }
-        if [kd, kh, kw].contains(&0) {
-            bail!(invalid_argument, "filter must not have zero elements (i.e. all dimensions must be non-zero)");
-        }
-        let axes = [(d, kd), (h, kh), (w, kw)]
-            .iter()
-            .enumerate()
-            .map(|(i, &(size, window))| {
-                Axis::new(size, window, self.strides[i], self.dilations[i], self.padding, [0, 0])
-            })
-            .collect::<Result<Vec<Axis>>>()?;
+        let axes = self.axes([d, h, w], [kd, kh, kw])?;
         let out_dims = [n, axes[0].output, axes[1].output, axes[2].output, o];
         let voxels = n * axes[0].output * axes[1].output * axes[2].output;
         let (x, f) = (input.as_slice::<T>()?, filter.as_slice::<T>()?);
@@ -135,7 +150,7 @@ impl Conv3D {
             if voxels == 0 || o == 0 || patch == 0 {
                 return;
             }
-            let block = (PATCH_BUDGET_BYTES / (patch * size_of::<T>())).max(16);
+            let block = patch_block::<T>(patch);
             let mut patches = vec![T::ZERO; block.min(voxels) * patch];
             for (b, out_block) in out.chunks_mut(block * o).enumerate() {
                 let rows = out_block.len() / o;
@@ -155,33 +170,49 @@ impl Conv3D {
 
     /// The receptive field of output voxel `voxel` (flat over
     /// `[n, od, oh, ow]`) into `row`, zeros where it lies in the padding.
-    fn gather_patch<T: Num>(&self, voxel: usize, axes: &[Axis], [d, h, w, c]: [usize; 4], x: &[T], row: &mut [T]) {
-        let (od, oh, ow) = (axes[0].output, axes[1].output, axes[2].output);
-        let (ow_i, rest) = (voxel % ow, voxel / ow);
-        let (oh_i, rest) = (rest % oh, rest / oh);
-        let (od_i, batch) = (rest % od, rest / od);
-        let mut at = 0;
-        for a in 0..axes[0].window {
-            let z = axes[0].position(od_i, a);
-            for b in 0..axes[1].window {
-                let y = axes[1].position(oh_i, b);
-                for e in 0..axes[2].window {
-                    let xx = axes[2].position(ow_i, e);
-                    let inside =
-                        (0..d as isize).contains(&z) && (0..h as isize).contains(&y) && (0..w as isize).contains(&xx);
-                    let dst = &mut row[at..at + c];
-                    if inside {
-                        let from = (((batch * d + z as usize) * h + y as usize) * w + xx as usize) * c;
-                        dst.copy_from_slice(&x[from..from + c]);
-                    } else {
-                        dst.fill(T::ZERO);
-                    }
-                    at += c;
-                }
+    pub(super) fn gather_patch<T: Num>(&self, voxel: usize, axes: &[Axis], dims: [usize; 4], x: &[T], row: &mut [T]) {
+        let c = dims[3];
+        for_each_tap(voxel, axes, dims, |at, from| {
+            let dst = &mut row[at..at + c];
+            match from {
+                Some(from) => dst.copy_from_slice(&x[from..from + c]),
+                None => dst.fill(T::ZERO),
+            }
+        });
+    }
+}
+
+/// Calls `tap(offset in the patch row, offset in the input or None in the
+/// padding)` for each tap of output voxel `voxel` (flat over
+/// `[n, od, oh, ow]`), in the patch row's order `[kd][kh][kw]`.
+pub(super) fn for_each_tap(
+    voxel: usize,
+    axes: &[Axis],
+    [d, h, w, c]: [usize; 4],
+    mut tap: impl FnMut(usize, Option<usize>),
+) {
+    let (od, oh, ow) = (axes[0].output, axes[1].output, axes[2].output);
+    let (ow_i, rest) = (voxel % ow, voxel / ow);
+    let (oh_i, rest) = (rest % oh, rest / oh);
+    let (od_i, batch) = (rest % od, rest / od);
+    let mut at = 0;
+    for a in 0..axes[0].window {
+        let z = axes[0].position(od_i, a);
+        for b in 0..axes[1].window {
+            let y = axes[1].position(oh_i, b);
+            for e in 0..axes[2].window {
+                let xx = axes[2].position(ow_i, e);
+                let inside =
+                    (0..d as isize).contains(&z) && (0..h as isize).contains(&y) && (0..w as isize).contains(&xx);
+                let from = inside.then(|| (((batch * d + z as usize) * h + y as usize) * w + xx as usize) * c);
+                tap(at, from);
+                at += c;
             }
         }
     }
 }
+
+impl Conv3D {}
 
 // ---------------------------------------------------------------------------
 // MaxPool3D, AvgPool3D
