@@ -161,6 +161,7 @@ golden_remote!(
     sparse_ops,
     feature_columns,
     numerics_and_quantization_ops,
+    ctc_greedy_decoder,
     while_v1,
     while_v2,
     fanout_two_tasks,

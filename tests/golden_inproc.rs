@@ -63,6 +63,7 @@ golden!(
     sparse_ops,
     feature_columns,
     numerics_and_quantization_ops,
+    ctc_greedy_decoder,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -95,6 +95,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "BroadcastArgs" => &[("T", D::Type(3))],
         "BroadcastGradientArgs" => &[("T", D::Type(3))],
         "BroadcastTo" => &[("Tidx", D::Type(3))],
+        "CTCGreedyDecoder" => &[("merge_repeated", D::Bool(false)), ("blank_index", D::Int(-1)), ("T", D::Type(1))],
         "Cast" => &[("Truncate", D::Bool(false))],
         "Complex" => &[("T", D::Type(1)), ("Tout", D::Type(8))],
         "ComplexAbs" => &[("T", D::Type(8)), ("Tout", D::Type(1))],
@@ -459,6 +460,12 @@ pub(crate) enum Len {
 pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
     match op {
         "BroadcastGradientArgs" => &[("r0", Len::One), ("r1", Len::One)],
+        "CTCGreedyDecoder" => &[
+            ("decoded_indices", Len::One),
+            ("decoded_values", Len::One),
+            ("decoded_shape", Len::One),
+            ("log_probability", Len::One),
+        ],
         "FakeQuantWithMinMaxVarsGradient" => {
             &[("backprops_wrt_input", Len::One), ("backprop_wrt_min", Len::One), ("backprop_wrt_max", Len::One)]
         }

@@ -510,6 +510,13 @@ pub(crate) mod testing {
         NodeSpec::new(format!("test_{op}"), op)
     }
 
+    /// Runs a kernel on tensor inputs and returns every output.
+    pub fn run_all(node: &NodeSpec, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let resources = ResourceMgr::default();
+        let inputs = inputs.iter().cloned().map(Value::Tensor).collect();
+        run_kernel_once(node, inputs, &resources)?.into_iter().map(Value::into_tensor).collect()
+    }
+
     /// Runs a single-output kernel on tensor inputs.
     pub fn run1(node: &NodeSpec, inputs: &[Tensor]) -> Result<Tensor> {
         let resources = ResourceMgr::default();

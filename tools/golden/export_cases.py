@@ -1272,6 +1272,33 @@ def case_numerics_and_quantization_ops(out_dir):
                   "and uint64, shifts by amounts outside [0, 31] (broadcast), population count")
 
 
+def case_ctc_greedy_decoder(out_dir):
+    @tf.function
+    def f(logits, lengths):
+        log_probs = tf.nn.log_softmax(logits)
+        (merged,), merged_score = tf.nn.ctc_greedy_decoder(log_probs, lengths, merge_repeated=True)
+        (raw,), raw_score = tf.nn.ctc_greedy_decoder(log_probs, lengths, merge_repeated=False, blank_index=0)
+        return {
+            "merged_indices": merged.indices, "merged_values": merged.values, "merged_shape": merged.dense_shape,
+            "merged_dense": tf.sparse.to_dense(merged, default_value=-1), "merged_score": merged_score,
+            "raw_indices": raw.indices, "raw_values": raw.values, "raw_shape": raw.dense_shape,
+            "raw_score": raw_score,
+        }
+
+    rng = np.random.default_rng(16)
+    # Peaked logits, so paths repeat classes and cross blanks as a trained
+    # OCR model's do.
+    classes = rng.integers(0, 6, [12, 3])
+    logits = rng.standard_normal([12, 3, 6]).astype(np.float32)
+    logits[np.arange(12)[:, None], np.arange(3)[None, :], classes] += 4.0
+    specs = [tf.TensorSpec([12, 3, 6], tf.float32, name="logits"), tf.TensorSpec([3], tf.int32, name="lengths")]
+    function_case(out_dir, "ctc_greedy_decoder", f, specs,
+                  [[logits, np.array([12, 7, 0], np.int32)], [logits[:, ::-1].copy(), np.array([5, 12, 9], np.int32)]],
+                  "frozen tf.function: tf.nn.ctc_greedy_decoder on log-softmax outputs [time 12, batch 3, classes 6] "
+                  "(an OCR/speech model's head): repeats merged with the last class blank, and not merged with "
+                  "class 0 blank; decoded sparse tensors, densified with -1, and path scores; one sequence empty")
+
+
 def case_uint8_images(out_dir):
     @tf.function
     def f(image):
@@ -1962,7 +1989,8 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder",
+         "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
          "cond_two_tasks", "cond_v2_two_tasks"]

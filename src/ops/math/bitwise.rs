@@ -168,7 +168,7 @@ fn popcount<T: Bits>(ctx: &mut OpContext<'_>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::ops::sparse::testing::run_all;
+    use crate::ops::testing::run_all;
     use crate::ops::testing::{node, ty};
     use crate::tensor::{DType, Element, Tensor};
 
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(run::<i32>("BitwiseAnd", DType::I32, &[x.clone(), t(&[6, 3])]), [4, 0, 2, 2]);
         assert_eq!(run::<i32>("BitwiseOr", DType::I32, &[x.clone(), t(&[6, 3])]), [14, 15, 14, 11]);
         assert_eq!(run::<i32>("BitwiseXor", DType::I32, &[x, t(&[6, 3])]), [10, 15, 12, 9]);
-        let e = crate::ops::sparse::testing::run_all(&node("BitwiseAnd").attr("T", ty(DType::F32)), &[]);
+        let e = crate::ops::testing::run_all(&node("BitwiseAnd").attr("T", ty(DType::F32)), &[]);
         assert!(e.unwrap_err().message.contains("float32"));
     }
 }

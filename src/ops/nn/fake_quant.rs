@@ -216,8 +216,9 @@ impl OpKernel for FakeQuant {
 #[cfg(test)]
 mod tests {
     use crate::graph::spec::{AttrValue, NodeSpec};
-    use crate::ops::sparse::testing::{f32s, run_all};
+    use crate::ops::sparse::testing::f32s;
     use crate::ops::testing::node;
+    use crate::ops::testing::run_all;
     use crate::tensor::Tensor;
 
     fn x() -> Tensor {

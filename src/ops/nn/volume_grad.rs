@@ -165,7 +165,7 @@ impl Conv3DGrad {
 #[cfg(test)]
 mod tests {
     use crate::graph::spec::{AttrList, AttrValue, NodeSpec};
-    use crate::ops::sparse::testing::run_all;
+    use crate::ops::testing::run_all;
     use crate::ops::testing::{node, ty};
     use crate::tensor::{DType, Tensor};
 

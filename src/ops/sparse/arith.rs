@@ -609,8 +609,9 @@ fn softmax<T: Float>(ctx: &mut OpContext<'_>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{f32s, i64s, run_all};
+    use super::super::testing::{f32s, i64s};
     use crate::graph::spec::AttrValue;
+    use crate::ops::testing::run_all;
     use crate::ops::testing::{node, ty};
     use crate::tensor::{DType, Tensor};
 

@@ -188,16 +188,7 @@ pub(crate) fn strides(shape: &[i64]) -> Vec<i64> {
 
 #[cfg(test)]
 pub(crate) mod testing {
-    use crate::graph::spec::NodeSpec;
-    use crate::ops::{ResourceMgr, Value, run_kernel_once};
     use crate::tensor::Tensor;
-
-    /// Runs a kernel and returns every output.
-    pub fn run_all(node: &NodeSpec, inputs: &[Tensor]) -> crate::error::Result<Vec<Tensor>> {
-        let resources = ResourceMgr::default();
-        let inputs = inputs.iter().cloned().map(Value::Tensor).collect();
-        run_kernel_once(node, inputs, &resources)?.into_iter().map(Value::into_tensor).collect()
-    }
 
     pub fn i64s(dims: &[usize], v: &[i64]) -> Tensor {
         Tensor::from_slice::<i64>(dims, v).unwrap()

@@ -369,7 +369,8 @@ fn grad<S: SegmentScale, T: Float, const V2: bool>(ctx: &mut OpContext<'_>) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{f32s, run_all};
+    use super::super::testing::f32s;
+    use crate::ops::testing::run_all;
     use crate::ops::testing::{node, ty};
     use crate::tensor::{DType, Tensor};
 
