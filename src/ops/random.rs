@@ -254,12 +254,9 @@ fn build_random<D: Distribution>(init: &KernelInit<'_>) -> Result<Box<dyn OpKern
     if !matches!(dtype, DType::F32 | DType::F64) {
         return Err(unsupported_dtype(&node.op, dtype, &[DType::F32, DType::F64]));
     }
-    let seed = node.attr_int_or("seed", 0)?;
-    let seed2 = node.attr_int_or("seed2", 0)?;
-    let (seed, seed2) = if seed == 0 && seed2 == 0 { os_random_seeds() } else { (seed as u64, seed2 as u64) };
     Ok(Box::new(RandomKernel::<D> {
         dtype,
-        generator: Mutex::new(Philox::new(seed, seed2)),
+        generator: Mutex::new(seeded_generator(node)?),
         _distribution: std::marker::PhantomData,
     }))
 }
@@ -279,6 +276,22 @@ fn output_shape(t: &Tensor) -> Result<Shape> {
     Ok(Shape::from_vec(dims))
 }
 
+/// A node's generator from its `seed` and `seed2` (both 0: unpredictable).
+fn seeded_generator(node: &NodeSpec) -> Result<Philox> {
+    let (seed, seed2) = (node.attr_int_or("seed", 0)?, node.attr_int_or("seed2", 0)?);
+    let (seed, seed2) = if seed == 0 && seed2 == 0 { os_random_seeds() } else { (seed as u64, seed2 as u64) };
+    Ok(Philox::new(seed, seed2))
+}
+
+/// The generator for a run of `outputs` outputs, its counters reserved
+/// (moved on by 256 per output, as TensorFlow's `ReserveRandomOutputs`).
+fn reserve(generator: &Mutex<Philox>, outputs: usize) -> Philox {
+    let mut generator = generator.lock();
+    let base = *generator;
+    generator.skip((outputs as u64).saturating_mul(RESERVED_PER_OUTPUT));
+    base
+}
+
 /// What TensorFlow does for an unseeded op: a key nobody can predict.
 fn os_random_seeds() -> (u64, u64) {
     use std::hash::{BuildHasher, Hasher};
@@ -293,13 +306,7 @@ fn os_random_seeds() -> (u64, u64) {
 impl<D: Distribution> OpKernel for RandomKernel<D> {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let shape = output_shape(ctx.input(0)?)?;
-        let count = shape.num_elements() as u64;
-        let base = {
-            let mut generator = self.generator.lock();
-            let base = *generator;
-            generator.skip(count.saturating_mul(RESERVED_PER_OUTPUT));
-            base
-        };
+        let base = reserve(&self.generator, shape.num_elements());
         let out = match self.dtype {
             DType::F32 => Tensor::build(shape, |out: &mut [f32]| D::fill_f32(base, out))?,
             _ => Tensor::build(shape, |out: &mut [f64]| D::fill_f64(base, out))?,
@@ -328,21 +335,13 @@ fn build_uniform_int(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     if !matches!(dtype, DType::I32 | DType::I64) {
         return Err(unsupported_dtype(&node.op, dtype, &[DType::I32, DType::I64]));
     }
-    let (seed, seed2) = (node.attr_int_or("seed", 0)?, node.attr_int_or("seed2", 0)?);
-    let (seed, seed2) = if seed == 0 && seed2 == 0 { os_random_seeds() } else { (seed as u64, seed2 as u64) };
-    Ok(Box::new(UniformIntKernel { dtype, generator: Mutex::new(Philox::new(seed, seed2)) }))
+    Ok(Box::new(UniformIntKernel { dtype, generator: Mutex::new(seeded_generator(node)?) }))
 }
 
 impl OpKernel for UniformIntKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let shape = output_shape(ctx.input(0)?)?;
-        let count = shape.num_elements() as u64;
-        let base = {
-            let mut generator = self.generator.lock();
-            let base = *generator;
-            generator.skip(count.saturating_mul(RESERVED_PER_OUTPUT));
-            base
-        };
+        let base = reserve(&self.generator, shape.num_elements());
         let out = stateless::uniform_ints(base, shape, self.dtype, ctx.input(1)?, ctx.input(2)?)?;
         ctx.set_output(0, out);
         Ok(())

@@ -239,7 +239,7 @@ mod tests {
             .attr("max", AttrValue::Float(2.9))
             .attr("num_bits", AttrValue::Int(4))
             .attr("narrow_range", AttrValue::Bool(true));
-        let want = [-1.1999999, -1.1999999, 0.0, 0.0, 0.29999998, 1.7999999, 2.3999999, 2.9999998, 2.9999998];
+        let want = [-1.1999999, -1.1999999, 0.0, 0.0, 0.29999998, 1.8, 2.399_999_9, 2.9999998, 2.9999998];
         assert_eq!(values(&narrow, &[x()])[0], want);
         let vars = node("FakeQuantWithMinMaxVars");
         let want = [-0.7003921, -0.7003921, -0.01490196, 0.0, 0.32784313, 1.6988235, 2.5035293, 3.0996077, 3.0996077];

@@ -290,7 +290,7 @@ fn cwise<O: CwiseOp, T: Num>(ctx: &mut OpContext<'_>) -> Result<()> {
         );
     }
     let dense_values = dense.as_slice::<T>()?;
-    if O::REFUSES_ZERO && dense_values.iter().any(|&x| x == T::ZERO) {
+    if O::REFUSES_ZERO && dense_values.contains(&T::ZERO) {
         bail!(invalid_argument, "{} cannot divide by zero, but input dense tensor contains zero", O::NAME);
     }
     sparse.check_bounds("sp_")?;

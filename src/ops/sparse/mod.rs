@@ -3,14 +3,14 @@
 //! travels as three dense tensors, `indices` (int64 `[N, R]`), `values`
 //! (`[N]`) and `dense_shape` (int64 `[R]`), and each op here takes and
 //! gives those parts.
-//! - [`to_dense`]: `SparseToDense`;
-//! - [`segment`]: `SparseSegmentSum`/`Mean`/`SqrtN` (with and without
+//! - `to_dense`: `SparseToDense`;
+//! - `segment`: `SparseSegmentSum`/`Mean`/`SqrtN` (with and without
 //!   `num_segments`) and their gradients, the reductions of sparse
 //!   embedding lookups;
-//! - [`rows`]: ops that move entries, `SparseFillEmptyRows` (and its
+//! - `rows`: ops that move entries, `SparseFillEmptyRows` (and its
 //!   gradient), `SparseReshape`, `SparseReorder`, `SparseSlice`,
 //!   `SparseConcat`;
-//! - [`arith`]: arithmetic, `SparseTensorDenseMatMul`, `SparseAdd`,
+//! - `arith`: arithmetic, `SparseTensorDenseMatMul`, `SparseAdd`,
 //!   `SparseTensorDenseAdd`, `SparseDenseCwiseAdd`/`Mul`/`Div`,
 //!   `SparseReduceSum`/`Max`, `SparseSoftmax`, `SparseSparseMaximum`/
 //!   `Minimum`.

@@ -173,17 +173,7 @@ fn plan<const WITH_NUM: bool>(ctx: &OpContext<'_>) -> Result<Plan> {
         last.max(0) as usize
     };
     let rows = data.dims()[0];
-    for (i, pair) in ids.windows(2).enumerate() {
-        if pair[1] < pair[0] {
-            bail!(
-                invalid_argument,
-                "segment ids are not increasing: segment_ids[{}] = {} after {}",
-                i + 1,
-                pair[1],
-                pair[0]
-            );
-        }
-    }
+    crate::ops::training::segment::check_sorted_ids(&ids)?;
     if let Some(&first) = ids.first()
         && first < 0
     {
@@ -466,7 +456,9 @@ mod tests {
         assert_eq!(mean, [0.5, 1., 1.5, 0.5, 1., 1.5, 0., 0., 0., 7., 8., 9., 0., 0., 0.]);
         let sqrtn =
             values("SparseSegmentSqrtNGrad", &[g.clone(), i32s(&[0, 1, 1]), i32s(&[0, 0, 2]), Tensor::scalar(5i32)]);
-        assert_eq!(sqrtn[..6], [0.70710677, 1.4142135, 2.1213202, 7.7071066, 9.414213, 11.121321]);
+        // 1/sqrt(2) and 2/sqrt(2) rounded to float32, as TensorFlow's factor.
+        let (r, two_r) = (std::f32::consts::FRAC_1_SQRT_2, std::f32::consts::SQRT_2);
+        assert_eq!(sqrtn[..6], [r, two_r, 2.1213202, 7.7071066, 9.414213, 11.121321]);
         let sum =
             values("SparseSegmentSumGrad", &[g.clone(), i32s(&[0, 1, 1]), i32s(&[0, 0, 2]), Tensor::scalar(5i32)]);
         assert_eq!(sum[..6], [1., 2., 3., 8., 10., 12.]);

@@ -42,6 +42,23 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("UniqueWithCounts", unique_signature, build_unique::<true>),
 ];
 
+/// TensorFlow's check of sorted segment ids (the sorted and the sparse
+/// segment reductions), naming the first out of order.
+pub fn check_sorted_ids(ids: &[i64]) -> Result<()> {
+    for (i, pair) in ids.windows(2).enumerate() {
+        if pair[1] < pair[0] {
+            bail!(
+                invalid_argument,
+                "segment ids are not increasing: segment_ids[{}] = {} after {}",
+                i + 1,
+                pair[1],
+                pair[0]
+            );
+        }
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------
 // Unsorted segment reductions
 
@@ -247,17 +264,7 @@ fn sorted_segment<R: SegmentReducer, T: SegmentElement, const MEAN: bool>(ctx: &
         );
     }
     let ids_values = index_values(ids, "segment_ids")?;
-    for (i, pair) in ids_values.windows(2).enumerate() {
-        if pair[1] < pair[0] {
-            bail!(
-                invalid_argument,
-                "segment ids are not increasing: segment_ids[{}] = {} after {}",
-                i + 1,
-                pair[1],
-                pair[0]
-            );
-        }
-    }
+    check_sorted_ids(&ids_values)?;
     if let Some(&first) = ids_values.first().filter(|&&id| id < 0) {
         bail!(invalid_argument, "segment ids must be >= 0, got {first}");
     }
