@@ -972,6 +972,11 @@ def case_string_array_ops(out_dir):
         outs["identity_n"] = tf.identity_n([words])[0]
         outs["dynamic_stitch"] = tf.dynamic_stitch([[0, 2], [1]], [words[:2], words[2:3]])
         outs["one_hot_like"] = tf.zeros_like(words)
+        tokens = tf.compat.v1.string_split(tf.strings.join([words, words[::-1]], separator=" ,"), delimiter=" ,")
+        outs["split_v1_indices"], outs["split_v1_values"], outs["split_v1_shape"] = (
+            tokens.indices, tokens.values, tokens.dense_shape)
+        outs["segment_join"] = tf.strings.unsorted_segment_join(words, tf.math.floormod(tf.range(tf.size(words)), 3), 4,
+                                                                separator="+")
         return outs
 
     specs = [tf.TensorSpec([None], tf.string, name="words"), tf.TensorSpec([None], tf.bool, name="keep"),
@@ -984,7 +989,8 @@ def case_string_array_ops(out_dir):
                   "frozen tf.function moving string tensors as input pipelines and label lookups do: gather "
                   "(both axes, nd), slice and strided slice, transpose, reverse, boolean_mask, where, fill, "
                   "expand/squeeze, unstack, split, concat, stack, tile, pad with a string, unique, broadcast_to, "
-                  "identity_n, dynamic_stitch, zeros_like")
+                  "identity_n, dynamic_stitch, zeros_like; tf.compat.v1.string_split at any of two delimiter bytes "
+                  "(StringSplit, empty tokens skipped), unsorted_segment_join with an empty segment")
 
 
 def case_unicode_string_ops(out_dir):

@@ -3,7 +3,8 @@
 //! `StringUpper`), regular expressions (`StaticRegexReplace`,
 //! `RegexReplace`, `StaticRegexFullMatch`, `RegexFullMatch`: RE2 syntax
 //! through the `regex` crate, which reads it alike), splitting into
-//! a sparse tensor of tokens (`StringSplitV2`), n-grams of ragged rows of
+//! a sparse tensor of tokens (`StringSplitV2`; v1's `StringSplit` at
+//! any byte of its delimiter), n-grams of ragged rows of
 //! tokens (`StringNGrams`, Keras `TextVectorization(ngrams=...)`), hashing into buckets
 //! (`StringToHashBucketFast`: FarmHash's Fingerprint64, as TensorFlow;
 //! `StringToHashBucketStrong`: keyed SipHash-2-4), `AsString` (numbers
@@ -32,6 +33,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("StaticRegexFullMatch", full_match_signature, build_static_full_match),
     OpDef::kernel("RegexFullMatch", dynamic_full_match_signature, build_dynamic_full_match),
     OpDef::kernel("StringSplitV2", split_signature, build_split),
+    OpDef::kernel("StringSplit", split_signature, build_split),
     OpDef::kernel("StringNGrams", ngrams_signature, build_ngrams),
     OpDef::kernel("StringToHashBucketFast", hash_signature, build_hash_fast),
     OpDef::kernel("StringToHashBucketStrong", hash_signature, build_hash_strong),
@@ -328,10 +330,28 @@ fn split<'a>(text: &'a [u8], sep: &[u8], maxsplit: i64) -> Vec<&'a [u8]> {
 
 struct Split {
     maxsplit: i64,
+    /// `StringSplit` (v1, `tf.compat.v1.string_split`): the delimiter is a
+    /// set of bytes, each of which splits (none: every byte a token), and
+    /// empty tokens are dropped when this is true.
+    v1_skip_empty: Option<bool>,
 }
 
 fn build_split(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    Ok(Box::new(Split { maxsplit: init.node.attr_int_or("maxsplit", -1)? }))
+    let v1_skip_empty =
+        if init.node.op == "StringSplit" { Some(init.node.attr_bool_or("skip_empty", true)?) } else { None };
+    Ok(Box::new(Split { maxsplit: init.node.attr_int_or("maxsplit", -1)?, v1_skip_empty }))
+}
+
+/// `StringSplit`'s tokens: split at any byte of `delimiters` (every byte
+/// its own token for none); an empty text has no tokens.
+fn split_v1<'a>(text: &'a [u8], delimiters: &[u8], skip_empty: bool) -> Vec<&'a [u8]> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    if delimiters.is_empty() {
+        return text.chunks(1).collect();
+    }
+    text.split(|b| delimiters.contains(b)).filter(|t| !(skip_empty && t.is_empty())).collect()
 }
 
 impl OpKernel for Split {
@@ -340,13 +360,16 @@ impl OpKernel for Split {
         if input.rank() != 1 {
             return Err(Status::invalid_argument(format!("input must be a vector, got shape {}", input.shape())));
         }
-        let sep = ctx.input(1)?.string_value().map_err(|e| e.context("sep"))?;
+        let sep = ctx.input(1)?.string_value().map_err(|e| e.context("sep (delimiter)"))?;
         let mut indices: Vec<i64> = Vec::new();
         let mut values: Vec<&[u8]> = Vec::new();
         let mut widest = 0;
         let strings = input.strings()?;
         for (row, text) in strings.iter().enumerate() {
-            let tokens = split(text, sep, self.maxsplit);
+            let tokens = match self.v1_skip_empty {
+                Some(skip_empty) => split_v1(text, sep, skip_empty),
+                None => split(text, sep, self.maxsplit),
+            };
             widest = widest.max(tokens.len());
             for (column, token) in tokens.into_iter().enumerate() {
                 indices.extend([row as i64, column as i64]);
@@ -791,6 +814,23 @@ mod tests {
         let rewrite =
             NodeSpec::new("r", "StaticRegexReplace").attr("pattern", bytes("x")).attr("rewrite", bytes(r"\q"));
         assert!(run(&rewrite, vec![strings(&["x"])]).unwrap_err().message.contains("backslash"));
+    }
+
+    #[test]
+    fn v1_split_splits_at_any_delimiter_byte_as_tensorflow_does() {
+        // tf.raw_ops.StringSplit in TensorFlow 2.21 on the same inputs.
+        let text = strings(&["a b,c", "  ", "d,,e f", ""]);
+        let split = |skip: bool| NodeSpec::new("s", "StringSplit").attr("skip_empty", AttrValue::Bool(skip));
+        let out = run(&split(true), vec![text.clone(), Tensor::string_scalar(" ,")]).unwrap();
+        assert_eq!(out[0].as_slice::<i64>().unwrap(), [0, 0, 0, 1, 0, 2, 2, 0, 2, 1, 2, 2]);
+        let tokens: Vec<&[u8]> = out[1].strings().unwrap().iter().collect();
+        assert_eq!(tokens, [b"a".as_slice(), b"b", b"c", b"d", b"e", b"f"]);
+        assert_eq!(out[2].as_slice::<i64>().unwrap(), [4, 3]);
+        let out = run(&split(false), vec![text, Tensor::string_scalar(" ,")]).unwrap();
+        assert_eq!(out[1].strings().unwrap().len(), 10, "the empty text gives no token even kept");
+        assert_eq!(out[2].as_slice::<i64>().unwrap(), [4, 4]);
+        let out = run(&split(true), vec![strings(&["ab", "c"]), Tensor::string_scalar("")]).unwrap();
+        assert_eq!(out[0].as_slice::<i64>().unwrap(), [0, 0, 0, 1, 1, 0]);
     }
 
     #[test]

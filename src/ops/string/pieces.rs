@@ -1,7 +1,8 @@
 //! Cutting, joining and re-encoding strings: `Substr` (bytes or UTF-8
 //! characters, a negative position counting from the end), `ReduceJoin`
 //! (`tf.strings.reduce_join`: axes joined one after another, in the order
-//! given) and web-safe base64 (`DecodeBase64`, `EncodeBase64`: the `-_`
+//! given), `UnsortedSegmentJoin` (`tf.strings.unsorted_segment_join`)
+//! and web-safe base64 (`DecodeBase64`, `EncodeBase64`: the `-_`
 //! alphabet TensorFlow uses, padding optional when decoding).
 //!
 //! Owns: these kernels and TensorFlow's bounds errors. Must not keep
@@ -11,13 +12,14 @@ use crate::bail;
 use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
 use crate::ops::registry::OpDef;
-use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values};
+use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or, index_values};
 use crate::tensor::{DType, Tensor};
 use base64::Engine;
 
 pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Substr", substr_signature, build_substr),
     OpDef::kernel("ReduceJoin", reduce_join_signature, build_reduce_join),
+    OpDef::kernel("UnsortedSegmentJoin", segment_join_signature, build_segment_join),
     OpDef::kernel("DecodeBase64", base64_signature, build_base64::<false>),
     OpDef::kernel("EncodeBase64", base64_signature, build_base64::<true>),
 ];
@@ -98,6 +100,74 @@ impl OpKernel for Substr {
             out.push(s[bounds[start as usize]..bounds[end as usize]].to_vec());
         }
         ctx.set_output(0, Tensor::from_strings(input.shape().clone(), &out)?);
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// UnsortedSegmentJoin
+
+/// `[string, Tindices, Tnumsegments] -> [string]`.
+fn segment_join_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let ids = ValueType::Tensor(attr_index_type_or(node, "Tindices", DType::I32)?);
+    let num = ValueType::Tensor(attr_index_type_or(node, "Tnumsegments", DType::I32)?);
+    Ok(OpSignature::new(vec![ValueType::Tensor(DType::String), ids, num], vec![ValueType::Tensor(DType::String)]))
+}
+
+/// `UnsortedSegmentJoin` (`tf.strings.unsorted_segment_join`): the rows
+/// below `segment_ids`' dimensions joined per segment with `separator`,
+/// in input order; a segment no row falls in is the empty string.
+struct SegmentJoin {
+    separator: Vec<u8>,
+}
+
+fn build_segment_join(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    Ok(Box::new(SegmentJoin { separator: init.node.attr_str_or("separator", "")?.into_bytes() }))
+}
+
+impl OpKernel for SegmentJoin {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let (input, ids_t, num) = (ctx.input(0)?, ctx.input(1)?, ctx.input(2)?);
+        if num.rank() != 0 {
+            bail!(invalid_argument, "num_segments must be a scalar, got shape {}", num.shape());
+        }
+        let segments = index_values(num, "num_segments")?[0];
+        if !input.dims().starts_with(ids_t.dims()) {
+            bail!(
+                invalid_argument,
+                "data.shape = {} does not start with segment_ids.shape = {}",
+                input.shape(),
+                ids_t.shape()
+            );
+        }
+        let ids = index_values(ids_t, "segment_ids")?;
+        if let Some((i, id)) = ids.iter().enumerate().find(|&(_, &id)| id < 0 || id >= segments) {
+            bail!(
+                invalid_argument,
+                "segment_ids are not allowed to exceed num_segments or to have negative values: segment_ids[{i}] = {id}, num_segments = {segments}"
+            );
+        }
+        let segments = segments as usize;
+        let row_dims = &input.dims()[ids_t.rank()..];
+        let inner: usize = row_dims.iter().product();
+        let strings = input.strings()?;
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; segments * inner];
+        for (i, &id) in ids.iter().enumerate() {
+            for j in 0..inner {
+                let piece = strings.get(i * inner + j).unwrap_or_default();
+                match &mut out[id as usize * inner + j] {
+                    Some(joined) => {
+                        joined.extend_from_slice(&self.separator);
+                        joined.extend_from_slice(piece);
+                    }
+                    slot @ None => *slot = Some(piece.to_vec()),
+                }
+            }
+        }
+        let out: Vec<Vec<u8>> = out.into_iter().map(Option::unwrap_or_default).collect();
+        let mut dims = vec![segments];
+        dims.extend_from_slice(row_dims);
+        ctx.set_output(0, Tensor::from_strings(dims.as_slice(), &out)?);
         Ok(())
     }
 }
@@ -203,5 +273,31 @@ impl<const ENCODE: bool> OpKernel for Base64<ENCODE> {
         };
         ctx.set_output(0, Tensor::from_strings(input.shape().clone(), &out)?);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::graph::spec::AttrValue;
+    use crate::ops::testing::{node, run1};
+    use crate::tensor::Tensor;
+
+    #[test]
+    fn segment_join_matches_tensorflow() {
+        // tf.raw_ops.UnsortedSegmentJoin in TensorFlow 2.21, the same calls.
+        let join = node("UnsortedSegmentJoin").attr("separator", AttrValue::Bytes(b":".to_vec()));
+        let words = Tensor::from_strings([4].as_slice(), &["a", "b", "c", "d"]).unwrap();
+        let ids = Tensor::from_slice::<i32>([4].as_slice(), &[1, 0, 1, 3]).unwrap();
+        let out = run1(&join, &[words.clone(), ids, Tensor::scalar(4i32)]).unwrap();
+        let got: Vec<&[u8]> = out.strings().unwrap().iter().collect();
+        assert_eq!(got, [b"b".as_slice(), b"a:c", b"", b"d"]);
+        let grid = Tensor::from_strings([2, 2].as_slice(), &["a", "b", "c", "d"]).unwrap();
+        let ids = Tensor::from_slice::<i32>([2, 2].as_slice(), &[0, 1, 1, 1]).unwrap();
+        let out = run1(&join, &[grid, ids, Tensor::scalar(2i32)]).unwrap();
+        let got: Vec<&[u8]> = out.strings().unwrap().iter().collect();
+        assert_eq!(got, [b"a".as_slice(), b"b:c:d"]);
+        let bad = Tensor::from_slice::<i32>([4].as_slice(), &[2, 0, 0, 0]).unwrap();
+        let e = run1(&join, &[words, bad, Tensor::scalar(2i32)]).unwrap_err();
+        assert!(e.message.contains("not allowed to exceed num_segments"), "{e}");
     }
 }
