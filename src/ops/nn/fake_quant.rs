@@ -166,7 +166,8 @@ impl OpKernel for FakeQuant {
         let x = ctx.input(x_input)?;
         let channels = x.dims().last().copied().unwrap_or(1);
         let ranges = self.ranges(ctx, x_input + 1, channels)?;
-        let per_channel = ranges.len() > 1 || ctx.num_inputs() > x_input + 1 && ctx.input(x_input + 1)?.rank() == 1;
+        // Vars ranges given as vectors are per channel (even of one element).
+        let per_channel = self.range.is_none() && ctx.input(x_input + 1)?.rank() == 1;
         if per_channel && x.rank() == 0 {
             bail!(invalid_argument, "inputs must have at least one dimension for per-channel ranges");
         }

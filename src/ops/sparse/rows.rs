@@ -38,11 +38,6 @@ fn values_type(node: &NodeSpec) -> Result<ValueType> {
     Ok(ValueType::Tensor(node.attr_dtype("T")?))
 }
 
-/// Row-major order of two entries' coordinates.
-fn row_major(a: &[i64], b: &[i64]) -> std::cmp::Ordering {
-    a.cmp(b)
-}
-
 // ---------------------------------------------------------------------------
 // SparseFillEmptyRows
 
@@ -263,7 +258,8 @@ fn sparse_reorder(ctx: &mut OpContext<'_>) -> Result<()> {
     let sparse = SparseOperand::read(ctx.input(0)?, ctx.input(1)?, ctx.input(2)?, "input_")?;
     let indices = &sparse.indices;
     let mut order: Vec<usize> = (0..indices.count).collect();
-    order.sort_by(|&a, &b| row_major(indices.row(a), indices.row(b)));
+    // Coordinates compare lexicographically: row-major order.
+    order.sort_by(|&a, &b| indices.row(a).cmp(indices.row(b)));
     let flat: Vec<i64> = order.iter().flat_map(|&i| indices.row(i).iter().copied()).collect();
     let out_indices = indices_tensor(flat, indices.count, indices.rank)?;
     let values = pick_elements(sparse.values, &order, None)?;
@@ -402,7 +398,7 @@ impl OpKernel for SparseConcatKernel {
                 entries.push((row, k, i));
             }
         }
-        entries.sort_by(|a, b| row_major(&a.0, &b.0));
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
         let flat: Vec<i64> = entries.iter().flat_map(|e| e.0.iter().copied()).collect();
         // Values: concatenated, then picked in the sorted order.
         let mut firsts = Vec::with_capacity(n);
