@@ -64,3 +64,8 @@ fn rnn_in_a_v1_while_loop_whose_gradient_pops_stacks() {
 fn rnn_in_a_v2_while_loop_whose_gradient_pops_tensor_list_accumulators() {
     check("train_rnn_while_v2");
 }
+
+#[test]
+fn tf1_lstm_with_orthogonal_init_whose_gradient_adds_tensor_list_accumulators() {
+    check("train_lstm_dynamic_rnn");
+}

@@ -165,7 +165,10 @@ fn logical_not_signature(_node: &NodeSpec) -> Result<OpSignature> {
 
 fn add_n_signature(node: &NodeSpec) -> Result<OpSignature> {
     let n = attr_count(node, "N", 1)?;
-    let t = ValueType::Tensor(node.attr_dtype("T")?);
+    let t = match super::control_flow::value_type_attr(node, "T")? {
+        ValueType::Variant => ValueType::Variant,
+        _ => ValueType::Tensor(node.attr_dtype("T")?),
+    };
     Ok(OpSignature::new(vec![t; n], vec![t]))
 }
 
@@ -717,6 +720,40 @@ fn build_logical_not(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 // ---------------------------------------------------------------------------
 // AddN
 
+/// `AddN` of TensorLists (`variant`s): the gradients of one loop
+/// accumulator, summed in input order.
+fn compute_add_n_lists(ctx: &mut OpContext<'_>) -> Result<()> {
+    let mut acc = ctx.input_list(0)?.clone();
+    for i in 1..ctx.num_inputs() {
+        acc = std::sync::Arc::new(acc.add(ctx.input_list(i)?)?);
+    }
+    ctx.set_output_value(0, super::Value::List(acc));
+    Ok(())
+}
+
+/// `a + b` for two tensors of one dtype and shape (no broadcasting).
+pub(crate) fn add_same_shape(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    fn sum<T: Num>(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let (x, y) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+        Tensor::build::<T>(a.dims(), |out| {
+            for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
+                *o = p.add(q);
+            }
+        })
+    }
+    debug_assert_eq!(a.shape(), b.shape());
+    if a.dtype() != b.dtype() {
+        bail!(invalid_argument, "cannot add a {} tensor to a {} tensor", a.dtype(), b.dtype());
+    }
+    match a.dtype() {
+        DType::F32 => sum::<f32>(a, b),
+        DType::F64 => sum::<f64>(a, b),
+        DType::I32 => sum::<i32>(a, b),
+        DType::I64 => sum::<i64>(a, b),
+        other => Err(unsupported_dtype("AddN", other, REAL)),
+    }
+}
+
 fn compute_add_n<T: Num>(ctx: &mut OpContext<'_>) -> Result<()> {
     let n = ctx.num_inputs();
     let mut acc = ctx.take_input(0)?;
@@ -790,6 +827,9 @@ fn add_n_into<T: Num>(pool: Option<&dyn IntraOpPool>, out: &mut [T], rest: &[&[T
 }
 
 fn build_add_n(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if super::control_flow::value_type_attr(init.node, "T")? == ValueType::Variant {
+        return Ok(FnKernel::boxed(compute_add_n_lists));
+    }
     let dtype = init.node.attr_dtype("T")?;
     let compute: ComputeFn = match dtype {
         DType::F32 => compute_add_n::<f32>,

@@ -38,7 +38,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Rank", rank_signature, build_rank),
     OpDef::kernel("Cast", cast_signature, build_cast),
     OpDef::kernel("Fill", fill_signature, build_fill),
-    OpDef::kernel("ZerosLike", same_signature, build_zeros_like),
+    OpDef::kernel("ZerosLike", zeros_like_signature, build_zeros_like),
     OpDef::kernel("OnesLike", same_signature, build_ones_like),
 ];
 
@@ -941,7 +941,22 @@ fn compute_fill(ctx: &mut OpContext<'_>) -> Result<()> {
     Ok(())
 }
 
-fn build_zeros_like(_init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+/// `[T] -> [T]` where `T` may also be a `variant` (a TensorList).
+fn zeros_like_signature(node: &NodeSpec) -> Result<OpSignature> {
+    match super::control_flow::value_type_attr(node, "T")? {
+        ValueType::Variant => Ok(OpSignature::new(vec![ValueType::Variant], vec![ValueType::Variant])),
+        _ => same_signature(node),
+    }
+}
+
+fn build_zeros_like(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    if super::control_flow::value_type_attr(init.node, "T")? == ValueType::Variant {
+        return Ok(FnKernel::boxed(|ctx| {
+            let zeros = ctx.input_list(0)?.zeros_like()?;
+            ctx.set_output_value(0, super::Value::List(std::sync::Arc::new(zeros)));
+            Ok(())
+        }));
+    }
     Ok(FnKernel::boxed(|ctx| {
         let x = ctx.input(0)?;
         let out = Tensor::zeros(x.dtype(), x.shape().clone())?;

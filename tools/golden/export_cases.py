@@ -720,6 +720,10 @@ def case_linalg_ops(out_dir):
             tf.linalg.triangular_solve(chol, b, adjoint=True),
             tf.linalg.inv(a64),
             tf.linalg.det(a64),
+            *tf.linalg.qr(b),
+            *tf.linalg.qr(b, full_matrices=True),
+            *tf.linalg.qr(tf.transpose(b, [0, 2, 1])),
+            *tf.linalg.qr(a64, full_matrices=True),
         ]
 
     specs = [tf.TensorSpec([3, 4, 4], tf.float32, name="a"), tf.TensorSpec([3, 4, 2], tf.float32, name="b"),
@@ -733,10 +737,13 @@ def case_linalg_ops(out_dir):
     names = ["MatrixInverse", "MatrixInverse adjoint", "MatrixDeterminant", "LogMatrixDeterminant sign",
              "LogMatrixDeterminant log", "MatrixSolve", "MatrixSolve adjoint", "Cholesky of a a^T + 4I",
              "MatrixTriangularSolve lower", "MatrixTriangularSolve adjoint (upper)", "MatrixInverse float64",
-             "MatrixDeterminant float64"]
+             "MatrixDeterminant float64", "Qr q of b", "Qr r of b", "Qr q of b full_matrices",
+             "Qr r of b full_matrices", "Qr q of b^T (wide)", "Qr r of b^T (wide)", "Qr q float64 full_matrices",
+             "Qr r float64 full_matrices"]
     function_case(out_dir, "linalg_ops", f, specs, feeds,
                   "frozen tf.function of tf.linalg on a batch of 3 diagonally dominant 4x4 float32 matrices (one with "
-                  "a negative determinant), 2 right-hand sides, and 2 float64 3x3 matrices: " + "; ".join(names),
+                  "a negative determinant), 2 right-hand sides, and 2 float64 3x3 matrices (QR of the right-hand sides, tall, "
+                  "full and wide, and of the float64 ones): " + "; ".join(names),
                   names=names)
 
 

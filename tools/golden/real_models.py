@@ -50,6 +50,12 @@ training.py does):
   train_rnn_while_v2 the same RNN with control flow v2 (a While op over
                      TensorList accumulators; its gradient is a second While
                      popping them) and momentum on resource variables.
+  train_lstm_dynamic_rnn
+                     tf.compat.v1.nn.dynamic_rnn of an LSTMCell (from tf_keras,
+                     which this case needs) with an orthogonal initializer (a
+                     normal draw through Qr in the init step), Adam on
+                     resource variables; its gradient While adds TensorList
+                     accumulators (AddN and ZerosLike of variants).
 """
 import os
 import subprocess
@@ -268,9 +274,48 @@ def case_train_rnn_while_v2(out_dir):
                     "Momentum(0.2, 0.9) on resource variables; 3 steps")
 
 
+def lstm_training_graph():
+    tf, tf1, np = ec.tf, ec.tf1, ec.np
+    g = tf.Graph()
+    with g.as_default():
+        tf1.set_random_seed(11)
+        xs = tf1.placeholder(tf.float32, [4, 5, 3], name="x")
+        y = tf1.placeholder(tf.float32, [4, 2], name="y")
+        cell = tf1.nn.rnn_cell.LSTMCell(6, initializer=tf1.orthogonal_initializer(seed=7), forget_bias=1.0)
+        with tf1.variable_scope("lstm", use_resource=True):
+            outputs, state = tf1.nn.dynamic_rnn(cell, xs, dtype=tf.float32)
+            v = tf1.get_variable("readout", [6, 2], initializer=tf1.glorot_uniform_initializer(seed=3))
+        pred = tf.matmul(state.h, v) + 0.1 * tf.reduce_mean(outputs, axis=[1, 2])[:, None]
+        loss = tf.identity(tf.reduce_mean(tf.square(pred - y)), name="loss")
+        tf1.train.AdamOptimizer(0.05).minimize(loss, name="train")
+        tf1.group(tf1.global_variables_initializer(), name="init")
+        finals = [tf.identity(var.read_value(), name=var.op.name.replace("/", "_") + "_value").name
+                  for var in tf1.trainable_variables()]
+    rng = np.random.default_rng(19)
+
+    def feeds():
+        return {"x:0": rng.standard_normal([4, 5, 3]).astype(np.float32),
+                "y:0": rng.standard_normal([4, 2]).astype(np.float32)}
+
+    return g, feeds, finals
+
+
+def case_train_lstm_dynamic_rnn(out_dir):
+    # tf.compat.v1.nn.rnn_cell lives in tf_keras (Keras 2) from TF 2.16 on.
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    ec.tf1.disable_eager_execution()
+    g, feeds, finals = lstm_training_graph()
+    export_training(out_dir, "train_lstm_dynamic_rnn", g, feeds, finals,
+                    "tf.compat.v1 LSTM training graph (control flow v2): LSTMCell(6) with an orthogonal "
+                    "initializer (RandomStandardNormal through Qr in the init step) under nn.dynamic_rnn over "
+                    "[4,5,3] inputs, a readout of the last state and the mean output, squared error, Adam(0.05) "
+                    "on resource variables; the gradient While adds TensorList accumulators (AddN and ZerosLike "
+                    "of variants); 3 steps")
+
+
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
 ORDER = ["keras_lstm", "keras_gru", "keras_simple_rnn", "keras_bidirectional_lstm", "keras_mobilenet_v2",
-         "keras_transformer_encoder", "train_rnn_while_v1", "train_rnn_while_v2"]
+         "keras_transformer_encoder", "train_rnn_while_v1", "train_rnn_while_v2", "train_lstm_dynamic_rnn"]
 assert sorted(ORDER) == sorted(CASES), (ORDER, sorted(CASES))
 
 

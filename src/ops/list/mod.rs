@@ -82,6 +82,62 @@ impl TensorList {
         &mut self.elements
     }
 
+    /// `ZerosLike` of a list (the zero gradient of a loop's accumulator):
+    /// zeros in place of each set element, unset elements left unset, as
+    /// TensorFlow's `TensorListZerosLike`.
+    pub fn zeros_like(&self) -> Result<TensorList> {
+        let elements = self
+            .elements
+            .iter()
+            .map(|e| e.as_ref().map(|t| Tensor::zeros(t.dtype(), t.shape().clone())).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TensorList {
+            element_dtype: self.element_dtype,
+            element_shape: self.element_shape.clone(),
+            elements,
+            max_num_elements: self.max_num_elements,
+        })
+    }
+
+    /// The elementwise sum of two lists (`AddN` of `variant`s, as gradients
+    /// of a loop's accumulators add up), as TensorFlow's
+    /// `TensorListBinaryAdd`: the lists agree in dtype, length and element
+    /// shape; an element unset in one list is the other's; set elements of
+    /// one shape add.
+    pub fn add(&self, other: &TensorList) -> Result<TensorList> {
+        let both = |what: &str, a: &dyn std::fmt::Display, b: &dyn std::fmt::Display| {
+            Status::invalid_argument(format!(
+                "Trying to add two lists of tensors {what}. One is {a} and the other is {b}"
+            ))
+        };
+        if self.element_dtype != other.element_dtype {
+            return Err(both("of different dtypes", &self.element_dtype, &other.element_dtype));
+        }
+        if self.len() != other.len() {
+            return Err(both("with different lengths", &self.len(), &other.len()));
+        }
+        if !shapes_compatible(&self.element_shape, &other.element_shape) {
+            return Err(both("with incompatible element shapes", &self.element_shape, &other.element_shape));
+        }
+        let element_shape = merge_shapes(&self.element_shape, &other.element_shape)?;
+        let elements = self
+            .elements
+            .iter()
+            .zip(&other.elements)
+            .map(|pair| match pair {
+                (None, None) => Ok(None),
+                (Some(t), None) | (None, Some(t)) => Ok(Some(t.clone())),
+                (Some(a), Some(b)) if a.shape() != b.shape() => Err(Status::invalid_argument(format!(
+                    "Trying to add two tensors with incompatible element shapes. One is {} and the other is {}",
+                    a.shape(),
+                    b.shape()
+                ))),
+                (Some(a), Some(b)) => crate::ops::math::add_same_shape(a, b).map(Some),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TensorList { element_dtype: self.element_dtype, element_shape, elements, max_num_elements: None })
+    }
+
     /// The error for an op whose `element_dtype` differs from the list's.
     pub fn check_dtype(&self, op_dtype: DType) -> Result<()> {
         if op_dtype != self.element_dtype {
@@ -187,6 +243,34 @@ mod tests {
         assert!(err.message.contains("[2,3] vs. [2,4]"), "{err}");
         assert!(!shapes_compatible(&spec(&[2]), &spec(&[2, 1])));
         assert!(is_fully_defined(&spec(&[])) && !is_fully_defined(&spec(&[-1])));
+    }
+
+    #[test]
+    fn lists_add_and_zero_as_tensorflow_does() {
+        let t = |v: &[f32]| Tensor::from_slice::<f32>([v.len()], v).unwrap();
+        let mut a = TensorList::reserved(DType::F32, spec(&[-1]), 3);
+        a.elements_mut()[0] = Some(t(&[1., 2.]));
+        a.elements_mut()[1] = Some(t(&[5.]));
+        let mut b = TensorList::reserved(DType::F32, spec(&[2]), 3);
+        b.elements_mut()[0] = Some(t(&[0.5, -2.]));
+        b.elements_mut()[2] = Some(t(&[7., 8.]));
+        let sum = a.add(&b).unwrap();
+        assert_eq!(sum.element_shape(), &spec(&[2]));
+        assert_eq!(sum.get(0).unwrap().as_slice::<f32>().unwrap(), &[1.5, 0.]);
+        assert_eq!(sum.get(1).unwrap().as_slice::<f32>().unwrap(), &[5.]);
+        assert_eq!(sum.get(2).unwrap().as_slice::<f32>().unwrap(), &[7., 8.]);
+        let zeros = sum.zeros_like().unwrap();
+        assert_eq!(zeros.get(2).unwrap().as_slice::<f32>().unwrap(), &[0., 0.]);
+        let mut c = TensorList::reserved(DType::F32, spec(&[-1]), 3);
+        c.elements_mut()[0] = Some(t(&[1., 2., 3.]));
+        let err = a.add(&c).unwrap_err();
+        assert!(err.message.contains("incompatible element shapes. One is [2] and the other is [3]"), "{err}");
+        let err = a.add(&TensorList::reserved(DType::F32, spec(&[-1]), 2)).unwrap_err();
+        assert!(err.message.contains("different lengths. One is 3 and the other is 2"), "{err}");
+        let err = a.add(&TensorList::reserved(DType::I32, spec(&[-1]), 3)).unwrap_err();
+        assert!(err.message.contains("different dtypes"), "{err}");
+        let unset = TensorList::reserved(DType::F32, spec(&[-1]), 1).zeros_like().unwrap();
+        assert!(unset.get(0).is_none());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `MatrixInverse`, `MatrixDeterminant`, `LogMatrixDeterminant`,
 //! `MatrixSolve`, `MatrixTriangularSolve` and `Cholesky`
 //! (`tf.linalg.inv`, `det`, `slogdet`, `solve`, `triangular_solve`,
-//! `cholesky`); and `Cross` (`tf.linalg.cross`) of 3-vectors.
+//! `cholesky`); `Qr` ([`qr`]); and `Cross` (`tf.linalg.cross`) of 3-vectors.
 //!
 //! Owns: these kernels and the factorizations under them (LU with partial
 //! pivoting, Cholesky), computed in float64 whatever the dtype and rounded
@@ -11,6 +11,8 @@
 //! transforms, physics-informed models' systems): no blocking, no threads.
 //! Must not hold state beyond parsed attributes. Matrix products are
 //! `matmul`'s.
+
+mod qr;
 
 use super::registry::OpDef;
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, unsupported_dtype};
@@ -27,6 +29,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("MatrixTriangularSolve", binary_signature, build_linalg),
     OpDef::kernel("Cholesky", unary_signature, build_linalg),
     OpDef::kernel("Cross", binary_signature, build_cross),
+    OpDef::kernel("Qr", qr::qr_signature, qr::build_qr),
 ];
 
 fn build_cross(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
