@@ -162,6 +162,7 @@ golden_remote!(
     feature_columns,
     numerics_and_quantization_ops,
     ctc_greedy_decoder,
+    sampling_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -64,6 +64,7 @@ golden!(
     feature_columns,
     numerics_and_quantization_ops,
     ctc_greedy_decoder,
+    sampling_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -252,6 +252,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "MergeV2Checkpoints" => &[("delete_old_dirs", D::Bool(true)), ("allow_missing_files", D::Bool(false))],
         "Min" => &[("keep_dims", D::Bool(false)), ("Tidx", D::Type(3))],
         "MirrorPad" => &[("Tpaddings", D::Type(3))],
+        "Multinomial" => &[("seed", D::Int(0)), ("seed2", D::Int(0)), ("output_dtype", D::Type(9))],
         "MutableHashTableV2" => {
             &[("container", D::Bytes(b"")), ("shared_name", D::Bytes(b"")), ("use_node_name_sharing", D::Bool(false))]
         }
@@ -272,9 +273,11 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "Print" => &[("message", D::Bytes(b"")), ("first_n", D::Int(-1)), ("summarize", D::Int(3))],
         "PrintV2" => &[("output_stream", D::Bytes(b"stderr")), ("end", D::Bytes(b"\x0a"))],
         "Prod" => &[("keep_dims", D::Bool(false)), ("Tidx", D::Type(3))],
+        "Qr" => &[("full_matrices", D::Bool(false))],
         "RFFT" => &[("Treal", D::Type(1)), ("Tcomplex", D::Type(8))],
         "RGBToHSV" => &[("T", D::Type(1))],
         "RaggedBincount" => &[("binary_output", D::Bool(false))],
+        "RandomShuffle" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "RandomStandardNormal" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "RandomUniform" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "RandomUniformInt" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
@@ -361,6 +364,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "Squeeze" => &[("squeeze_dims", D::EmptyList)],
         "StackPushV2" => &[("swap_memory", D::Bool(false))],
         "StackV2" => &[("stack_name", D::Bytes(b""))],
+        "StatelessMultinomial" => &[("Tseed", D::Type(9)), ("output_dtype", D::Type(9))],
         "StatelessRandomGetKeyCounter" => &[("Tseed", D::Type(9))],
         "StatelessRandomGetKeyCounterAlg" => &[("Tseed", D::Type(9))],
         "StatelessRandomNormal" => &[("dtype", D::Type(1)), ("T", D::Type(3)), ("Tseed", D::Type(9))],
@@ -539,6 +543,7 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
             ("ragged_values", Len::Types("ragged_value_types")),
             ("ragged_row_splits", Len::Types("ragged_split_types")),
         ],
+        "Qr" => &[("q", Len::One), ("r", Len::One)],
         "RefMerge" => &[("output", Len::One), ("value_index", Len::One)],
         "RefSwitch" => &[("output_false", Len::One), ("output_true", Len::One)],
         "SoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],

@@ -517,6 +517,26 @@ pub(crate) mod testing {
         run_kernel_once(node, inputs, &resources)?.into_iter().map(Value::into_tensor).collect()
     }
 
+    /// Builds `node`'s kernel once, for tests whose runs share its state
+    /// (a random op's generator).
+    pub fn build(node: &NodeSpec) -> Result<Box<dyn OpKernel>> {
+        let def = lookup(&node.op).ok_or_else(|| Status::not_found(format!("op '{}' is not registered", node.op)))?;
+        let signature = (def.signature)(node)?;
+        let Implementation::Kernel(build) = def.implementation else {
+            return Err(Status::invalid_argument(format!("op '{}' is run by the executor", node.op)));
+        };
+        build(&KernelInit { node, signature: &signature })
+    }
+
+    /// Runs a built kernel with a single output once on tensor inputs.
+    pub fn run_built(kernel: &dyn OpKernel, inputs: &[Tensor]) -> Result<Tensor> {
+        let resources = ResourceMgr::default();
+        let mut inputs: Vec<Option<Value>> = inputs.iter().cloned().map(|t| Some(Value::Tensor(t))).collect();
+        let mut outputs = vec![None];
+        kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, &resources))?;
+        outputs.remove(0).ok_or_else(|| Status::internal("output 0 was not set"))?.into_tensor()
+    }
+
     /// Runs a single-output kernel on tensor inputs.
     pub fn run1(node: &NodeSpec, inputs: &[Tensor]) -> Result<Tensor> {
         let resources = ResourceMgr::default();

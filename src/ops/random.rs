@@ -2,7 +2,8 @@
 //! `RandomUniform`, `RandomStandardNormal`, `TruncatedNormal` (float32,
 //! float64) and `RandomUniformInt` (int32, int64), so a TF1 graph's
 //! initializers and `tf.random.uniform(..., dtype=tf.int32)` give
-//! TensorFlow's numbers.
+//! TensorFlow's numbers; categorical draws and shuffles are in
+//! [`sampling`].
 //!
 //! Owns: the Philox4x32-10 counter generator, TensorFlow's seeding (`seed`,
 //! `seed2`; both 0 picks a random key), its reservation of 256 samples per
@@ -12,6 +13,7 @@
 //! TensorFlow. The stateless ops, which derive their generator from a seed
 //! on every run, are in [`stateless`].
 
+mod sampling;
 pub mod stateless;
 
 use crate::bail;
@@ -27,6 +29,10 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("RandomStandardNormal", random_signature, build_random::<Normal>).stateful(),
     OpDef::kernel("TruncatedNormal", random_signature, build_random::<TruncatedNormal>).stateful(),
     OpDef::kernel("RandomUniformInt", uniform_int_signature, build_uniform_int).stateful(),
+    OpDef::kernel("Multinomial", sampling::multinomial_signature::<false>, sampling::build_multinomial::<false>)
+        .stateful(),
+    OpDef::kernel("StatelessMultinomial", sampling::multinomial_signature::<true>, sampling::build_multinomial::<true>),
+    OpDef::kernel("RandomShuffle", sampling::shuffle_signature, sampling::build_shuffle).stateful(),
 ];
 
 /// Philox4x32 with 10 rounds: a 128-bit counter under a 64-bit key.
@@ -364,18 +370,11 @@ mod tests {
 
     /// Builds `spec`'s kernel once, for runs that share its generator.
     fn kernel(spec: &NodeSpec) -> Box<dyn OpKernel> {
-        let def = crate::ops::lookup(&spec.op).unwrap();
-        let signature = (def.signature)(spec).unwrap();
-        let crate::ops::registry::Implementation::Kernel(build) = def.implementation else { panic!("a kernel") };
-        build(&KernelInit { node: spec, signature: &signature }).unwrap()
+        crate::ops::testing::build(spec).unwrap()
     }
 
     fn run(kernel: &dyn OpKernel, n: i32) -> Tensor {
-        let resources = crate::ops::ResourceMgr::default();
-        let mut inputs = vec![Some(crate::ops::Value::Tensor(Tensor::from_slice([1], &[n]).unwrap()))];
-        let mut outputs = vec![None];
-        kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, &resources)).unwrap();
-        outputs.remove(0).unwrap().into_tensor().unwrap()
+        crate::ops::testing::run_built(kernel, &[Tensor::from_slice([1], &[n]).unwrap()]).unwrap()
     }
 
     fn close(got: &[f64], want: &[f64], tol: f64) {

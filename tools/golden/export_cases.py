@@ -1285,6 +1285,37 @@ def case_numerics_and_quantization_ops(out_dir):
                   "and uint64, shifts by amounts outside [0, 31] (broadcast), population count")
 
 
+def case_sampling_ops(out_dir):
+    @tf.function
+    def f(logits, logits64, x, words):
+        masked = tf.where(tf.range(6) == 4, -np.inf, logits)
+        return {
+            "categorical": tf.random.categorical(masked, 7, seed=3),
+            "categorical_int32": tf.random.categorical(logits * 3.0, 4, dtype=tf.int32, seed=4),
+            "stateless_categorical": tf.random.stateless_categorical(logits, 5, seed=[1, 2]),
+            "stateless_categorical_f64": tf.random.stateless_categorical(logits64, 6, seed=[-3, 9], dtype=tf.int32),
+            "shuffled_range": tf.random.shuffle(tf.range(10), seed=5),
+            "shuffled_rows": tf.random.shuffle(x, seed=6),
+            "shuffled_words": tf.random.shuffle(words, seed=9),
+            "orthogonal": tf.compat.v1.orthogonal_initializer(seed=2)([5, 3]),
+        }
+
+    rng = np.random.default_rng(37)
+
+    def feeds():
+        return [rng.standard_normal([3, 6]).astype(np.float32), rng.standard_normal([2, 3]),
+                rng.standard_normal([5, 2]).astype(np.float32), np.array([b"a", b"bb", b"", b"dddd"])]
+
+    specs = [tf.TensorSpec([3, 6], tf.float32, name="logits"), tf.TensorSpec([2, 3], tf.float64, name="logits64"),
+             tf.TensorSpec([5, 2], tf.float32, name="x"), tf.TensorSpec([4], tf.string, name="words")]
+    function_case(out_dir, "sampling_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: seeded tf.random.categorical (Multinomial; a -inf class never drawn; int64 "
+                  "and int32), tf.random.stateless_categorical of float32 and float64 logits, seeded "
+                  "tf.random.shuffle (RandomShuffle) of a range, of rows and of strings, and the TF1 orthogonal "
+                  "initializer (RandomStandardNormal through Qr); two steps, so the second draws what "
+                  "TensorFlow's second run draws")
+
+
 def case_ctc_greedy_decoder(out_dir):
     @tf.function
     def f(logits, lengths):
@@ -2002,7 +2033,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

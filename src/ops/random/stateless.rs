@@ -45,7 +45,7 @@ const I32: ValueType = ValueType::Tensor(DType::I32);
 /// The generator TensorFlow derives from a seed pair: Philox's first block
 /// over the seed, under a fixed key, gives the key and the high half of
 /// the counter.
-fn from_seed(seed: &Tensor) -> Result<Philox> {
+pub(super) fn from_seed(seed: &Tensor) -> Result<Philox> {
     if seed.dims() != [2] {
         bail!(invalid_argument, "seed must have shape [2], not {}", seed.shape());
     }
