@@ -69,3 +69,13 @@ fn rnn_in_a_v2_while_loop_whose_gradient_pops_tensor_list_accumulators() {
 fn tf1_lstm_with_orthogonal_init_whose_gradient_adds_tensor_list_accumulators() {
     check("train_lstm_dynamic_rnn");
 }
+
+#[test]
+fn every_other_tf1_optimizer_dense_and_sparse_on_ref_variables() {
+    check("train_optimizer_zoo_ref");
+}
+
+#[test]
+fn every_other_tf1_optimizer_dense_and_sparse_on_resource_variables() {
+    check("train_optimizer_zoo_resource");
+}

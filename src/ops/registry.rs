@@ -151,6 +151,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::signal::DEFS,
             super::training::grad::DEFS,
             super::training::optimizer::DEFS,
+            super::training::proximal::DEFS,
             super::training::plumbing::DEFS,
             super::training::segment::DEFS,
             super::training::sparse::DEFS,

@@ -11,6 +11,8 @@
 //!   sparse optimizers use to merge duplicate indices);
 //! - [`optimizer`]: the dense updates, ref (`Apply*`) and resource
 //!   (`ResourceApply*`) forms;
+//! - [`proximal`]: the L1/L2-regularized optimizers (FTRL, proximal
+//!   gradient descent and Adagrad, AdagradDA), dense and row forms;
 //! - [`sparse`]: the row updates embeddings use: `SparseApply*`,
 //!   `ResourceSparseApply*`, `Scatter*` and `ResourceScatter*`;
 //! - [`vars`]: how the update ops find their variables and lock them.
@@ -26,6 +28,7 @@
 pub mod grad;
 pub mod optimizer;
 pub mod plumbing;
+pub mod proximal;
 pub mod segment;
 pub mod sparse;
 pub mod vars;

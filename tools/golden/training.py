@@ -28,6 +28,11 @@ Cases:
   AvgPool, Mean over the spatial axes, Dense), softmax cross-entropy,
   momentum; the gradient has Conv2DBackpropInput/Filter,
   FusedBatchNormGradV3, MaxPoolGrad and AvgPoolGrad.
+- train_optimizer_zoo_ref, train_optimizer_zoo_resource: one softmax model
+  whose eight embedding tables and dense weights are trained, a pair each,
+  by Adadelta, RMSProp, centered RMSProp, ProximalGradientDescent,
+  ProximalAdagrad, AdagradDA, Ftrl and Ftrl with l2 shrinkage: each
+  optimizer's dense and row (sparse) kernel, ref and resource forms.
 - train_dense_sgd_ref, train_dense_adagrad_ref, train_dense_rmsprop_resource:
   a one-layer softmax regression under plain GradientDescent, Adagrad and
   RMSProp (ApplyGradientDescent, ApplyAdagrad, ResourceApplyRMSProp).
@@ -212,6 +217,71 @@ def dense_optimizer(optimizer, use_resource):
     return build
 
 
+def optimizer_zoo(use_resource):
+    """Every tf.compat.v1 optimizer with a kernel of its own beyond the
+    common ones, each training its own embedding table (the row update)
+    and dense weights (the dense update) of one softmax model."""
+    def build():
+        g = tf.Graph()
+        rng_init = np.random.default_rng(23)
+        with g.as_default():
+            x = tf1.placeholder(tf.float32, [6, 4], name="x")
+            ids = tf1.placeholder(tf.int32, [6], name="ids")
+            labels = tf1.placeholder(tf.int32, [6], name="labels")
+            step = tf1.Variable(np.int64(1), name="da_step", use_resource=use_resource, trainable=False)
+            optimizers = {
+                "adadelta": lambda: tf1.train.AdadeltaOptimizer(1.0, rho=0.9, epsilon=1e-4),
+                "rmsprop": lambda: tf1.train.RMSPropOptimizer(0.05, decay=0.9, momentum=0.5, epsilon=1e-4),
+                "centered": lambda: tf1.train.RMSPropOptimizer(0.05, decay=0.9, momentum=0.5, epsilon=1e-4,
+                                                               centered=True),
+                "proximal_gd": lambda: tf1.train.ProximalGradientDescentOptimizer(
+                    0.2, l1_regularization_strength=0.001, l2_regularization_strength=0.01),
+                "proximal_adagrad": lambda: tf1.train.ProximalAdagradOptimizer(
+                    0.2, l1_regularization_strength=0.001, l2_regularization_strength=0.01),
+                "adagrad_da": lambda: tf1.train.AdagradDAOptimizer(
+                    0.2, step, l1_regularization_strength=0.001, l2_regularization_strength=0.01),
+                "ftrl": lambda: tf1.train.FtrlOptimizer(0.2, l1_regularization_strength=0.001,
+                                                        l2_regularization_strength=0.01),
+                "ftrl_v2": lambda: tf1.train.FtrlOptimizer(0.2, learning_rate_power=-0.7,
+                                                           l1_regularization_strength=0.001,
+                                                           l2_regularization_strength=0.01,
+                                                           l2_shrinkage_regularization_strength=0.02),
+            }
+            logits = 0.0
+            groups = {}
+            for name in optimizers:
+                table = tf1.Variable((rng_init.standard_normal([10, 4]) * 0.3).astype(np.float32),
+                                     name=name + "/table", use_resource=use_resource)
+                w = tf1.Variable((rng_init.standard_normal([4, 3]) * 0.3).astype(np.float32), name=name + "/w",
+                                 use_resource=use_resource)
+                logits = logits + tf.matmul(x + tf.gather(table, ids), w)
+                groups[name] = [table, w]
+            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+            loss = tf.identity(tf.reduce_mean(xent), name="loss")
+            updates = []
+            for name, make in optimizers.items():
+                kwargs = {"global_step": step} if name == "adagrad_da" else {}
+                updates.append(make().minimize(loss, var_list=groups[name], **kwargs))
+            tf1.group(*updates, name="train")
+            tf1.group(tf1.global_variables_initializer(), name="init")
+            values = []
+            for v in [v for pair in groups.values() for v in pair] + [step]:
+                value = v.read_value() if use_resource else v
+                values.append(tf.identity(value, name=v.op.name.replace("/", "_") + "_value").name)
+        rng = np.random.default_rng(29)
+
+        def feeds():
+            return {
+                "x:0": rng.standard_normal([6, 4]).astype(np.float32),
+                "ids:0": np.array(rng.integers(0, 10, 6), np.int32),
+                "labels:0": rng.integers(0, 3, 6).astype(np.int32),
+            }
+
+        return g, feeds, values
+
+    return build
+
+
 CASES = {
     "train_mlp_momentum_ref": (mlp_momentum_ref, "ref variables, MLP, softmax xent + L2, Nesterov momentum"),
     "train_embedding_adam_resource": (
@@ -236,6 +306,16 @@ CASES = {
     "train_dense_adagrad_ref": (
         dense_optimizer(lambda: tf1.train.AdagradOptimizer(0.3, initial_accumulator_value=0.1), False),
         "ref variables, softmax regression, Adagrad",
+    ),
+    "train_optimizer_zoo_ref": (
+        optimizer_zoo(False),
+        "ref variables, one softmax model whose embedding table and dense weights are trained, a pair each, by "
+        "Adadelta, RMSProp, centered RMSProp, ProximalGradientDescent, ProximalAdagrad, AdagradDA, Ftrl and Ftrl "
+        "with l2 shrinkage and lr_power -0.7: the dense Apply* and row SparseApply* kernels of each",
+    ),
+    "train_optimizer_zoo_resource": (
+        optimizer_zoo(True),
+        "resource variables, the same model and optimizers: the ResourceApply* and ResourceSparseApply* kernels",
     ),
     "train_dense_rmsprop_resource": (
         dense_optimizer(lambda: tf1.train.RMSPropOptimizer(0.05, decay=0.9, momentum=0.5, epsilon=1e-6), True),

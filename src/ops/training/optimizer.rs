@@ -1,6 +1,7 @@
 //! Dense optimizer updates, in both variable families: `ApplyGradientDescent`,
 //! `ApplyMomentum`, `ApplyAdam`, `ApplyAdagrad`, `ApplyAdagradV2`,
-//! `ApplyRMSProp` on ref variables (output: the ref, passed on), their
+//! `ApplyRMSProp`, `ApplyCenteredRMSProp`, `ApplyAdadelta` on ref variables
+//! (output: the ref, passed on), their
 //! `ResourceApply*` twins on resource variables (no outputs), and
 //! `ResourceApplyKerasMomentum` (resource only, as in TensorFlow).
 //!
@@ -42,9 +43,13 @@ pub const DEFS: &[OpDef] = &[
     dense::<AdagradV2, 2>("ResourceApplyAdagradV2"),
     dense::<RmsProp, 3>("ApplyRMSProp"),
     dense::<RmsProp, 3>("ResourceApplyRMSProp"),
+    dense::<CenteredRmsProp, 4>("ApplyCenteredRMSProp"),
+    dense::<CenteredRmsProp, 4>("ResourceApplyCenteredRMSProp"),
+    dense::<Adadelta, 3>("ApplyAdadelta"),
+    dense::<Adadelta, 3>("ResourceApplyAdadelta"),
 ];
 
-const fn dense<R: DenseRule<V>, const V: usize>(name: &'static str) -> OpDef {
+pub(super) const fn dense<R: DenseRule<V>, const V: usize>(name: &'static str) -> OpDef {
     OpDef::kernel(name, dense_signature::<R, V>, build_dense::<R, V>).stateful()
 }
 
@@ -57,6 +62,20 @@ pub enum Arg {
     Scalar(&'static str),
     /// The gradient, shaped like the variable; its name in errors.
     Grad(&'static str),
+    /// An int64 scalar step count (AdagradDA's `global_step`), handed to
+    /// the rule among the scalars as TensorFlow uses it: rounded to
+    /// float32, then widened to `T`.
+    Step(&'static str),
+}
+
+/// The value of an int64 step input as a rule's scalar: through float32
+/// when `via_f32` (the dense kernels' `static_cast<float>`), else straight.
+pub fn step_input<T: Float>(t: &Tensor, what: &str, via_f32: bool) -> Result<T> {
+    if t.rank() != 0 {
+        bail!(invalid_argument, "{what}{}", t.shape());
+    }
+    let step = t.as_slice::<i64>()?[0];
+    Ok(if via_f32 { T::from_f64(step as f32 as f64) } else { T::from_f64(step as f64) })
 }
 
 /// One of TensorFlow's dense update rules.
@@ -67,6 +86,12 @@ pub trait DenseRule<const V: usize>: Sized + Send + Sync + 'static {
     const ARGS: &'static [Arg];
 
     fn new(node: &NodeSpec) -> Result<Self>;
+
+    /// Checks the scalar inputs' values (in `ARGS` order) before any
+    /// element is written: the rules that need a positive learning rate.
+    fn check<T: Float>(&self, _s: &[T]) -> Result<()> {
+        Ok(())
+    }
 
     /// Updates one run of elements: `vars` in `VARS` order, `s` the scalar
     /// inputs in `ARGS` order.
@@ -80,7 +105,10 @@ fn dense_signature<R: DenseRule<V>, const V: usize>(node: &NodeSpec) -> Result<O
     let t = node.attr_dtype("T")?;
     let form = Form::of(&node.op);
     let mut inputs = vec![form.var_type(t); V];
-    inputs.extend(R::ARGS.iter().map(|_| ValueType::Tensor(t)));
+    inputs.extend(R::ARGS.iter().map(|a| match a {
+        Arg::Step(_) => ValueType::Tensor(DType::I64),
+        Arg::Scalar(_) | Arg::Grad(_) => ValueType::Tensor(t),
+    }));
     Ok(OpSignature::new(inputs, form.outputs(t)))
 }
 
@@ -100,7 +128,7 @@ impl<R: Send + Sync + 'static> OpKernel for DenseKernel<R> {
 
 fn build_dense<R: DenseRule<V>, const V: usize>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     check_use_locking(init.node, false)?;
-    debug_assert!(R::ARGS.iter().filter(|a| matches!(a, Arg::Scalar(_))).count() <= MAX_SCALARS);
+    debug_assert!(R::ARGS.iter().filter(|a| !matches!(a, Arg::Grad(_))).count() <= MAX_SCALARS);
     let dtype = init.node.attr_dtype("T")?;
     let compute: DenseFn<R> = match dtype {
         DType::F32 => run_dense::<R, V, f32>,
@@ -133,6 +161,10 @@ fn run_dense<R: DenseRule<V>, const V: usize, T: Float>(rule: &R, form: Form, ct
                     scalars[count] = scalar_input::<T>(input, what)?;
                     count += 1;
                 }
+                Arg::Step(what) => {
+                    scalars[count] = step_input::<T>(input, what, true)?;
+                    count += 1;
+                }
                 Arg::Grad(name) => grad = Some((input, name)),
             }
         }
@@ -148,6 +180,7 @@ fn run_dense<R: DenseRule<V>, const V: usize, T: Float>(rule: &R, form: Form, ct
         let grad = grad.as_slice::<T>()?;
         let slices = collect_array(guards.each_mut().map(|g| g.elements_mut::<T>()))?;
         let scalars = &scalars[..count];
+        rule.check(scalars)?;
         for_each_run(ctx.intra_op(), slices, grad, |vars, grad| rule.update(scalars, vars, grad));
     }
     if form == Form::Ref {
@@ -399,6 +432,62 @@ impl DenseRule<3> for RmsProp {
     }
 }
 
+/// `accum = accum * rho + grad^2 * (1 - rho)`,
+/// `update = sqrt(accum_update + epsilon) * rsqrt(accum + epsilon) * grad`,
+/// `var -= update * lr`,
+/// `accum_update = accum_update * rho + update^2 * (1 - rho)`.
+pub struct Adadelta;
+impl DenseRule<3> for Adadelta {
+    const VARS: [&'static str; 3] = ["var", "accum", "accum_update"];
+    const ARGS: &'static [Arg] = &[
+        Arg::Scalar("lr is not a scalar: "),
+        Arg::Scalar("rho is not a scalar: "),
+        Arg::Scalar("epsilon is not a scalar: "),
+        Arg::Grad("grad"),
+    ];
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(Adadelta)
+    }
+
+    fn update<T: Float>(&self, s: &[T], [var, accum, accum_update]: [&mut [T]; 3], grad: &[T]) {
+        let (lr, rho, epsilon) = (s[0], s[1], s[2]);
+        let one_minus_rho = T::ONE.sub(rho);
+        for (((v, a), u), &g) in var.iter_mut().zip(accum.iter_mut()).zip(accum_update.iter_mut()).zip(grad) {
+            *a = a.mul(rho).add(g.mul(g).mul(one_minus_rho));
+            let update = u.add(epsilon).sqrt().mul(T::ONE.div(a.add(epsilon).sqrt())).mul(g);
+            *v = v.sub(update.mul(lr));
+            *u = u.mul(rho).add(update.mul(update).mul(one_minus_rho));
+        }
+    }
+}
+
+/// `ms += (grad^2 - ms) * (1 - rho)`, `mg += (grad - mg) * (1 - rho)`,
+/// `mom = mom * momentum + (grad * lr) / sqrt(ms - mg^2 + epsilon)`,
+/// `var -= mom`.
+pub struct CenteredRmsProp;
+impl DenseRule<4> for CenteredRmsProp {
+    const VARS: [&'static str; 4] = ["var", "mg", "ms", "mom"];
+    const ARGS: &'static [Arg] = RmsProp::ARGS;
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(CenteredRmsProp)
+    }
+
+    fn update<T: Float>(&self, s: &[T], [var, mg, ms, mom]: [&mut [T]; 4], grad: &[T]) {
+        let (lr, rho, momentum, epsilon) = (s[0], s[1], s[2], s[3]);
+        let one_minus_rho = T::ONE.sub(rho);
+        let rows = var.iter_mut().zip(mg.iter_mut()).zip(ms.iter_mut()).zip(mom.iter_mut()).zip(grad);
+        for ((((v, mg), ms), mom), &g) in rows {
+            *ms = ms.add(g.mul(g).sub(*ms).mul(one_minus_rho));
+            *mg = mg.add(g.sub(*mg).mul(one_minus_rho));
+            let denom = ms.sub(mg.mul(*mg)).add(epsilon);
+            *mom = mom.mul(momentum).add(g.mul(lr).div(denom.sqrt()));
+            *v = v.sub(*mom);
+        }
+    }
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
@@ -455,7 +544,7 @@ pub(super) mod tests {
     /// operation order, so they match its numbers bit for bit.
     const F32_TOL: f64 = 0.0;
 
-    fn op(name: &str, t: DType) -> NodeSpec {
+    pub fn op(name: &str, t: DType) -> NodeSpec {
         NodeSpec::new(name.to_lowercase(), name).attr("T", ty(t))
     }
 
@@ -466,8 +555,8 @@ pub(super) mod tests {
         }
     }
 
-    const VAR0: [f32; 6] = [0.5, -1.25, 2.0, 3.0, -0.75, 1.5];
-    const GRADS: [[f32; 6]; 3] =
+    pub const VAR0: [f32; 6] = [0.5, -1.25, 2.0, 3.0, -0.75, 1.5];
+    pub const GRADS: [[f32; 6]; 3] =
         [[0.1, -0.2, 0.3, -0.4, 0.5, -0.6], [1.5, 0.25, -2.0, 0.05, -0.3, 0.7], [-0.8, 0.9, 0.01, 2.5, -1.1, 0.33]];
 
     fn grad(k: usize, t: DType) -> Tensor {
@@ -495,6 +584,83 @@ pub(super) mod tests {
 
     // Expected values below: TensorFlow 2.21's ResourceApply* kernels on
     // CPU, var = VAR0, gradients GRADS in turn.
+
+    /// Three runs of `node` from var = VAR0 (its first elements, shaped
+    /// `shape`) and slots at their initial values, with gradient k of
+    /// GRADS on run k (its first `rows` rows for a row update); `args`
+    /// builds the inputs after the variables from the gradient. Returns
+    /// var's and each slot's values, as TensorFlow's tests print them.
+    pub fn three_runs(
+        node: &NodeSpec,
+        shape: &[usize],
+        slots: &[(&str, f32)],
+        rows: Option<usize>,
+        args: impl Fn(Tensor) -> Vec<Tensor>,
+    ) -> Vec<Vec<f64>> {
+        let mgr = Mgr::default();
+        let n: usize = shape.iter().product();
+        variable(&mgr, "var", f32s(shape, &VAR0[..n]));
+        for &(name, init) in slots {
+            variable(&mgr, name, f32s(shape, &vec![init; n]));
+        }
+        let names: Vec<&str> = std::iter::once("var").chain(slots.iter().map(|s| s.0)).collect();
+        for grads in &GRADS {
+            let grad = match rows {
+                None => f32s(shape, &grads[..n]),
+                Some(r) => {
+                    let mut dims = shape.to_vec();
+                    dims[0] = r;
+                    f32s(&dims, &grads[..r * (n / shape[0])])
+                }
+            };
+            step(&mgr, node, &names, &args(grad)).unwrap();
+        }
+        names.iter().map(|name| values(&mgr, name)).collect()
+    }
+
+    /// Every array of `got` within `tol` (relative) of `want`'s.
+    pub fn all_close(got: &[Vec<f64>], want: &[&[f64]], tol: f64) {
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            close(g, w, tol);
+        }
+    }
+
+    pub fn f(v: f32) -> Tensor {
+        Tensor::scalar(v)
+    }
+
+    #[test]
+    fn adadelta_and_centered_rmsprop_match_tf() {
+        let got = three_runs(
+            &op("ResourceApplyAdadelta", DType::F32),
+            &[2, 3],
+            &[("accum", 0.1), ("update", 0.2)],
+            None,
+            |g| vec![f(1.0), f(0.95), f(1e-6), g],
+        );
+        all_close(&got, ADADELTA, F32_TOL);
+        let slots = [("mg", 0.05), ("ms", 0.5), ("mom", 0.0)];
+        let got = three_runs(&op("ApplyCenteredRMSProp", DType::F32), &[2, 3], &slots, None, |g| {
+            vec![f(0.1), f(0.9), f(0.5), f(1e-6), g]
+        });
+        all_close(&got, CENTERED_RMSPROP, F32_TOL);
+    }
+
+    // TensorFlow 2.21's ResourceApply* kernels, three runs from VAR0.
+    #[rustfmt::skip]
+    const ADADELTA: &[&[f64]] = &[
+            &[-0.19528377056121826, -2.4057438373565674, 3.208070993423462, 1.749167799949646, 0.25022244453430176, 0.9319986701011658],
+            &[0.2250637710094452, 0.1310112476348877, 0.2798038125038147, 0.40557631850242615, 0.1617937684059143, 0.13070251047611237],
+            &[0.3137330114841461, 0.24022328853607178, 0.30804958939552307, 0.336393266916275, 0.28013497591018677, 0.2498885691165924],
+        ];
+    #[rustfmt::skip]
+    const CENTERED_RMSPROP: &[&[f64]] = &[
+            &[0.28264617919921875, -1.3925853967666626, 2.257197141647339, 2.832538604736328, -0.6558349132537842, 1.4499422311782837],
+            &[0.0995500236749649, 0.1327500194311142, -0.1182500422000885, 0.2585500478744507, -0.060050033032894135, 0.08385001122951508],
+            &[0.6318100094795227, 0.4543650150299072, 0.7318000793457031, 1.0026850700378418, 0.5138500332832336, 0.4486500024795532],
+            &[-0.00015880167484283447, 0.14821946620941162, -0.0997970923781395, 0.24763832986354828, -0.15846648812294006, 0.07848663628101349],
+        ];
 
     #[test]
     fn gradient_descent_both_forms_and_dtypes() {

@@ -1,8 +1,10 @@
 //! Row updates, the embedding path: an update touches only the rows of a
 //! variable that `indices` name.
 //! - Sparse optimizers, ref and resource forms: `SparseApplyAdagrad`,
-//!   `SparseApplyAdagradV2`, `SparseApplyMomentum` and their `Resource*`
-//!   twins, plus `ResourceSparseApplyKerasMomentum`. (TensorFlow has no
+//!   `SparseApplyAdagradV2`, `SparseApplyMomentum`, `SparseApplyRMSProp`,
+//!   `SparseApplyCenteredRMSProp`, `SparseApplyAdadelta` and their
+//!   `Resource*` twins, plus `ResourceSparseApplyKerasMomentum` (the
+//!   regularized ones are `proximal`'s). (TensorFlow has no
 //!   sparse gradient-descent or Adam op: tf.compat.v1's SGD scatters
 //!   `-lr * grad` with `ResourceScatterAdd`/`ScatterSub`, its Adam
 //!   scatters into m and v and updates var densely.)
@@ -17,7 +19,7 @@
 //! last row. Rows are written in place under the variables' locks (`vars`),
 //! so an update costs its rows, not the table.
 
-use super::optimizer::scalar_input;
+use super::optimizer::{scalar_input, step_input};
 use super::vars::{Form, check_use_locking, collect_array, lock_all, variable_inputs};
 use crate::bail;
 use crate::error::{Result, Status};
@@ -36,6 +38,12 @@ pub const DEFS: &[OpDef] = &[
     sparse::<SparseMomentum, 2>("SparseApplyMomentum"),
     sparse::<SparseMomentum, 2>("ResourceSparseApplyMomentum"),
     sparse::<SparseKerasMomentum, 2>("ResourceSparseApplyKerasMomentum"),
+    sparse::<SparseRmsProp, 3>("SparseApplyRMSProp"),
+    sparse::<SparseRmsProp, 3>("ResourceSparseApplyRMSProp"),
+    sparse::<SparseCenteredRmsProp, 4>("SparseApplyCenteredRMSProp"),
+    sparse::<SparseCenteredRmsProp, 4>("ResourceSparseApplyCenteredRMSProp"),
+    sparse::<SparseAdadelta, 3>("SparseApplyAdadelta"),
+    sparse::<SparseAdadelta, 3>("ResourceSparseApplyAdadelta"),
     scatter::<Add>("ScatterAdd"),
     scatter::<Add>("ResourceScatterAdd"),
     scatter::<Sub>("ScatterSub"),
@@ -52,7 +60,7 @@ pub const DEFS: &[OpDef] = &[
     scatter::<Max>("ResourceScatterMax"),
 ];
 
-const fn sparse<R: SparseRule<V>, const V: usize>(name: &'static str) -> OpDef {
+pub(super) const fn sparse<R: SparseRule<V>, const V: usize>(name: &'static str) -> OpDef {
     OpDef::kernel(name, sparse_signature::<R, V>, build_sparse::<R, V>).stateful()
 }
 
@@ -77,6 +85,8 @@ fn indices_type(node: &NodeSpec) -> Result<DType> {
 pub enum SparseArg {
     /// A scalar, with TensorFlow's message when it is not one.
     Scalar(&'static str),
+    /// An int64 scalar step count, as [`Arg::Step`](super::optimizer::Arg::Step).
+    Step(&'static str),
     Grad,
     Indices,
 }
@@ -93,12 +103,17 @@ pub trait SparseRule<const V: usize>: Sized + Send + Sync + 'static {
 
     fn new(node: &NodeSpec) -> Result<Self>;
 
+    /// Checks the scalar inputs' values before any row is written.
+    fn check<T: Float>(&self, _s: &[T]) -> Result<()> {
+        Ok(())
+    }
+
     /// Updates one row of var and its slots with one row of the gradient;
     /// `s` holds the scalar inputs in `ARGS` order.
     fn update_row<T: Float>(&self, s: &[T], rows: [&mut [T]; V], grad: &[T]);
 }
 
-const MAX_SPARSE_SCALARS: usize = 2;
+const MAX_SPARSE_SCALARS: usize = 6;
 
 fn sparse_signature<R: SparseRule<V>, const V: usize>(node: &NodeSpec) -> Result<OpSignature> {
     let t = node.attr_dtype("T")?;
@@ -107,6 +122,7 @@ fn sparse_signature<R: SparseRule<V>, const V: usize>(node: &NodeSpec) -> Result
     let mut inputs = vec![form.var_type(t); V];
     inputs.extend(R::ARGS.iter().map(|a| match a {
         SparseArg::Indices => ValueType::Tensor(index),
+        SparseArg::Step(_) => ValueType::Tensor(DType::I64),
         SparseArg::Scalar(_) | SparseArg::Grad => ValueType::Tensor(t),
     }));
     Ok(OpSignature::new(inputs, form.outputs(t)))
@@ -162,6 +178,10 @@ fn run_sparse<R: SparseRule<V>, const V: usize, T: Float>(rule: &R, form: Form, 
                     scalars[count] = scalar_input::<T>(input, what)?;
                     count += 1;
                 }
+                SparseArg::Step(what) => {
+                    scalars[count] = step_input::<T>(input, what, false)?;
+                    count += 1;
+                }
                 SparseArg::Grad => grad = Some(input),
                 SparseArg::Indices => indices = Some(input),
             }
@@ -191,6 +211,7 @@ fn run_sparse<R: SparseRule<V>, const V: usize, T: Float>(rule: &R, form: Form, 
         let rows = checked_rows(indices, var_shape.dim(0), |index, offset| {
             format!("Index {index} at offset {offset} in indices is out of range")
         })?;
+        rule.check(&scalars[..count])?;
         if n > 0 && inner > 0 {
             let grad = grad.as_slice::<T>()?;
             let mut slices = collect_array(guards.each_mut().map(|g| g.elements_mut::<T>()))?;
@@ -333,6 +354,91 @@ impl SparseRule<2> for SparseKerasMomentum {
             let step = if self.nesterov { a.mul(momentum).sub(g.mul(lr)) } else { *a };
             *v = v.add(step);
         }
+    }
+}
+
+/// The RMSProp row rules' scalars.
+const RMSPROP_ARGS: &[SparseArg] = &[
+    SparseArg::Scalar("lr is not a scalar: "),
+    SparseArg::Scalar("rho is not a scalar: "),
+    SparseArg::Scalar("momentum is not a scalar: "),
+    SparseArg::Scalar("epsilon is not a scalar: "),
+    SparseArg::Grad,
+    SparseArg::Indices,
+];
+
+/// The row form differs from the dense one:
+/// `ms = ms * rho + grad^2 * (1 - rho)`,
+/// `mom = mom * momentum + (rsqrt(ms + epsilon) * lr) * grad`, `var -= mom`.
+pub struct SparseRmsProp;
+impl SparseRule<3> for SparseRmsProp {
+    const VARS: [&'static str; 3] = ["var", "ms", "mom"];
+    const ARGS: &'static [SparseArg] = RMSPROP_ARGS;
+    const NEEDS_INNER: bool = false;
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(SparseRmsProp)
+    }
+
+    fn update_row<T: Float>(&self, s: &[T], [var, ms, mom]: [&mut [T]; 3], grad: &[T]) {
+        let (lr, rho, momentum, epsilon) = (s[0], s[1], s[2], s[3]);
+        let one_minus_rho = T::ONE.sub(rho);
+        for (((v, ms), mom), &g) in var.iter_mut().zip(ms.iter_mut()).zip(mom.iter_mut()).zip(grad) {
+            *ms = ms.mul(rho).add(g.mul(g).mul(one_minus_rho));
+            *mom = mom.mul(momentum).add(T::ONE.div(ms.add(epsilon).sqrt()).mul(lr).mul(g));
+            *v = v.sub(*mom);
+        }
+    }
+}
+
+/// The row form differs from the dense one:
+/// `ms = ms * rho + grad^2 * (1 - rho)`, `mg = mg * rho + grad * (1 - rho)`,
+/// `mom = mom * momentum + (rsqrt(ms + epsilon - mg^2) * lr) * grad`,
+/// `var -= mom`.
+pub struct SparseCenteredRmsProp;
+impl SparseRule<4> for SparseCenteredRmsProp {
+    const VARS: [&'static str; 4] = ["var", "mg", "ms", "mom"];
+    const ARGS: &'static [SparseArg] = RMSPROP_ARGS;
+    const NEEDS_INNER: bool = false;
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(SparseCenteredRmsProp)
+    }
+
+    fn update_row<T: Float>(&self, s: &[T], [var, mg, ms, mom]: [&mut [T]; 4], grad: &[T]) {
+        let (lr, rho, momentum, epsilon) = (s[0], s[1], s[2], s[3]);
+        let one_minus_rho = T::ONE.sub(rho);
+        let rows = var.iter_mut().zip(mg.iter_mut()).zip(ms.iter_mut()).zip(mom.iter_mut()).zip(grad);
+        for ((((v, mg), ms), mom), &g) in rows {
+            *ms = ms.mul(rho).add(g.mul(g).mul(one_minus_rho));
+            *mg = mg.mul(rho).add(g.mul(one_minus_rho));
+            let denom = ms.add(epsilon).sub(mg.mul(*mg));
+            *mom = mom.mul(momentum).add(T::ONE.div(denom.sqrt()).mul(lr).mul(g));
+            *v = v.sub(*mom);
+        }
+    }
+}
+
+/// As the dense rule, row by row.
+pub struct SparseAdadelta;
+impl SparseRule<3> for SparseAdadelta {
+    const VARS: [&'static str; 3] = ["var", "accum_grad", "accum_update"];
+    const ARGS: &'static [SparseArg] = &[
+        SparseArg::Scalar("lr is not a scalar: "),
+        SparseArg::Scalar("rho is not a scalar: "),
+        SparseArg::Scalar("epsilon is not a scalar: "),
+        SparseArg::Grad,
+        SparseArg::Indices,
+    ];
+    const NEEDS_INNER: bool = false;
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(SparseAdadelta)
+    }
+
+    fn update_row<T: Float>(&self, s: &[T], vars: [&mut [T]; 3], grad: &[T]) {
+        use super::optimizer::DenseRule;
+        super::optimizer::Adadelta.update(s, vars, grad);
     }
 }
 
@@ -881,4 +987,74 @@ mod tests {
         let err = step(&mgr, &scatter("Update", Form::Ref, DType::F32), &["fresh"], &args).unwrap_err();
         assert_eq!(err.code, Code::FailedPrecondition);
     }
+
+    /// Rows [1, 0] of a [2, 3] table, or [4, 1, 4] (a repeat) of a vector.
+    fn rows_of(n: usize) -> Tensor {
+        if n == 2 {
+            Tensor::from_slice::<i32>([2], &[1, 0]).unwrap()
+        } else {
+            Tensor::from_slice::<i32>([3], &[4, 1, 4]).unwrap()
+        }
+    }
+
+    #[test]
+    fn rmsprop_and_adadelta_rows_match_tf() {
+        use crate::ops::training::optimizer::tests::{all_close, f, op, three_runs};
+        // Rows [1, 0] of a [2, 3] table, then rows [4, 1, 4] (a repeat) of a
+        // vector; TensorFlow 2.21's ResourceSparseApply* kernels.
+        for (shape, rows, want) in [(&[2usize, 3][..], 2, &ADADELTA[..3]), (&[6][..], 3, &ADADELTA[3..])] {
+            let idx = rows_of(rows);
+            let node = op("ResourceSparseApplyAdadelta", DType::F32).attr("Tindices", ty(DType::I32));
+            let got = three_runs(&node, shape, &[("accum", 0.1), ("update", 0.2)], Some(rows), |g| {
+                vec![f(1.0), f(0.95), f(1e-6), g, idx.clone()]
+            });
+            all_close(&got, want, 0.0);
+        }
+        for (shape, rows, want) in [(&[2usize, 3][..], 2, &RMSPROP[..3]), (&[6][..], 3, &RMSPROP[3..])] {
+            let idx = rows_of(rows);
+            let node = op("SparseApplyRMSProp", DType::F32).attr("Tindices", ty(DType::I32));
+            let got = three_runs(&node, shape, &[("ms", 0.5), ("mom", 0.0)], Some(rows), |g| {
+                vec![f(0.1), f(0.9), f(0.5), f(1e-6), g, idx.clone()]
+            });
+            all_close(&got, want, 0.0);
+        }
+        for (shape, rows, want) in [(&[2usize, 3][..], 2, &CENTERED[..4]), (&[6][..], 3, &CENTERED[4..])] {
+            let idx = rows_of(rows);
+            let node = op("ResourceSparseApplyCenteredRMSProp", DType::F32).attr("Tindices", ty(DType::I32));
+            let got = three_runs(&node, shape, &[("mg", 0.05), ("ms", 0.5), ("mom", 0.0)], Some(rows), |g| {
+                vec![f(0.1), f(0.9), f(0.5), f(1e-6), g, idx.clone()]
+            });
+            all_close(&got, want, 0.0);
+        }
+    }
+
+    #[rustfmt::skip]
+    const ADADELTA: &[&[f64]] = &[
+            &[-0.7508320808410645, -0.24977755546569824, 1.4319987297058105, 2.304716110229492, -1.9057438373565674, 2.708070993423462],
+            &[0.40557631850242615, 0.1617937684059143, 0.13070251047611237, 0.2250637710094452, 0.1310112476348877, 0.2798038125038147],
+            &[0.336393266916275, 0.28013497591018677, 0.2498885691165924, 0.3137330114841461, 0.24022328853607178, 0.30804958939552307],
+            &[0.5, -2.4057438373565674, 2.0, 3.0, -0.26242509484291077, 1.5],
+            &[0.10000000149011612, 0.1310112476348877, 0.10000000149011612, 0.10000000149011612, 0.3849211037158966, 0.10000000149011612],
+            &[0.20000000298023224, 0.24022328853607178, 0.20000000298023224, 0.20000000298023224, 0.4088011682033539, 0.20000000298023224],
+        ];
+    #[rustfmt::skip]
+    const RMSPROP: &[&[f64]] = &[
+            &[0.34130024909973145, -1.1553943157196045, 1.9507946968078613, 2.791316509246826, -0.889795184135437, 1.7540369033813477],
+            &[1.0026850700378418, 0.5138500332832336, 0.4486500024795532, 0.6318100094795227, 0.45436495542526245, 0.7318000793457031],
+            &[0.23887516558170319, -0.15801945328712463, 0.07793547958135605, -0.002499707043170929, 0.14550453424453735, -0.09865988045930862],
+            &[0.5, -1.3897953033447266, 2.0, 3.0, -0.7470780611038208, 1.5],
+            &[0.5, 0.45436495542526245, 0.5, 0.5, 0.8178509473800659, 0.5],
+            &[0.0, 0.14550453424453735, 0.0, 0.0, -0.06485114246606827, 0.0],
+        ];
+    #[rustfmt::skip]
+    const CENTERED: &[&[f64]] = &[
+            &[0.33253854513168335, -1.1558349132537842, 1.9499421119689941, 2.7826461791992188, -0.8925853967666626, 1.7571972608566284],
+            &[0.2585500478744507, -0.060050029307603836, 0.08385001122951508, 0.09955001622438431, 0.1327500194311142, -0.1182500422000885],
+            &[1.0026850700378418, 0.5138500332832336, 0.4486500024795532, 0.6318100094795227, 0.45436495542526245, 0.7318000793457031],
+            &[0.24763832986354828, -0.15846648812294006, 0.07848662883043289, -0.00015880167484283447, 0.148219496011734, -0.0997970774769783],
+            &[0.5, -1.3925853967666626, 2.0, 3.0, -0.7633198499679565, 1.5],
+            &[0.05000000074505806, 0.1327500194311142, 0.05000000074505806, 0.05000000074505806, -0.071490079164505, 0.05000000074505806],
+            &[0.5, 0.45436495542526245, 0.5, 0.5, 0.8178509473800659, 0.5],
+            &[0.0, 0.148219496011734, 0.0, 0.0, -0.06391454488039017, 0.0],
+        ];
 }
