@@ -32,7 +32,9 @@ Cases:
   whose eight embedding tables and dense weights are trained, a pair each,
   by Adadelta, RMSProp, centered RMSProp, ProximalGradientDescent,
   ProximalAdagrad, AdagradDA, Ftrl and Ftrl with l2 shrinkage: each
-  optimizer's dense and row (sparse) kernel, ref and resource forms.
+  optimizer's dense and row (sparse) kernel, ref and resource forms; the
+  resource case adds Keras 2's Adamax and Adam(amsgrad=True) (needs
+  tf_keras).
 - train_dense_sgd_ref, train_dense_adagrad_ref, train_dense_rmsprop_resource:
   a one-layer softmax regression under plain GradientDescent, Adagrad and
   RMSProp (ApplyGradientDescent, ApplyAdagrad, ResourceApplyRMSProp).
@@ -247,6 +249,13 @@ def optimizer_zoo(use_resource):
                                                            l2_regularization_strength=0.01,
                                                            l2_shrinkage_regularization_strength=0.02),
             }
+            if use_resource:
+                # Keras 2's own kernels (tf_keras, its legacy optimizers in
+                # graph mode); they need resource variables.
+                import tf_keras
+                keras = tf_keras.optimizers.legacy
+                optimizers["keras_adamax"] = lambda: keras.Adamax(0.05)
+                optimizers["keras_amsgrad"] = lambda: keras.Adam(0.05, amsgrad=True)
             logits = 0.0
             groups = {}
             for name in optimizers:
@@ -260,6 +269,10 @@ def optimizer_zoo(use_resource):
             loss = tf.identity(tf.reduce_mean(xent), name="loss")
             updates = []
             for name, make in optimizers.items():
+                if name.startswith("keras_"):
+                    variables = groups[name]
+                    updates.append(make().apply_gradients(zip(tf.gradients(loss, variables), variables)))
+                    continue
                 kwargs = {"global_step": step} if name == "adagrad_da" else {}
                 updates.append(make().minimize(loss, var_list=groups[name], **kwargs))
             tf1.group(*updates, name="train")
@@ -315,7 +328,8 @@ CASES = {
     ),
     "train_optimizer_zoo_resource": (
         optimizer_zoo(True),
-        "resource variables, the same model and optimizers: the ResourceApply* and ResourceSparseApply* kernels",
+        "resource variables, the same model and optimizers, and Keras 2's Adamax and Adam(amsgrad=True) (tf_keras "
+        "legacy optimizers in graph mode): the ResourceApply* and ResourceSparseApply* kernels",
     ),
     "train_dense_rmsprop_resource": (
         dense_optimizer(lambda: tf1.train.RMSPropOptimizer(0.05, decay=0.9, momentum=0.5, epsilon=1e-6), True),

@@ -1,9 +1,11 @@
 //! Dense optimizer updates, in both variable families: `ApplyGradientDescent`,
 //! `ApplyMomentum`, `ApplyAdam`, `ApplyAdagrad`, `ApplyAdagradV2`,
-//! `ApplyRMSProp`, `ApplyCenteredRMSProp`, `ApplyAdadelta` on ref variables
+//! `ApplyAdaMax`, `ApplyRMSProp`, `ApplyCenteredRMSProp`, `ApplyAdadelta`
+//! on ref variables
 //! (output: the ref, passed on), their
 //! `ResourceApply*` twins on resource variables (no outputs), and
-//! `ResourceApplyKerasMomentum` (resource only, as in TensorFlow).
+//! `ResourceApplyKerasMomentum` and `ResourceApplyAdamWithAmsgrad`
+//! (resource only, as in TensorFlow).
 //!
 //! Owns: the update rules, each written as TensorFlow's CPU functor
 //! computes it (operation order included, so float32 results match), and
@@ -37,6 +39,9 @@ pub const DEFS: &[OpDef] = &[
     dense::<KerasMomentum, 2>("ResourceApplyKerasMomentum"),
     dense::<Adam, 3>("ApplyAdam"),
     dense::<Adam, 3>("ResourceApplyAdam"),
+    dense::<AdamWithAmsgrad, 4>("ResourceApplyAdamWithAmsgrad"),
+    dense::<AdaMax, 3>("ApplyAdaMax"),
+    dense::<AdaMax, 3>("ResourceApplyAdaMax"),
     dense::<Adagrad, 2>("ApplyAdagrad"),
     dense::<Adagrad, 2>("ResourceApplyAdagrad"),
     dense::<AdagradV2, 2>("ApplyAdagradV2"),
@@ -355,6 +360,67 @@ impl DenseRule<3> for Adam {
     }
 }
 
+/// Adam keeping the largest second moment seen (`amsgrad=True`): as
+/// Adam, then `vhat = max(vhat, v)`, `var -= (m * alpha) / (sqrt(vhat) +
+/// epsilon)`.
+pub struct AdamWithAmsgrad;
+impl DenseRule<4> for AdamWithAmsgrad {
+    const VARS: [&'static str; 4] = ["var", "m", "v", "vhat"];
+    const ARGS: &'static [Arg] = Adam::ARGS;
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(AdamWithAmsgrad)
+    }
+
+    fn update<T: Float>(&self, s: &[T], [var, m, v, vhat]: [&mut [T]; 4], grad: &[T]) {
+        let (beta1_power, beta2_power, lr, beta1, beta2, epsilon) = (s[0], s[1], s[2], s[3], s[4], s[5]);
+        let alpha = lr.mul(T::ONE.sub(beta2_power).sqrt()).div(T::ONE.sub(beta1_power));
+        let (one_minus_beta1, one_minus_beta2) = (T::ONE.sub(beta1), T::ONE.sub(beta2));
+        let rows = var.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(vhat.iter_mut()).zip(grad);
+        for ((((x, m), v), h), &g) in rows {
+            *m = m.add(g.sub(*m).mul(one_minus_beta1));
+            *v = v.add(g.mul(g).sub(*v).mul(one_minus_beta2));
+            // Eigen's cwiseMax: `h < v ? v : h`.
+            if *h < *v {
+                *h = *v;
+            }
+            *x = x.sub(m.mul(alpha).div(h.sqrt().add(epsilon)));
+        }
+    }
+}
+
+/// Adam's infinity-norm variant: `m += (grad - m) * (1 - beta1)`,
+/// `v = max(beta2 * v, |grad|)`, `var -= lr / (1 - beta1_power) * (m / (v +
+/// epsilon))`.
+pub struct AdaMax;
+impl DenseRule<3> for AdaMax {
+    const VARS: [&'static str; 3] = ["var", "m", "v"];
+    const ARGS: &'static [Arg] = &[
+        Arg::Scalar("beta1_power is not a scalar: "),
+        Arg::Scalar("lr is not a scalar : "),
+        Arg::Scalar("beta1 is not a scalar: "),
+        Arg::Scalar("beta2 is not a scalar: "),
+        Arg::Scalar("epsilon is not a scalar: "),
+        Arg::Grad("grad"),
+    ];
+
+    fn new(_node: &NodeSpec) -> Result<Self> {
+        Ok(AdaMax)
+    }
+
+    fn update<T: Float>(&self, s: &[T], [var, m, v]: [&mut [T]; 3], grad: &[T]) {
+        let (beta1_power, lr, beta1, beta2, epsilon) = (s[0], s[1], s[2], s[3], s[4]);
+        let one_minus_beta1 = T::ONE.sub(beta1);
+        let rate = lr.div(T::ONE.sub(beta1_power));
+        for (((x, m), v), &g) in var.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(grad) {
+            *m = m.add(g.sub(*m).mul(one_minus_beta1));
+            let (decayed, size) = (beta2.mul(*v), g.abs());
+            *v = if decayed < size { size } else { decayed };
+            *x = x.sub(rate.mul(m.div(v.add(epsilon))));
+        }
+    }
+}
+
 /// `accum += grad^2` (unless `update_slots` is false), then
 /// `var -= grad * lr * rsqrt(accum)`.
 pub struct Adagrad {
@@ -646,6 +712,32 @@ pub(super) mod tests {
         });
         all_close(&got, CENTERED_RMSPROP, F32_TOL);
     }
+
+    #[test]
+    fn adamax_and_amsgrad_match_tf() {
+        let adam_args = |g| vec![f(0.9), f(0.999), f(0.01), f(0.9), f(0.999), f(1e-7), g];
+        let slots = [("m", 0.0), ("v", 0.1), ("vhat", 0.5)];
+        let got = three_runs(&op("ResourceApplyAdamWithAmsgrad", DType::F32), &[2, 3], &slots, None, adam_args);
+        all_close(&got, AMSGRAD, F32_TOL);
+        let got = three_runs(&op("ApplyAdaMax", DType::F32), &[2, 3], &slots[..2], None, |g| {
+            vec![f(0.9), f(0.01), f(0.9), f(0.999), f(1e-7), g]
+        });
+        all_close(&got, ADAMAX, F32_TOL);
+    }
+
+    #[rustfmt::skip]
+    const ADAMAX: &[&[f64]] = &[
+        &[0.47518911957740784, -1.253499984741211, 2.00639271736145, 3.008873701095581, -0.754230260848999, 1.5009360313415527],
+        &[0.06310001015663147, 0.09630002081394196, -0.15470002591609955, 0.22210003435611725, -0.09650002419948578, 0.047400012612342834],
+        &[1.4984999895095825, 0.8999999761581421, 1.9980000257492065, 2.5, 1.100000023841858, 0.6992999911308289],
+    ];
+    #[rustfmt::skip]
+    const AMSGRAD: &[&[f64]] = &[
+        &[0.49896201491355896, -1.2503726482391357, 2.0013315677642822, 2.999324083328247, -0.749859094619751, 1.499984860420227],
+        &[0.06310001015663147, 0.09630002081394196, -0.15470002591609955, 0.22210003435611725, -0.09650002419948578, 0.047400012612342834],
+        &[0.10259799659252167, 0.10061264783143997, 0.1037861779332161, 0.10611239820718765, 0.10124969482421875, 0.10065797716379166],
+        &[0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
+    ];
 
     // TensorFlow 2.21's ResourceApply* kernels, three runs from VAR0.
     #[rustfmt::skip]
