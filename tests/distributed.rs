@@ -163,6 +163,7 @@ golden_remote!(
     numerics_and_quantization_ops,
     ctc_greedy_decoder,
     sampling_ops,
+    ctc_loss_dense,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -65,6 +65,7 @@ golden!(
     numerics_and_quantization_ops,
     ctc_greedy_decoder,
     sampling_ops,
+    ctc_loss_dense,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -38,6 +38,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Rank", rank_signature, build_rank),
     OpDef::kernel("Cast", cast_signature, build_cast),
     OpDef::kernel("Fill", fill_signature, build_fill),
+    OpDef::kernel("Empty", empty_signature, build_empty),
     OpDef::kernel("ZerosLike", zeros_like_signature, build_zeros_like),
     OpDef::kernel("OnesLike", same_signature, build_ones_like),
 ];
@@ -939,6 +940,40 @@ fn compute_fill(ctx: &mut OpContext<'_>) -> Result<()> {
     });
     ctx.set_output(0, out);
     Ok(())
+}
+
+/// `[int32] -> [dtype]`.
+fn empty_signature(node: &NodeSpec) -> Result<OpSignature> {
+    Ok(OpSignature::new(vec![ValueType::Tensor(DType::I32)], vec![ValueType::Tensor(node.attr_dtype("dtype")?)]))
+}
+
+/// `Empty` (`tf.raw_ops.Empty`, which `tf.nn.ctc_loss` and
+/// `TensorArray`-free scans allocate with): a tensor of the given shape
+/// whose contents TensorFlow leaves unspecified unless `init` is set; here
+/// they are always zeros, so a step never reads another step's bytes.
+fn build_empty(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("dtype")?;
+    Ok(Box::new(EmptyKernel { dtype }))
+}
+
+struct EmptyKernel {
+    dtype: DType,
+}
+
+impl OpKernel for EmptyKernel {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let shape_t = ctx.input(0)?;
+        if shape_t.rank() != 1 {
+            bail!(invalid_argument, "shape must be a vector of int32, got shape {}", shape_t.shape());
+        }
+        let mut dims = Vec::new();
+        for (i, &d) in index_values(shape_t, "shape")?.iter().enumerate() {
+            dims.push(dim_from(d, &|| format!("shape[{i}]"))?);
+        }
+        let out = Tensor::zeros(self.dtype, Shape::from_vec(dims))?;
+        ctx.set_output(0, out);
+        Ok(())
+    }
 }
 
 /// `[T] -> [T]` where `T` may also be a `variant` (a TensorList).

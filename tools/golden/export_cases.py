@@ -1285,6 +1285,34 @@ def case_numerics_and_quantization_ops(out_dir):
                   "and uint64, shifts by amounts outside [0, 31] (broadcast), population count")
 
 
+def case_ctc_loss_dense(out_dir):
+    @tf.function
+    def f(logits, labels, label_lengths, logit_lengths):
+        return {
+            "keras_ctc_loss": keras.ops.ctc_loss(labels, logits, label_lengths, logit_lengths, mask_index=0),
+            "nn_ctc_loss_time_major": tf.nn.ctc_loss(labels, tf.transpose(logits, [1, 0, 2]), label_lengths,
+                                                     logit_lengths, blank_index=-1),
+            "ctc_loss_gradient": tf.gradients(
+                tf.reduce_sum(tf.nn.ctc_loss(labels, logits, label_lengths, logit_lengths, logits_time_major=False,
+                                             blank_index=0)), logits)[0],
+        }
+
+    rng = np.random.default_rng(41)
+
+    def feeds():
+        labels = rng.integers(1, 5, [3, 4]).astype(np.int32)
+        return [rng.standard_normal([3, 7, 5]).astype(np.float32), labels, np.array([4, 2, 3], np.int32),
+                np.array([7, 5, 6], np.int32)]
+
+    specs = [tf.TensorSpec([3, 7, 5], tf.float32, name="logits"), tf.TensorSpec([3, 4], tf.int32, name="labels"),
+             tf.TensorSpec([3], tf.int32, name="label_lengths"), tf.TensorSpec([3], tf.int32, name="logit_lengths")]
+    function_case(out_dir, "ctc_loss_dense", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: CTC losses with dense labels as OCR and speech models train them: "
+                  "keras.ops.ctc_loss (batch major, blank 0), tf.nn.ctc_loss time major with the last class "
+                  "blank, and the gradient of the summed loss to the logits (tf.nn.ctc_loss's dense path: "
+                  "scans over the time steps with Empty, log-sum-exp and gathers)", tolerance={"rtol": 1e-4, "atol": 1e-5})
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2033,7 +2061,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
