@@ -1,6 +1,8 @@
-//! Spectra: the FFT ops over a tensor's innermost dimension (`RFFT`,
-//! `IRFFT`, `FFT`, `IFFT`: `tf.signal.rfft`, `tf.signal.stft` and the
-//! spectrogram front-ends of audio models), the elementwise complex
+//! Spectra: the FFT ops over a tensor's innermost one, two or three
+//! dimensions (`RFFT`, `IRFFT`, `FFT`, `IFFT` and their `2D`/`3D` forms:
+//! `tf.signal.rfft`, `tf.signal.stft` and the spectrogram front-ends of
+//! audio models, `tf.signal.fft2d`/`rfft2d` of FNet mixing and spectral
+//! convolutions), the elementwise complex
 //! ops that turn a spectrum back into real numbers (`ComplexAbs`, `Real`,
 //! `Imag`, `Angle`, `Conj`, `Complex`), and the complex64 forms of the
 //! arithmetic a DCT needs (`Exp`, `Neg`, `Square`, `Add`, `Sub`, `Mul`,
@@ -12,16 +14,18 @@
 //! them out). The transforms are `rustfft`'s, planned per call in f64 and
 //! rounded to float32 once. Must not hold state.
 //!
-//! TensorFlow's conventions: `RFFT` crops or zero-pads the innermost
-//! dimension to `fft_length` and keeps `fft_length / 2 + 1` bins; `IRFFT`
-//! reads that many bins (zero-padded or cropped), takes the imaginary
-//! parts of the DC and Nyquist bins as zero and scales by `1 / fft_length`;
-//! `IFFT` scales by `1 / n`.
+//! TensorFlow's conventions: `RFFT` crops or zero-pads each transformed
+//! dimension to its `fft_length` and keeps `fft_length / 2 + 1` bins of
+//! the innermost; `IRFFT` crops or pads the outer transformed dimensions
+//! to their lengths, reads `fft_length / 2 + 1` bins of the innermost
+//! (zero-padded or cropped), takes the imaginary parts of its DC and
+//! Nyquist bins as zero, and scales by `1 / prod(fft_length)`; `IFFT`
+//! scales by `1 / prod(n)`.
 
 use super::registry::OpDef;
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, index_values, unsupported_dtype};
 use crate::bail;
-use crate::error::Result;
+use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Shape, Tensor};
 use rustfft::FftPlanner;
@@ -32,6 +36,14 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("IRFFT", irfft_signature, build_fft),
     OpDef::kernel("FFT", complex_unary_signature, build_fft),
     OpDef::kernel("IFFT", complex_unary_signature, build_fft),
+    OpDef::kernel("RFFT2D", rfft_signature, build_fft),
+    OpDef::kernel("IRFFT2D", irfft_signature, build_fft),
+    OpDef::kernel("FFT2D", complex_unary_signature, build_fft),
+    OpDef::kernel("IFFT2D", complex_unary_signature, build_fft),
+    OpDef::kernel("RFFT3D", rfft_signature, build_fft),
+    OpDef::kernel("IRFFT3D", irfft_signature, build_fft),
+    OpDef::kernel("FFT3D", complex_unary_signature, build_fft),
+    OpDef::kernel("IFFT3D", complex_unary_signature, build_fft),
     OpDef::kernel("ComplexAbs", complex_to_real_signature, build_elementwise),
     OpDef::kernel("Real", complex_to_real_signature, build_elementwise),
     OpDef::kernel("Imag", complex_to_real_signature, build_elementwise),
@@ -118,108 +130,164 @@ enum Transform {
 
 struct FftKernel {
     transform: Transform,
+    /// How many innermost dimensions the transform spans (1, 2 or 3).
+    rank: usize,
 }
 
 fn build_fft(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let transform = match init.node.op.as_str() {
+    let op = init.node.op.as_str();
+    let (base, rank) = match op.strip_suffix("2D").or_else(|| op.strip_suffix("3D")) {
+        Some(base) => (base, if op.ends_with("2D") { 2 } else { 3 }),
+        None => (op, 1),
+    };
+    let transform = match base {
         "RFFT" => Transform::Real,
         "IRFFT" => Transform::InverseReal,
         "FFT" => Transform::Forward,
         _ => Transform::Inverse,
     };
-    Ok(Box::new(FftKernel { transform }))
+    Ok(Box::new(FftKernel { transform, rank }))
 }
 
-/// `fft_length`: one positive length.
-fn fft_length(t: &Tensor) -> Result<usize> {
-    if t.dims() != [1] {
-        bail!(invalid_argument, "fft_length must be a vector of one length, got shape {}", t.shape());
+/// `fft_length`: `rank` non-negative lengths.
+fn fft_lengths(t: &Tensor, rank: usize) -> Result<Vec<usize>> {
+    if t.dims() != [rank] {
+        bail!(invalid_argument, "fft_length must be a vector of {rank} lengths, got shape {}", t.shape());
     }
-    let n = index_values(t, "fft_length")?[0];
-    if n < 0 {
-        bail!(invalid_argument, "fft_length must be non-negative, got {n}");
+    index_values(t, "fft_length")?
+        .iter()
+        .map(|&n| {
+            usize::try_from(n)
+                .map_err(|_| Status::invalid_argument(format!("fft_length must be non-negative, got {n}")))
+        })
+        .collect()
+}
+
+/// A row-major complex128 buffer and its shape, transformed in place.
+struct Spectrum {
+    values: Vec<Complex<f64>>,
+    dims: Vec<usize>,
+}
+
+impl Spectrum {
+    /// Crops or zero-pads dimension `axis` to `len`.
+    fn resize(&mut self, axis: usize, len: usize) {
+        let old = self.dims[axis];
+        if old == len {
+            return;
+        }
+        let outer: usize = self.dims[..axis].iter().product();
+        let inner: usize = self.dims[axis + 1..].iter().product();
+        let mut values = vec![Complex::new(0.0, 0.0); outer * len * inner];
+        let keep = old.min(len);
+        for o in 0..outer {
+            let (src, dst) = (o * old * inner, o * len * inner);
+            values[dst..dst + keep * inner].copy_from_slice(&self.values[src..src + keep * inner]);
+        }
+        self.values = values;
+        self.dims[axis] = len;
     }
-    Ok(n as usize)
+
+    /// A complex transform along `axis`: every line through it, one at a time.
+    fn transform(&mut self, axis: usize, planner: &mut FftPlanner<f64>, inverse: bool) {
+        let n = self.dims[axis];
+        if n == 0 || self.values.is_empty() {
+            return;
+        }
+        let fft = if inverse { planner.plan_fft_inverse(n) } else { planner.plan_fft_forward(n) };
+        let inner: usize = self.dims[axis + 1..].iter().product();
+        let outer = self.values.len() / (n * inner);
+        let mut line = vec![Complex::new(0.0, 0.0); n];
+        for o in 0..outer {
+            for i in 0..inner {
+                let at = |k: usize| (o * n + k) * inner + i;
+                for (k, slot) in line.iter_mut().enumerate() {
+                    *slot = self.values[at(k)];
+                }
+                fft.process(&mut line);
+                for (k, v) in line.iter().enumerate() {
+                    self.values[at(k)] = *v;
+                }
+            }
+        }
+    }
+
+    /// The full spectrum along the last axis of a real signal whose
+    /// first `n / 2 + 1` bins are held (cropped or zero-padded to that):
+    /// the upper half mirrors the lower; DC and Nyquist are real.
+    fn hermitian_last(&mut self, n: usize) {
+        let last = self.dims.len() - 1;
+        self.resize(last, if n == 0 { 0 } else { n / 2 + 1 });
+        let bins = self.dims[last];
+        let rows = if bins == 0 { 0 } else { self.values.len() / bins };
+        let mut values = Vec::with_capacity(rows * n);
+        for row in self.values.chunks_exact(bins.max(1)).take(rows) {
+            for k in 0..n {
+                let mut c = if k < bins { row[k] } else { row[n - k].conj() };
+                if k == 0 || (n % 2 == 0 && k == n / 2) {
+                    c.im = 0.0;
+                }
+                values.push(c);
+            }
+        }
+        self.values = values;
+        self.dims[last] = n;
+    }
 }
 
 impl OpKernel for FftKernel {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
         let input = ctx.input(0)?;
-        let Some((&inner, outer_dims)) = input.dims().split_last() else {
-            bail!(invalid_argument, "input must have rank at least 1, got shape {}", input.shape());
-        };
-        let rows: usize = outer_dims.iter().product();
+        let dims = input.dims().to_vec();
+        if dims.len() < self.rank {
+            bail!(invalid_argument, "input must have rank at least {}, got shape {}", self.rank, input.shape());
+        }
+        let axes: Vec<usize> = (dims.len() - self.rank..dims.len()).collect();
         let mut planner = FftPlanner::<f64>::new();
         let out = match self.transform {
             Transform::Real => {
-                let n = fft_length(ctx.input(1)?)?;
-                let bins = if n == 0 { 0 } else { n / 2 + 1 };
+                let lengths = fft_lengths(ctx.input(1)?, self.rank)?;
                 let x = input.as_slice::<f32>()?;
-                let fft = planner.plan_fft_forward(n.max(1));
-                let mut out = Vec::with_capacity(rows * bins);
-                let mut line = vec![Complex::new(0.0, 0.0); n];
-                for r in 0..rows {
-                    let src = &x[r * inner..(r + 1) * inner];
-                    for (k, slot) in line.iter_mut().enumerate() {
-                        *slot = Complex::new(src.get(k).copied().unwrap_or(0.0) as f64, 0.0);
-                    }
-                    if n > 0 {
-                        fft.process(&mut line);
-                    }
-                    out.extend(line[..bins].iter().map(narrow));
+                let mut spectrum = Spectrum { values: x.iter().map(|&v| Complex::new(v as f64, 0.0)).collect(), dims };
+                for (&axis, &n) in axes.iter().zip(&lengths) {
+                    spectrum.resize(axis, n);
+                    spectrum.transform(axis, &mut planner, false);
                 }
-                complex_tensor(with_inner(outer_dims, bins), &out)?
+                let last = *axes.last().expect("rank >= 1");
+                let n = spectrum.dims[last];
+                spectrum.resize(last, if n == 0 { 0 } else { n / 2 + 1 });
+                let narrowed: Vec<Complex<f32>> = spectrum.values.iter().map(narrow).collect();
+                complex_tensor(Shape::from_vec(spectrum.dims), &narrowed)?
             }
             Transform::InverseReal => {
-                let n = fft_length(ctx.input(1)?)?;
-                let bins = if n == 0 { 0 } else { n / 2 + 1 };
+                let lengths = fft_lengths(ctx.input(1)?, self.rank)?;
                 let x = complex_values(input)?;
-                let fft = planner.plan_fft_inverse(n.max(1));
-                let mut out = Vec::with_capacity(rows * n);
-                let mut line = vec![Complex::new(0.0, 0.0); n];
-                for r in 0..rows {
-                    let src = &x[r * inner..(r + 1) * inner];
-                    let bin = |k: usize| {
-                        src.get(k).map_or(Complex::new(0.0, 0.0), |c| Complex::new(c.re as f64, c.im as f64))
-                    };
-                    // The Hermitian spectrum of a real signal: the upper half
-                    // mirrors the lower; DC and Nyquist are real.
-                    for (k, slot) in line.iter_mut().enumerate() {
-                        *slot = if k < bins { bin(k) } else { bin(n - k).conj() };
-                    }
-                    if n > 0 {
-                        line[0].im = 0.0;
-                        if n % 2 == 0 {
-                            line[n / 2].im = 0.0;
-                        }
-                        fft.process(&mut line);
-                    }
-                    let scale = 1.0 / n.max(1) as f64;
-                    out.extend(line.iter().map(|c| (c.re * scale) as f32));
+                let values = x.iter().map(|c| Complex::new(c.re as f64, c.im as f64)).collect();
+                let mut spectrum = Spectrum { values, dims };
+                let (last, outer_axes) = axes.split_last().expect("rank >= 1");
+                for (&axis, &n) in outer_axes.iter().zip(&lengths) {
+                    spectrum.resize(axis, n);
+                    spectrum.transform(axis, &mut planner, true);
                 }
-                Tensor::from_slice::<f32>(with_inner(outer_dims, n), &out)?
+                let n = lengths[self.rank - 1];
+                spectrum.hermitian_last(n);
+                spectrum.transform(*last, &mut planner, true);
+                let scale = 1.0 / lengths.iter().product::<usize>().max(1) as f64;
+                let real: Vec<f32> = spectrum.values.iter().map(|c| (c.re * scale) as f32).collect();
+                Tensor::from_slice::<f32>(Shape::from_vec(spectrum.dims), &real)?
             }
             Transform::Forward | Transform::Inverse => {
-                let x = complex_values(input)?;
                 let inverse = self.transform == Transform::Inverse;
-                let fft = if inverse {
-                    planner.plan_fft_inverse(inner.max(1))
-                } else {
-                    planner.plan_fft_forward(inner.max(1))
-                };
-                let scale = if inverse { 1.0 / inner.max(1) as f64 } else { 1.0 };
-                let mut out = Vec::with_capacity(x.len());
-                let mut line = vec![Complex::new(0.0, 0.0); inner];
-                for r in 0..rows {
-                    for (slot, c) in line.iter_mut().zip(&x[r * inner..(r + 1) * inner]) {
-                        *slot = Complex::new(c.re as f64, c.im as f64);
-                    }
-                    if inner > 0 {
-                        fft.process(&mut line);
-                    }
-                    out.extend(line.iter().map(|c| narrow(&(c * scale))));
+                let x = complex_values(input)?;
+                let values = x.iter().map(|c| Complex::new(c.re as f64, c.im as f64)).collect();
+                let mut spectrum = Spectrum { values, dims };
+                for &axis in &axes {
+                    spectrum.transform(axis, &mut planner, inverse);
                 }
-                complex_tensor(input.shape().clone(), &out)?
+                let count: usize = axes.iter().map(|&a| spectrum.dims[a]).product();
+                let scale = if inverse { 1.0 / count.max(1) as f64 } else { 1.0 };
+                let narrowed: Vec<Complex<f32>> = spectrum.values.iter().map(|c| narrow(&(c * scale))).collect();
+                complex_tensor(input.shape().clone(), &narrowed)?
             }
         };
         ctx.set_output(0, out);
@@ -229,12 +297,6 @@ impl OpKernel for FftKernel {
 
 fn narrow(c: &Complex<f64>) -> Complex<f32> {
     Complex::new(c.re as f32, c.im as f32)
-}
-
-fn with_inner(outer: &[usize], inner: usize) -> Shape {
-    let mut dims = outer.to_vec();
-    dims.push(inner);
-    Shape::from_vec(dims)
 }
 
 // ---------------------------------------------------------------------------
@@ -409,6 +471,28 @@ mod tests {
         let there = run1(&node("FFT"), std::slice::from_ref(&z)).unwrap();
         let back = run1(&node("IFFT"), &[there]).unwrap();
         close(&pairs(&back), &pairs(&z));
+    }
+
+    #[test]
+    fn two_and_three_dimensional_transforms() {
+        // numpy.fft.rfft2([[1, 2], [3, 4], [5, 6]]) = [[21, -3], [-6+3.464j, 0], [-6-3.464j, 0]].
+        let x = Tensor::from_slice::<f32>([3, 2], &[1., 2., 3., 4., 5., 6.]).unwrap();
+        let lengths = Tensor::from_slice::<i32>([2], &[3, 2]).unwrap();
+        let spectrum = run1(&node("RFFT2D"), &[x.clone(), lengths.clone()]).unwrap();
+        assert_eq!(spectrum.dims(), [3, 2]);
+        let r12 = 12f32.sqrt();
+        close(&pairs(&spectrum), &[21., 0., -3., 0., -6., r12, 0., 0., -6., -r12, 0., 0.]);
+        let back = run1(&node("IRFFT2D"), &[spectrum, lengths]).unwrap();
+        close(back.as_slice::<f32>().unwrap(), x.as_slice::<f32>().unwrap());
+        // A 2x2x2 FFT3D of a one at the origin is all ones; IFFT3D undoes it.
+        let mut origin = vec![(0., 0.); 8];
+        origin[0] = (1., 0.);
+        let delta = complex_tensor([2, 2, 2], &complex_values(&c(&origin)).unwrap()).unwrap();
+        let flat = run1(&node("FFT3D"), std::slice::from_ref(&delta)).unwrap();
+        close(&pairs(&flat), &[1., 0.].repeat(8));
+        close(&pairs(&run1(&node("IFFT3D"), &[flat]).unwrap()), &pairs(&delta));
+        let err = run1(&node("RFFT2D"), &[x, length(3)]).unwrap_err();
+        assert!(err.message.contains("fft_length must be a vector of 2 lengths"), "{err}");
     }
 
     #[test]

@@ -205,7 +205,8 @@ pub fn string_not_computed() -> crate::error::Status {
 pub fn complex_not_computed() -> crate::error::Status {
     crate::error::Status::invalid_argument(
         "complex64 tensors are not supported here: the FFT ops, Real, Imag, Complex, ComplexAbs, Conj, \
-         Angle, Cast, StridedSlice and complex Exp, Neg, Square, Add, Sub, Mul and RealDiv compute with them",
+         Angle, Cast, StridedSlice, Pad, PadV2 and complex Exp, Neg, Square, Add, Sub, Mul and RealDiv compute \
+         with them",
     )
 }
 

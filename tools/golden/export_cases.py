@@ -1313,6 +1313,46 @@ def case_ctc_loss_dense(out_dir):
                   "scans over the time steps with Empty, log-sum-exp and gathers)", tolerance={"rtol": 1e-4, "atol": 1e-5})
 
 
+def case_fft_nd_ops(out_dir):
+    @tf.function
+    def f(x, y, v):
+        z = tf.complex(x, y)
+        w = tf.complex(v, v * 0.5)
+        spectrum = tf.signal.rfft2d(x)
+
+        def parts(c):  # .npy expectations are real: real and imaginary parts stacked
+            return tf.stack([tf.math.real(c), tf.math.imag(c)])
+
+        return {
+            "fft2d": parts(tf.signal.fft2d(z)),
+            "ifft2d": parts(tf.signal.ifft2d(z)),
+            "rfft2d": parts(spectrum),
+            "rfft2d_cropped_padded": parts(tf.signal.rfft2d(x, fft_length=[3, 8])),
+            "irfft2d": tf.signal.irfft2d(spectrum),
+            "irfft2d_odd": tf.signal.irfft2d(spectrum, fft_length=[4, 5]),
+            "irfft2d_padded": tf.signal.irfft2d(z[..., :3], fft_length=[6, 8]),
+            "fft3d": parts(tf.signal.fft3d(w)),
+            "ifft3d": parts(tf.signal.ifft3d(w)),
+            "rfft3d": parts(tf.signal.rfft3d(v)),
+            "irfft3d": tf.signal.irfft3d(tf.signal.rfft3d(v), fft_length=[2, 3, 4]),
+            "fnet_mixing": tf.math.real(tf.signal.fft2d(tf.cast(x, tf.complex64))),
+            "keras_fft2_real": keras.ops.fft2((x, y))[0],
+        }
+
+    rng = np.random.default_rng(43)
+
+    def feeds():
+        return [rng.standard_normal([2, 4, 6]).astype(np.float32), rng.standard_normal([2, 4, 6]).astype(np.float32),
+                rng.standard_normal([2, 3, 4, 4]).astype(np.float32)]
+
+    specs = [tf.TensorSpec([2, 4, 6], tf.float32, name="x"), tf.TensorSpec([2, 4, 6], tf.float32, name="y"),
+             tf.TensorSpec([2, 3, 4, 4], tf.float32, name="v")]
+    function_case(out_dir, "fft_nd_ops", f, specs, [feeds()],
+                  "frozen tf.function: 2-D and 3-D spectra: fft2d/ifft2d, rfft2d (and with fft_length cropping "
+                  "one axis and padding the other), irfft2d (round trip, odd length, padded bins), fft3d/ifft3d, "
+                  "rfft3d/irfft3d, FNet's real part of fft2d, keras.ops.fft2", tolerance={"rtol": 1e-4, "atol": 1e-5})
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2061,7 +2101,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "fft_nd_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

@@ -21,7 +21,7 @@ use crate::error::{Result, Status};
 use crate::graph::spec::NodeSpec;
 use crate::ops::registry::OpDef;
 use crate::ops::{ComputeFn, FnKernel, KernelInit, OpContext, OpKernel, OpSignature, ValueType, attr_index_type_or};
-use crate::tensor::{Element, Shape, Tensor};
+use crate::tensor::{DType, Element, Shape, Tensor};
 use smallvec::SmallVec;
 
 /// Dimension sizes, and (before, after) amounts per dimension.
@@ -53,7 +53,10 @@ fn build_pad(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0]);
         return crate::ops::array::string_moves::build(init, "T", carriers, build_pad);
     }
-    let compute: ComputeFn = dispatch_dtype!(init.node.attr_dtype("T")?, T => pad::<T, false>);
+    let compute: ComputeFn = match init.node.attr_dtype("T")? {
+        DType::Complex64 => pad_complex::<false>,
+        dtype => dispatch_dtype!(dtype, T => pad::<T, false>),
+    };
     Ok(FnKernel::boxed(compute))
 }
 
@@ -62,7 +65,10 @@ fn build_pad_v2(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         let carriers = crate::ops::array::string_moves::Carriers::Inputs(&[0, 2]);
         return crate::ops::array::string_moves::build(init, "T", carriers, build_pad_v2);
     }
-    let compute: ComputeFn = dispatch_dtype!(init.node.attr_dtype("T")?, T => pad::<T, true>);
+    let compute: ComputeFn = match init.node.attr_dtype("T")? {
+        DType::Complex64 => pad_complex::<true>,
+        dtype => dispatch_dtype!(dtype, T => pad::<T, true>),
+    };
     Ok(FnKernel::boxed(compute))
 }
 
@@ -159,32 +165,48 @@ fn merge_trailing(dims: &[usize], pads: &[(usize, usize)]) -> (Dims, Pads) {
 
 fn pad<T: Element, const V2: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
     let input = ctx.take_input(0)?;
-    let pads = read_paddings(&input, ctx.input(1)?, false)?;
-    let value = if V2 {
-        let c = ctx.input(2)?;
-        if c.rank() != 0 {
-            bail!(invalid_argument, "constant_values must be a scalar. Found: {}", c.shape());
-        }
-        c.scalar_value::<T>()?
-    } else {
-        T::default()
-    };
+    let value = if V2 { Some(constant_value(ctx.input(2)?)?.clone()) } else { None };
+    let out = pad_tensor::<T>(input, ctx.input(1)?, value.as_ref())?;
+    ctx.set_output(0, out);
+    Ok(())
+}
+
+/// A complex64 pad: elements move as the uint64 of their bits, and the
+/// bits of zero are zero (a spectrum padded to a longer `fft_length`).
+fn pad_complex<const V2: bool>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let bits = |t: &Tensor| Tensor::from_bytes(DType::U64, t.shape().clone(), t.as_bytes());
+    let input = bits(&ctx.take_input(0)?)?;
+    let value = if V2 { Some(bits(constant_value(ctx.input(2)?)?)?) } else { None };
+    let out = pad_tensor::<u64>(input, ctx.input(1)?, value.as_ref())?;
+    ctx.set_output(0, Tensor::from_bytes(DType::Complex64, out.shape().clone(), out.as_bytes())?);
+    Ok(())
+}
+
+/// PadV2's `constant_values`, which must be a scalar.
+fn constant_value(c: &Tensor) -> Result<&Tensor> {
+    if c.rank() != 0 {
+        bail!(invalid_argument, "constant_values must be a scalar. Found: {}", c.shape());
+    }
+    Ok(c)
+}
+
+/// `input` padded as `paddings` says, with `value` (a scalar) or zeros.
+fn pad_tensor<T: Element>(input: Tensor, paddings: &Tensor, value: Option<&Tensor>) -> Result<Tensor> {
+    let pads = read_paddings(&input, paddings, false)?;
+    let value = value.map(|c| c.scalar_value::<T>()).transpose()?;
     if pads.iter().all(|&p| p == (0, 0)) {
-        ctx.set_output(0, input);
-        return Ok(());
+        return Ok(input);
     }
     let out_shape = padded_shape(input.dims(), &pads)?;
     let (dims, pads) = merge_trailing(input.dims(), &pads);
     let src = input.as_slice::<T>()?;
     // Zeroed, which is Pad's value (false for bool); PadV2 fills its own.
-    let out = Tensor::build::<T>(out_shape, |out| {
-        if V2 {
+    Tensor::build::<T>(out_shape, |out| {
+        if let Some(value) = value {
             out.fill(value);
         }
         place(src, &dims, &pads, out);
-    })?;
-    ctx.set_output(0, out);
-    Ok(())
+    })
 }
 
 /// Copies `src` (of `dims`) into `out` (of the padded dims) at offset
