@@ -219,7 +219,7 @@ impl Spectrum {
         let last = self.dims.len() - 1;
         self.resize(last, if n == 0 { 0 } else { n / 2 + 1 });
         let bins = self.dims[last];
-        let rows = if bins == 0 { 0 } else { self.values.len() / bins };
+        let rows = self.values.len().checked_div(bins).unwrap_or(0);
         let mut values = Vec::with_capacity(rows * n);
         for row in self.values.chunks_exact(bins.max(1)).take(rows) {
             for k in 0..n {

@@ -157,8 +157,8 @@ fn adagrad_da_value<T: Float>(acc: T, sq: T, lr: T, l1: T, step: T, decay: T) ->
 /// (`sqrt` when `p` is 0.5):
 /// `new_accum = accum + grad^2`,
 /// `linear += grad - (new_accum^p - accum^p) / lr * var`,
-/// `var = |linear| > l1 ? (l1 * sign(linear) - linear) / (new_accum^p / lr
-/// + 2 * l2) : 0`, `accum = new_accum`; with `multiply_linear_by_lr`
+/// `var = |linear| > l1 ? (l1 * sign(linear) - linear) /
+/// (new_accum^p / lr + 2 * l2) : 0`, `accum = new_accum`; with `multiply_linear_by_lr`
 /// the linear term is kept times `lr`:
 /// `linear += grad * lr - (new_accum^p - accum^p) * var`,
 /// `var = |linear| > l1 * lr ? (l1 * lr * sign(linear) - linear) /
@@ -313,13 +313,15 @@ impl SparseRule<1> for SparseProximalGradientDescent {
 
 /// TensorFlow's checks on the proximal Adagrad kernels' hyperparameters.
 fn check_positive_rate<T: Float>(lr: T, l1: T, l2: T) -> Result<()> {
-    if !(lr > T::ZERO) {
+    use std::cmp::Ordering::{Equal, Greater};
+    // A NaN fails every check, as in TensorFlow.
+    if lr.partial_cmp(&T::ZERO) != Some(Greater) {
         bail!(invalid_argument, "lr is not a positive scalar: []");
     }
-    if !(l1 >= T::ZERO) {
+    if !matches!(l1.partial_cmp(&T::ZERO), Some(Greater | Equal)) {
         bail!(invalid_argument, "l1 regularization strength is not a non-negative scalar: []");
     }
-    if !(l2 >= T::ZERO) {
+    if !matches!(l2.partial_cmp(&T::ZERO), Some(Greater | Equal)) {
         bail!(invalid_argument, "l2 regularization strength is not a non-negative scalar: []");
     }
     Ok(())
