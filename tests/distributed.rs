@@ -164,6 +164,7 @@ golden_remote!(
     ctc_greedy_decoder,
     sampling_ops,
     ctc_loss_dense,
+    ctc_loss_sparse,
     fft_nd_ops,
     while_v1,
     while_v2,

@@ -66,6 +66,7 @@ golden!(
     ctc_greedy_decoder,
     sampling_ops,
     ctc_loss_dense,
+    ctc_loss_sparse,
     fft_nd_ops,
     ref_variable,
     sequence_and_segment_ops,

@@ -104,6 +104,12 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "BroadcastGradientArgs" => &[("T", D::Type(3))],
         "BroadcastTo" => &[("Tidx", D::Type(3))],
         "CTCGreedyDecoder" => &[("merge_repeated", D::Bool(false)), ("blank_index", D::Int(-1)), ("T", D::Type(1))],
+        "CTCLoss" => &[
+            ("preprocess_collapse_repeated", D::Bool(false)),
+            ("ctc_merge_repeated", D::Bool(true)),
+            ("ignore_longer_outputs_than_inputs", D::Bool(false)),
+            ("T", D::Type(1)),
+        ],
         "Cast" => &[("Truncate", D::Bool(false))],
         "Complex" => &[("T", D::Type(1)), ("Tout", D::Type(8))],
         "ComplexAbs" => &[("T", D::Type(8)), ("Tout", D::Type(1))],
@@ -514,6 +520,7 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
             ("decoded_shape", Len::One),
             ("log_probability", Len::One),
         ],
+        "CTCLoss" => &[("loss", Len::One), ("gradient", Len::One)],
         "FakeQuantWithMinMaxVarsGradient" => {
             &[("backprops_wrt_input", Len::One), ("backprop_wrt_min", Len::One), ("backprop_wrt_max", Len::One)]
         }

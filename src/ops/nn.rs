@@ -4,7 +4,8 @@
 //! ([`pool`]), 3-D convolution and pooling ([`volume`], the convolution's gradients
 //! and transpose in [`volume_grad`]), batch
 //! normalisation ([`batch_norm`]), LRN ([`lrn`]) and fake quantization
-//! ([`fake_quant`]) and CTC greedy decoding ([`ctc`]) in the submodules,
+//! ([`fake_quant`]), CTC greedy decoding ([`ctc`]) and the CTC loss
+//! ([`ctc_loss`]) in the submodules,
 //! each with its own `DEFS`, sharing one window geometry (`window`).
 //!
 //! Owns: these kernels and their signatures. Elementwise activations reuse
@@ -16,6 +17,7 @@ pub mod batch_norm_grad;
 pub mod conv;
 pub mod conv_grad;
 pub mod ctc;
+pub mod ctc_loss;
 pub mod depthwise;
 pub mod fake_quant;
 pub mod lrn;

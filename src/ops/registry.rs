@@ -134,6 +134,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::batch_norm::DEFS,
             super::nn::fake_quant::DEFS,
             super::nn::ctc::DEFS,
+            super::nn::ctc_loss::DEFS,
             super::nn::volume_grad::DEFS,
             super::nn::batch_norm_grad::DEFS,
             super::nn::conv::DEFS,

@@ -1313,6 +1313,42 @@ def case_ctc_loss_dense(out_dir):
                   "scans over the time steps with Empty, log-sum-exp and gathers)", tolerance={"rtol": 1e-4, "atol": 1e-5})
 
 
+def case_ctc_loss_sparse(out_dir):
+    @tf.function
+    def f(logits, indices, values, dense_shape, lengths):
+        labels = tf.SparseTensor(indices, values, dense_shape)
+        v1 = tf.compat.v1.nn.ctc_loss
+        loss = v1(labels, logits, lengths)
+        return {
+            "ctc_loss_v1": loss,
+            "ctc_loss_v1_gradient": tf.gradients(tf.reduce_sum(loss), logits)[0],
+            "collapsed": v1(labels, logits, lengths, preprocess_collapse_repeated=True),
+            "not_merged": v1(labels, logits, lengths, ctc_merge_repeated=False),
+            "ignore_longer": v1(labels, logits, tf.minimum(lengths, 3), ignore_longer_outputs_than_inputs=True),
+            "nn_ctc_loss_sparse": tf.nn.ctc_loss(labels, logits, None, lengths, blank_index=-1),
+        }
+
+    rng = np.random.default_rng(47)
+
+    def feeds():
+        # Entry 0: 4 labels with a repeat; 1: 2; 2: 5 (longer than 3 frames).
+        rows = [[1, 1, 3, 2], [4, 0], [2, 2, 2, 0, 1]]
+        indices = np.array([[b, p] for b, row in enumerate(rows) for p in range(len(row))], np.int64)
+        values = np.array([v for row in rows for v in row], np.int32)
+        return [rng.standard_normal([8, 3, 6]).astype(np.float32), indices, values, np.array([3, 5], np.int64),
+                np.array([8, 6, 7], np.int32)]
+
+    specs = [tf.TensorSpec([8, 3, 6], tf.float32, name="logits"), tf.TensorSpec([None, 2], tf.int64, name="indices"),
+             tf.TensorSpec([None], tf.int32, name="values"), tf.TensorSpec([2], tf.int64, name="dense_shape"),
+             tf.TensorSpec([3], tf.int32, name="lengths")]
+    function_case(out_dir, "ctc_loss_sparse", f, specs, [feeds()],
+                  "frozen tf.function: CTCLoss with sparse labels (tf.compat.v1.nn.ctc_loss, time major, blank the "
+                  "last of 6 classes): the loss and its gradient to the logits, preprocess_collapse_repeated, "
+                  "ctc_merge_repeated=False, ignore_longer_outputs_than_inputs with sequences cut to 3 frames (an "
+                  "entry whose label is longer gets 0), and tf.nn.ctc_loss with a SparseTensor",
+                  tolerance={"rtol": 1e-4, "atol": 1e-5})
+
+
 def case_fft_nd_ops(out_dir):
     @tf.function
     def f(x, y, v):
@@ -2101,7 +2137,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "fft_nd_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
