@@ -166,6 +166,7 @@ golden_remote!(
     ctc_loss_dense,
     ctc_loss_sparse,
     fft_nd_ops,
+    ragged_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

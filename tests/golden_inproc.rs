@@ -68,6 +68,7 @@ golden!(
     ctc_loss_dense,
     ctc_loss_sparse,
     fft_nd_ops,
+    ragged_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -300,6 +300,9 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "RFFT3D" => &[("Treal", D::Type(1)), ("Tcomplex", D::Type(8))],
         "RGBToHSV" => &[("T", D::Type(1))],
         "RaggedBincount" => &[("binary_output", D::Bool(false))],
+        "RaggedGather" => &[("Tsplits", D::Type(9))],
+        "RaggedRange" => &[("T", D::Type(3)), ("Tsplits", D::Type(9))],
+        "RaggedTensorToSparse" => &[("Tsplits", D::Type(9))],
         "RandomShuffle" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "RandomStandardNormal" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
         "RandomUniform" => &[("seed", D::Int(0)), ("seed2", D::Int(0))],
@@ -593,6 +596,13 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
             ("ragged_row_splits", Len::Types("ragged_split_types")),
         ],
         "Qr" => &[("q", Len::One), ("r", Len::One)],
+        "RaggedGather" => {
+            &[("output_nested_splits", Len::Number("OUTPUT_RAGGED_RANK")), ("output_dense_values", Len::One)]
+        }
+        "RaggedRange" => &[("rt_nested_splits", Len::One), ("rt_dense_values", Len::One)],
+        "RaggedTensorToSparse" => {
+            &[("sparse_indices", Len::One), ("sparse_values", Len::One), ("sparse_dense_shape", Len::One)]
+        }
         "RefMerge" => &[("output", Len::One), ("value_index", Len::One)],
         "RefSwitch" => &[("output_false", Len::One), ("output_true", Len::One)],
         "SoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],

@@ -299,6 +299,41 @@ fn shape_without(dims: &[usize], axis: usize) -> Shape {
     shape
 }
 
+/// The rows (slices along dimension 0) of `t` that `order` names, in that
+/// order (any dtype; rows may repeat or be left out): what a shuffle or a
+/// gather of whole rows builds.
+pub fn take_rows(t: &Tensor, order: &[usize]) -> Result<Tensor> {
+    let mut dims = t.dims().to_vec();
+    let Some(first) = dims.first_mut() else {
+        return Err(Status::invalid_argument(format!("cannot take rows of a scalar ({})", t.shape())));
+    };
+    let rows = *first;
+    if let Some(bad) = order.iter().find(|&&r| r >= rows) {
+        return Err(Status::internal(format!("row {bad} of a tensor of {rows} rows")));
+    }
+    *first = order.len();
+    let per_row: usize = dims[1..].iter().product();
+    if t.dtype() == DType::String {
+        let strings = t.strings()?;
+        let mut values = Vec::with_capacity(order.len() * per_row);
+        for &r in order {
+            for i in r * per_row..(r + 1) * per_row {
+                values.push(strings.get(i).unwrap_or_default());
+            }
+        }
+        return Tensor::from_strings(Shape::from_vec(dims), &values);
+    }
+    let Some(size) = t.dtype().size() else {
+        return Err(Status::unimplemented(format!("moving rows of {} tensors", t.dtype())));
+    };
+    let (bytes, row_bytes) = (t.as_bytes(), per_row * size);
+    let mut out = Vec::with_capacity(order.len() * row_bytes);
+    for &r in order {
+        out.extend_from_slice(&bytes[r * row_bytes..(r + 1) * row_bytes]);
+    }
+    Tensor::from_bytes(t.dtype(), Shape::from_vec(dims), &out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,7 @@ pub mod math;
 pub mod matmul;
 pub mod nn;
 pub mod numeric;
+pub mod ragged;
 pub mod random;
 pub mod reduce;
 pub mod registry;

@@ -146,6 +146,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::patches::DEFS,
             super::nn::pool_grad::DEFS,
             super::random::DEFS,
+            super::ragged::DEFS,
             super::random::stateless::DEFS,
             super::reduce::DEFS,
             super::shape_ops::DEFS,

@@ -1349,6 +1349,40 @@ def case_ctc_loss_sparse(out_dir):
                   tolerance={"rtol": 1e-4, "atol": 1e-5})
 
 
+def case_ragged_ops(out_dir):
+    @tf.function
+    def f(text, starts, limits):
+        words = tf.strings.split(text)
+        sparse = words.to_sparse()
+        nested = tf.RaggedTensor.from_nested_row_splits(tf.range(12.0), [[0, 2, 2, 3], [0, 3, 3, 12]])
+        nested_sparse = nested.to_sparse()
+        return {
+            "split_sparse_indices": sparse.indices, "split_sparse_values": sparse.values,
+            "split_sparse_shape": sparse.dense_shape,
+            "nested_sparse_indices": nested_sparse.indices, "nested_sparse_values": nested_sparse.values,
+            "nested_sparse_shape": nested_sparse.dense_shape,
+            "range_of_lengths": tf.ragged.range(tf.strings.length(text)).to_tensor(-1),
+            "range_float": tf.ragged.range(starts, limits, 0.75).to_tensor(),
+            "range_int64_splits": tf.ragged.range(tf.constant([3, 0], tf.int64), 9, tf.constant([2, 4], tf.int64),
+                                                  row_splits_dtype=tf.int32).row_splits,
+            "gather_rows": tf.gather(words, [2, 0, 0]).to_tensor(""),
+            "gather_2d_indices": tf.gather(words, [[1, 0], [2, 2]]).to_tensor(""),
+            "gather_nested": tf.gather(nested, [2, 0]).to_tensor(),
+            "concat_rows": tf.concat([words, words[::-1]], axis=1).to_tensor(""),
+            "tile": tf.tile(words, [1, 2]).to_tensor(""),
+        }
+
+    feeds = [[np.array([b"the quick brown fox", b"", b"jumps over"]), np.array([0.5, -1.0, 2.0], np.float32),
+              np.array([3.0, 1.0, 2.5], np.float32)]]
+    specs = [tf.TensorSpec([None], tf.string, name="text"), tf.TensorSpec([3], tf.float32, name="starts"),
+             tf.TensorSpec([3], tf.float32, name="limits")]
+    function_case(out_dir, "ragged_ops", f, specs, feeds,
+                  "frozen tf.function on split strings and a ragged-rank-2 tensor: RaggedTensor.to_sparse "
+                  "(RaggedTensorToSparse), tf.ragged.range (int, float, int32 splits; RaggedRange), tf.gather of "
+                  "ragged rows (with repeats, 2-D indices, nested; RaggedGather), tf.concat and tf.tile of ragged "
+                  "rows")
+
+
 def case_fft_nd_ops(out_dir):
     @tf.function
     def f(x, y, v):
@@ -2137,7 +2171,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

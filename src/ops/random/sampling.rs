@@ -167,34 +167,10 @@ impl OpKernel for Shuffle {
             let j = i + (words.next() % (rows - i) as u32) as usize;
             order.swap(i, j);
         }
-        let out = take_rows(input, &order)?;
+        let out = crate::ops::array::take_rows(input, &order)?;
         ctx.set_output(0, out);
         Ok(())
     }
-}
-
-/// The rows (slices along dimension 0) of `t` in the order `order` names.
-fn take_rows(t: &Tensor, order: &[usize]) -> Result<Tensor> {
-    let per_row = t.num_elements() / order.len();
-    if t.dtype() == DType::String {
-        let strings = t.strings()?;
-        let mut values = Vec::with_capacity(t.num_elements());
-        for &r in order {
-            for i in r * per_row..(r + 1) * per_row {
-                values.push(strings.get(i).unwrap_or_default());
-            }
-        }
-        return Tensor::from_strings(t.shape().clone(), &values);
-    }
-    let Some(size) = t.dtype().size() else {
-        bail!(unimplemented, "RandomShuffle of {} tensors", t.dtype());
-    };
-    let (bytes, row_bytes) = (t.as_bytes(), per_row * size);
-    let mut out = Vec::with_capacity(bytes.len());
-    for &r in order {
-        out.extend_from_slice(&bytes[r * row_bytes..(r + 1) * row_bytes]);
-    }
-    Tensor::from_bytes(t.dtype(), t.shape().clone(), &out)
 }
 
 #[cfg(test)]
