@@ -190,7 +190,10 @@ fn tasks_on_one_host_are_found_to_share_a_clock_within_the_recorded_bound() {
         assert!(clock.samples >= 4 && clock.bound_us >= clock.min_rtt_us / 2, "{clock:?}");
     }
     let remote = metadata.clocks.iter().find(|c| c.task.ends_with("task:1")).expect("task 1's clock");
-    assert!(remote.min_rtt_us > 0, "task 1 answers over loopback: {remote:?}");
+    // Task 1 answers over loopback, quickly: over shared memory a probe's
+    // round trip can take under a microsecond, which whole-microsecond
+    // readings may record as 0.
+    assert!(remote.min_rtt_us < 3_000, "task 1 answers over loopback: {remote:?}");
     // On one clock, a value arrives after it was sent.
     let stats = |op: &str| metadata.step_stats.iter().find(|n| n.op == op).unwrap_or_else(|| panic!("a {op}"));
     let (send, recv) = (stats("_Send"), stats("_Recv"));
