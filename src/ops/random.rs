@@ -292,9 +292,15 @@ fn seeded_generator(node: &NodeSpec) -> Result<Philox> {
 /// The generator for a run of `outputs` outputs, its counters reserved
 /// (moved on by 256 per output, as TensorFlow's `ReserveRandomOutputs`).
 fn reserve(generator: &Mutex<Philox>, outputs: usize) -> Philox {
+    reserve_blocks(generator, (outputs as u64).saturating_mul(RESERVED_PER_OUTPUT))
+}
+
+/// The generator as it stands, moved on by `blocks` 128-bit samples for
+/// the next run (TensorFlow's `ReserveSamples128`).
+fn reserve_blocks(generator: &Mutex<Philox>, blocks: u64) -> Philox {
     let mut generator = generator.lock();
     let base = *generator;
-    generator.skip((outputs as u64).saturating_mul(RESERVED_PER_OUTPUT));
+    generator.skip(blocks);
     base
 }
 

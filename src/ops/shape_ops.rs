@@ -162,6 +162,12 @@ fn dim_from(value: i64, what: &dyn Fn() -> String) -> Result<usize> {
         .map_err(|_| Status::invalid_argument(format!("{} must be non-negative, got {value}", what())))
 }
 
+/// A vector of dimensions (`Fill`'s `dims`, `Empty`'s `shape`), each
+/// non-negative, named `what[i]` in the error when not.
+fn dims_from(t: &Tensor, what: &str) -> Result<Vec<usize>> {
+    index_values(t, what)?.iter().enumerate().map(|(i, &d)| dim_from(d, &|| format!("{what}[{i}]"))).collect()
+}
+
 // ---------------------------------------------------------------------------
 // Reshape
 
@@ -930,10 +936,7 @@ fn compute_fill(ctx: &mut OpContext<'_>) -> Result<()> {
     if !value.shape().is_scalar() {
         bail!(invalid_argument, "value must be a scalar, got shape {}", value.shape());
     }
-    let mut dims = Vec::new();
-    for (i, &d) in index_values(dims_t, "dims")?.iter().enumerate() {
-        dims.push(dim_from(d, &|| format!("dims[{i}]"))?);
-    }
+    let dims = dims_from(dims_t, "dims")?;
     let out = dispatch_dtype!(value.dtype(), T => {
         let v = value.scalar_value::<T>()?;
         Tensor::build::<T>(Shape::from_vec(dims), |out| out.fill(v))?
@@ -966,10 +969,7 @@ impl OpKernel for EmptyKernel {
         if shape_t.rank() != 1 {
             bail!(invalid_argument, "shape must be a vector of int32, got shape {}", shape_t.shape());
         }
-        let mut dims = Vec::new();
-        for (i, &d) in index_values(shape_t, "shape")?.iter().enumerate() {
-            dims.push(dim_from(d, &|| format!("shape[{i}]"))?);
-        }
+        let dims = dims_from(shape_t, "shape")?;
         let out = Tensor::zeros(self.dtype, Shape::from_vec(dims))?;
         ctx.set_output(0, out);
         Ok(())

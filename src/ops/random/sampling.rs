@@ -16,7 +16,7 @@
 //! with `i + word % (n - i)`. Must not share a generator between kernels.
 
 use super::stateless::from_seed;
-use super::{Philox, SingleSamples, reserve, seeded_generator};
+use super::{Philox, SingleSamples, reserve, reserve_blocks, seeded_generator};
 use crate::bail;
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
@@ -155,12 +155,7 @@ impl OpKernel for Shuffle {
             bail!(invalid_argument, "RandomShuffle of {rows} rows: at most 2^32 - 1 are supported");
         }
         // TensorFlow reserves one 32-bit word per swap, in blocks of four.
-        let stream = {
-            let mut generator = self.generator.lock();
-            let base = *generator;
-            generator.skip((rows as u64 - 1).div_ceil(4));
-            base
-        };
+        let stream = reserve_blocks(&self.generator, (rows as u64 - 1).div_ceil(4));
         let mut words = SingleSamples::new(stream);
         let mut order: Vec<usize> = (0..rows).collect();
         for i in 0..rows - 1 {
