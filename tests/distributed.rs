@@ -167,6 +167,7 @@ golden_remote!(
     ctc_loss_sparse,
     fft_nd_ops,
     ragged_ops,
+    incomplete_gamma_beta_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -69,6 +69,7 @@ golden!(
     ctc_loss_sparse,
     fft_nd_ops,
     ragged_ops,
+    incomplete_gamma_beta_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -32,6 +32,7 @@ use smallvec::SmallVec;
 pub mod bitwise;
 pub mod einsum;
 mod erf;
+mod incomplete;
 mod special;
 
 pub const DEFS: &[OpDef] = &[
@@ -74,6 +75,14 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Ndtri", unary_signature, build_float_unary::<special::Ndtri>),
     OpDef::kernel("BesselI0e", unary_signature, build_float_unary::<special::BesselI0e>),
     OpDef::kernel("BesselI1e", unary_signature, build_float_unary::<special::BesselI1e>),
+    // Incomplete gamma and beta integrals, zeta, polygamma (`incomplete`).
+    OpDef::kernel("Igamma", binary_signature, build_float_only_binary::<incomplete::Igamma>),
+    OpDef::kernel("Igammac", binary_signature, build_float_only_binary::<incomplete::Igammac>),
+    OpDef::kernel("IgammaGradA", binary_signature, build_float_only_binary::<incomplete::IgammaGradA>),
+    OpDef::kernel("RandomGammaGrad", binary_signature, build_float_only_binary::<incomplete::RandomGammaGrad>),
+    OpDef::kernel("Zeta", binary_signature, build_float_only_binary::<incomplete::Zeta>),
+    OpDef::kernel("Polygamma", binary_signature, build_float_only_binary::<incomplete::Polygamma>),
+    OpDef::kernel("Betainc", incomplete::betainc_signature, incomplete::build_betainc),
     // Half to even, as Round; TensorFlow defines it on floats only.
     OpDef::kernel("Rint", unary_signature, build_float_unary::<Round>),
     // Float predicates.

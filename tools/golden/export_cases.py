@@ -1423,6 +1423,57 @@ def case_fft_nd_ops(out_dir):
                   "rfft3d/irfft3d, FNet's real part of fft2d, keras.ops.fft2", tolerance={"rtol": 1e-4, "atol": 1e-5})
 
 
+def case_incomplete_gamma_beta_ops(out_dir):
+    @tf.function
+    def f(a, x, p, a64, x64):
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch([a, x, p])
+            lower = tf.math.igamma(a, x)
+            upper = tf.math.igammac(a, x[:, :1])  # broadcast over a's columns
+            zeta = tf.math.zeta(a + 1.5, x)
+            digamma = tf.math.digamma(x)
+            beta = tf.math.betainc(a, a[::-1], p)
+        outs = {
+            "igamma": lower,
+            "igammac_broadcast": upper,
+            "igamma_grad_a": tape.gradient(lower, a),
+            "igamma_grad_x": tape.gradient(lower, x),
+            "igammac_grad_a": tape.gradient(upper, a),
+            "zeta": zeta,
+            "zeta_grad_q": tape.gradient(zeta, x),
+            "polygamma_via_digamma_grad": tape.gradient(digamma, x),
+            "polygamma": tf.math.polygamma(tf.constant([[0.0], [1.0], [2.0], [3.0]]), x[:4]),
+            "betainc": beta,
+            "betainc_grad_x": tape.gradient(beta, p),
+            "random_gamma_grad": tf.raw_ops.RandomGammaGrad(alpha=a, sample=x),
+            "igamma64": tf.math.igamma(a64, x64),
+            "igammac64": tf.math.igammac(a64, x64),
+            "betainc64": tf.math.betainc(a64, 2.5, tf.sigmoid(x64 - 1.0)),
+            "zeta64": tf.math.zeta(a64 + 1.0, x64),
+            "poisson_cdf": tf.math.igammac(tf.floor(x * 3.0) + 1.0, a),  # tfp's Poisson.cdf
+            "student_t_tail": tf.math.betainc(a * 2.0, 0.5 * tf.ones_like(a), p),
+        }
+        del tape
+        return outs
+
+    rng = np.random.default_rng(47)
+
+    def feeds():
+        a = rng.uniform(0.2, 12.0, [6, 5]).astype(np.float32)
+        x = rng.uniform(0.05, 15.0, [6, 5]).astype(np.float32)
+        p = rng.uniform(0.02, 0.98, [6, 5]).astype(np.float32)
+        return [a, x, p, a.astype(np.float64) * 3.0, x.astype(np.float64) * 2.0]
+
+    specs = [tf.TensorSpec([6, 5], tf.float32, name="a"), tf.TensorSpec([6, 5], tf.float32, name="x"),
+             tf.TensorSpec([6, 5], tf.float32, name="p"), tf.TensorSpec([6, 5], tf.float64, name="a64"),
+             tf.TensorSpec([6, 5], tf.float64, name="x64")]
+    function_case(out_dir, "incomplete_gamma_beta_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: igamma/igammac (broadcast) and their gradients (IgammaGradA), zeta and its "
+                  "gradient in q, polygamma (and as digamma's gradient), betainc and its gradient in x, "
+                  "RandomGammaGrad, float64 forms, a Poisson CDF and a Student-t tail as distributions write them",
+                  tolerance={"rtol": 2e-4, "atol": 1e-5})
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2171,7 +2222,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

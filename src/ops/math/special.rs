@@ -64,6 +64,11 @@ impl Unary<f64> for Lgamma {
     }
 }
 
+/// ln |Γ(x)| in f64 (the C library's, as [`Lgamma`]).
+pub fn lgamma(x: f64) -> f64 {
+    <Lgamma as Unary<f64>>::apply(x)
+}
+
 /// ψ(x) = d/dx ln Γ(x).
 pub struct Digamma;
 computed_in_f64!(Digamma, digamma);
