@@ -168,6 +168,7 @@ golden_remote!(
     fft_nd_ops,
     ragged_ops,
     incomplete_gamma_beta_ops,
+    gamma_poisson_sampling_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

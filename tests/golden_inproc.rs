@@ -70,6 +70,7 @@ golden!(
     fft_nd_ops,
     ragged_ops,
     incomplete_gamma_beta_ops,
+    gamma_poisson_sampling_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

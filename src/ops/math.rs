@@ -35,6 +35,8 @@ mod erf;
 mod incomplete;
 mod special;
 
+pub(crate) use special::lgamma;
+
 pub const DEFS: &[OpDef] = &[
     // Unary, any real type.
     OpDef::kernel("Abs", unary_signature, build_real_unary::<Abs>),

@@ -3,7 +3,7 @@
 //! float64) and `RandomUniformInt` (int32, int64), so a TF1 graph's
 //! initializers and `tf.random.uniform(..., dtype=tf.int32)` give
 //! TensorFlow's numbers; categorical draws and shuffles are in
-//! [`sampling`].
+//! [`sampling`], gamma and Poisson draws in [`gamma`].
 //!
 //! Owns: the Philox4x32-10 counter generator, TensorFlow's seeding (`seed`,
 //! `seed2`; both 0 picks a random key), its reservation of 256 samples per
@@ -13,6 +13,7 @@
 //! TensorFlow. The stateless ops, which derive their generator from a seed
 //! on every run, are in [`stateless`].
 
+mod gamma;
 mod sampling;
 pub mod stateless;
 
@@ -33,6 +34,12 @@ pub const DEFS: &[OpDef] = &[
         .stateful(),
     OpDef::kernel("StatelessMultinomial", sampling::multinomial_signature::<true>, sampling::build_multinomial::<true>),
     OpDef::kernel("RandomShuffle", sampling::shuffle_signature, sampling::build_shuffle).stateful(),
+    OpDef::kernel("RandomGamma", gamma::stateful_signature, gamma::build_stateful).stateful(),
+    OpDef::kernel("RandomPoisson", gamma::stateful_signature, gamma::build_stateful).stateful(),
+    OpDef::kernel("RandomPoissonV2", gamma::stateful_signature, gamma::build_stateful).stateful(),
+    OpDef::kernel("StatelessRandomGammaV2", gamma::stateless_signature, gamma::build_stateless),
+    OpDef::kernel("StatelessRandomGammaV3", gamma::stateless_signature, gamma::build_stateless),
+    OpDef::kernel("StatelessRandomPoisson", gamma::stateless_signature, gamma::build_stateless),
 ];
 
 /// Philox4x32 with 10 rounds: a 128-bit counter under a 64-bit key.

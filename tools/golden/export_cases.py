@@ -1467,11 +1467,43 @@ def case_incomplete_gamma_beta_ops(out_dir):
     specs = [tf.TensorSpec([6, 5], tf.float32, name="a"), tf.TensorSpec([6, 5], tf.float32, name="x"),
              tf.TensorSpec([6, 5], tf.float32, name="p"), tf.TensorSpec([6, 5], tf.float64, name="a64"),
              tf.TensorSpec([6, 5], tf.float64, name="x64")]
-    function_case(out_dir, "incomplete_gamma_beta_ops", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", f, specs, [feeds(), feeds()],
                   "frozen tf.function: igamma/igammac (broadcast) and their gradients (IgammaGradA), zeta and its "
                   "gradient in q, polygamma (and as digamma's gradient), betainc and its gradient in x, "
                   "RandomGammaGrad, float64 forms, a Poisson CDF and a Student-t tail as distributions write them",
                   tolerance={"rtol": 2e-4, "atol": 1e-5})
+
+
+def case_gamma_poisson_sampling_ops(out_dir):
+    @tf.function
+    def f(alpha, rate, alpha64):
+        with tf.GradientTape() as tape:
+            tape.watch(alpha)
+            draws = tf.random.gamma([3], alpha, beta=2.0, seed=11)
+            loss = tf.reduce_sum(draws * draws)
+        return {
+            "gamma": draws,
+            "gamma_grad_alpha": tape.gradient(loss, alpha),  # RandomGammaGrad
+            "gamma64": tf.random.gamma([2, 2], alpha64, seed=12, dtype=tf.float64),
+            "stateless_gamma": tf.random.stateless_gamma([4, 5], [7, 8], alpha[0]),
+            "poisson": tf.random.poisson([3], rate, seed=13),
+            "poisson_int": tf.random.poisson([2], rate * 20.0, seed=14, dtype=tf.int32),
+            "stateless_poisson": tf.random.stateless_poisson([4, 5], [9, 10], rate[1] * 8.0, dtype=tf.int64),
+            "dirichlet_like": draws / tf.reduce_sum(draws, axis=-1, keepdims=True),
+        }
+
+    rng = np.random.default_rng(53)
+
+    def feeds():
+        return [rng.uniform(0.3, 6.0, [2, 5]).astype(np.float32), rng.uniform(0.5, 40.0, [2, 5]).astype(np.float32),
+                rng.uniform(0.3, 6.0, [3]).astype(np.float64)]
+
+    specs = [tf.TensorSpec([2, 5], tf.float32, name="alpha"), tf.TensorSpec([2, 5], tf.float32, name="rate"),
+             tf.TensorSpec([3], tf.float64, name="alpha64")]
+    function_case(out_dir, "gamma_poisson_sampling_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: tf.random.gamma (float32 with beta, float64) and its reparameterized gradient "
+                  "(RandomGammaGrad), stateless_gamma, tf.random.poisson (float32 and int32, rates both sides of 10), "
+                  "stateless_poisson; seeded, so each run's draws are TensorFlow's", tolerance={"rtol": 1e-5, "atol": 1e-6})
 
 
 def case_sampling_ops(out_dir):
@@ -2222,7 +2254,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

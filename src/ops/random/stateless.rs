@@ -59,7 +59,7 @@ pub(super) fn from_seed(seed: &Tensor) -> Result<Philox> {
 }
 
 /// The generator of a V2 op's key, counter and algorithm inputs.
-fn from_key_counter(key: &Tensor, counter: &Tensor, alg: &Tensor) -> Result<Philox> {
+pub(super) fn from_key_counter(key: &Tensor, counter: &Tensor, alg: &Tensor) -> Result<Philox> {
     if alg.rank() != 0 {
         bail!(invalid_argument, "alg must be a scalar, not {}", alg.shape());
     }
