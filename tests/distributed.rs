@@ -169,6 +169,7 @@ golden_remote!(
     ragged_ops,
     incomplete_gamma_beta_ops,
     gamma_poisson_sampling_ops,
+    linalg_decompositions,
     while_v1,
     while_v2,
     fanout_two_tasks,

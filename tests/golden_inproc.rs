@@ -71,6 +71,7 @@ golden!(
     ragged_ops,
     incomplete_gamma_beta_ops,
     gamma_poisson_sampling_ops,
+    linalg_decompositions,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -1467,7 +1467,7 @@ def case_incomplete_gamma_beta_ops(out_dir):
     specs = [tf.TensorSpec([6, 5], tf.float32, name="a"), tf.TensorSpec([6, 5], tf.float32, name="x"),
              tf.TensorSpec([6, 5], tf.float32, name="p"), tf.TensorSpec([6, 5], tf.float64, name="a64"),
              tf.TensorSpec([6, 5], tf.float64, name="x64")]
-    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", f, specs, [feeds(), feeds()],
                   "frozen tf.function: igamma/igammac (broadcast) and their gradients (IgammaGradA), zeta and its "
                   "gradient in q, polygamma (and as digamma's gradient), betainc and its gradient in x, "
                   "RandomGammaGrad, float64 forms, a Poisson CDF and a Student-t tail as distributions write them",
@@ -1500,10 +1500,63 @@ def case_gamma_poisson_sampling_ops(out_dir):
 
     specs = [tf.TensorSpec([2, 5], tf.float32, name="alpha"), tf.TensorSpec([2, 5], tf.float32, name="rate"),
              tf.TensorSpec([3], tf.float64, name="alpha64")]
-    function_case(out_dir, "gamma_poisson_sampling_ops", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "gamma_poisson_sampling_ops", "linalg_decompositions", f, specs, [feeds(), feeds()],
                   "frozen tf.function: tf.random.gamma (float32 with beta, float64) and its reparameterized gradient "
                   "(RandomGammaGrad), stateless_gamma, tf.random.poisson (float32 and int32, rates both sides of 10), "
                   "stateless_poisson; seeded, so each run's draws are TensorFlow's", tolerance={"rtol": 1e-5, "atol": 1e-6})
+
+
+def case_linalg_decompositions(out_dir):
+    @tf.function
+    def f(m, sq, sq64, ids):
+        def projectors(vectors):  # each column's outer product: signs cancel
+            return tf.einsum("...ik,...jk->...kij", vectors, vectors)
+
+        s, u, v = tf.linalg.svd(m)
+        _, u_full, v_full = tf.linalg.svd(m, full_matrices=True)
+        sym = sq + tf.linalg.matrix_transpose(sq)
+        e, vecs = tf.linalg.eigh(sym)
+        lu, p = tf.linalg.lu(sq)
+        lu64, p64 = tf.linalg.lu(sq64, output_idx_type=tf.int64)
+        diff, diff_idx = tf.compat.v1.setdiff1d(ids, tf.constant([2, 5]))
+        return {
+            "svd_s": s,
+            "svd_u_projectors": projectors(u),
+            "svd_v_projectors": projectors(v),
+            "svd_rebuilt": tf.matmul(u * s[..., None, :], v, adjoint_b=True),
+            "svd_full_u_gram": tf.matmul(u_full, u_full, adjoint_b=True),
+            "svd_full_v_gram": tf.matmul(v_full, v_full, adjoint_b=True),
+            "svd_wide_s": tf.linalg.svd(tf.linalg.matrix_transpose(m), compute_uv=False),
+            "norm2": tf.norm(m, ord=2, axis=[-2, -1]),
+            "nuclear": tf.reduce_sum(tf.linalg.svd(m, compute_uv=False), axis=-1),
+            "pinv": tf.linalg.pinv(m),
+            "matrix_rank": tf.linalg.matrix_rank(tf.concat([m, m[..., :1]], axis=-1)),
+            "eigh_values": e,
+            "eigh_projectors": projectors(vecs),
+            "eigvalsh64": tf.linalg.eigvalsh(sq64 + tf.linalg.matrix_transpose(sq64)),
+            "lu": lu,
+            "lu_p": p,
+            "lu64": lu64,
+            "lu64_p": p64,
+            "lu_solve": tf.linalg.lu_solve(lu, p, sq),
+            "lu_inverse": tf.linalg.lu_matrix_inverse(lu, p),
+            "setdiff": diff,
+            "setdiff_idx": diff_idx,
+        }
+
+    rng = np.random.default_rng(59)
+
+    def feeds():
+        return [rng.standard_normal([2, 5, 3]).astype(np.float32), rng.standard_normal([2, 4, 4]).astype(np.float32),
+                rng.standard_normal([3, 3]), rng.integers(0, 7, [9]).astype(np.int32)]
+
+    specs = [tf.TensorSpec([2, 5, 3], tf.float32, name="m"), tf.TensorSpec([2, 4, 4], tf.float32, name="sq"),
+             tf.TensorSpec([3, 3], tf.float64, name="sq64"), tf.TensorSpec([9], tf.int32, name="ids")]
+    function_case(out_dir, "linalg_decompositions", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: Svd (values; vectors as sign-free projectors; reduced, full and wide forms; "
+                  "the 2-norm, nuclear norm, pinv and matrix_rank built on it), SelfAdjointEigV2 (eigh, eigvalsh), "
+                  "Lu (packed factors and permutation, int32 and int64) with lu_solve and lu_matrix_inverse, setdiff1d",
+                  tolerance={"rtol": 1e-4, "atol": 1e-5})
 
 
 def case_sampling_ops(out_dir):
@@ -2254,7 +2307,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

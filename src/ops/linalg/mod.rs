@@ -2,7 +2,9 @@
 //! `MatrixInverse`, `MatrixDeterminant`, `LogMatrixDeterminant`,
 //! `MatrixSolve`, `MatrixTriangularSolve` and `Cholesky`
 //! (`tf.linalg.inv`, `det`, `slogdet`, `solve`, `triangular_solve`,
-//! `cholesky`); `Qr` ([`qr`]); and `Cross` (`tf.linalg.cross`) of 3-vectors.
+//! `cholesky`), `Lu` (`tf.linalg.lu`); `Qr` ([`qr`]); `Svd` and
+//! `SelfAdjointEigV2` ([`jacobi`]); and `Cross` (`tf.linalg.cross`) of
+//! 3-vectors.
 //!
 //! Owns: these kernels and the factorizations under them (LU with partial
 //! pivoting, Cholesky), computed in float64 whatever the dtype and rounded
@@ -12,6 +14,7 @@
 //! Must not hold state beyond parsed attributes. Matrix products are
 //! `matmul`'s.
 
+mod jacobi;
 mod qr;
 
 use super::registry::OpDef;
@@ -30,7 +33,63 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Cholesky", unary_signature, build_linalg),
     OpDef::kernel("Cross", binary_signature, build_cross),
     OpDef::kernel("Qr", qr::qr_signature, qr::build_qr),
+    OpDef::kernel("Lu", lu_signature, build_lu),
+    OpDef::kernel("Svd", jacobi::svd_signature, jacobi::build_svd),
+    OpDef::kernel("SelfAdjointEigV2", jacobi::eigen_signature, jacobi::build_eigen),
 ];
+
+/// `[T] -> [T, output_idx_type]`.
+fn lu_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("T")?);
+    Ok(OpSignature::new(vec![t], vec![t, ValueType::Tensor(node.attr_dtype_or("output_idx_type", DType::I32)?)]))
+}
+
+fn build_lu(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let node = init.node;
+    let dtype = node.attr_dtype("T")?;
+    if !FLOATS.contains(&dtype) {
+        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
+    }
+    let index = node.attr_dtype_or("output_idx_type", DType::I32)?;
+    if !matches!(index, DType::I32 | DType::I64) {
+        return Err(unsupported_dtype(&node.op, index, &[DType::I32, DType::I64]));
+    }
+    Ok(Box::new(LuOp { dtype, index }))
+}
+
+/// `Lu` (`tf.linalg.lu`, and `lu_solve`/`lu_matrix_inverse` after it):
+/// L (unit diagonal, below) and U (on and above) packed in one matrix, and
+/// the row permutation `p` with `A[p] = L U`.
+struct LuOp {
+    dtype: DType,
+    index: DType,
+}
+
+impl OpKernel for LuOp {
+    fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
+        let a = ctx.input(0)?.clone();
+        let (count, n) = square_batch(&a, "input")?;
+        let values = as_f64(&a)?;
+        let (mut packed, mut perms) = (Vec::with_capacity(count * n * n), Vec::with_capacity(count * n));
+        for b in 0..count {
+            let lu = Lu::new(values[b * n * n..(b + 1) * n * n].to_vec(), n);
+            if lu.is_singular() {
+                bail!(invalid_argument, "Input is not invertible.");
+            }
+            packed.extend_from_slice(&lu.lu);
+            perms.extend(lu.pivots.iter().map(|&p| p as i64));
+        }
+        let dims = a.dims();
+        ctx.set_output(0, from_f64(self.dtype, a.shape().clone(), &packed)?);
+        let perm_shape = Shape::from_vec(dims[..dims.len() - 1].to_vec());
+        let perm = match self.index {
+            DType::I32 => Tensor::from_map(perm_shape, &perms, |p| p as i32)?,
+            _ => Tensor::from_slice::<i64>(perm_shape, &perms)?,
+        };
+        ctx.set_output(1, perm);
+        Ok(())
+    }
+}
 
 fn build_cross(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
@@ -166,7 +225,9 @@ impl Lu {
         let mut pivots: Vec<usize> = (0..n).collect();
         let mut sign = 1.0;
         for k in 0..n {
-            let p = (k..n).max_by(|&a, &b| lu[a * n + k].abs().total_cmp(&lu[b * n + k].abs())).unwrap_or(k);
+            // The first row of largest magnitude, as Eigen's PartialPivLU
+            // picks it (the `Lu` op's permutation shows the choice).
+            let p = (k..n).fold(k, |best, r| if lu[r * n + k].abs() > lu[best * n + k].abs() { r } else { best });
             if p != k {
                 for j in 0..n {
                     lu.swap(k * n + j, p * n + j);

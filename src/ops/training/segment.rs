@@ -40,6 +40,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("SegmentMin", sorted_segment_signature, build_sorted_segment::<MinSeg, false>),
     OpDef::kernel("Unique", unique_signature, build_unique::<false>),
     OpDef::kernel("UniqueWithCounts", unique_signature, build_unique::<true>),
+    OpDef::kernel("ListDiff", list_diff_signature, build_list_diff),
 ];
 
 /// TensorFlow's check of sorted segment ids (the sorted and the sparse
@@ -432,6 +433,57 @@ fn unique<T: UniqueKey, I: IndexOut, const COUNTS: bool>(ctx: &mut OpContext<'_>
     set_unique_outputs::<I, COUNTS>(ctx, y, idx, &counts)
 }
 
+/// `[T, T] -> [T, out_idx]`.
+fn list_diff_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = ValueType::Tensor(node.attr_dtype("T")?);
+    let idx = ValueType::Tensor(attr_index_type_or(node, "out_idx", DType::I32)?);
+    Ok(OpSignature::new(vec![t, t], vec![t, idx]))
+}
+
+fn build_list_diff(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let wide = attr_index_type_or(init.node, "out_idx", DType::I32)? == DType::I64;
+    macro_rules! pick {
+        ($t:ty) => {
+            if wide { list_diff::<$t, i64> as ComputeFn } else { list_diff::<$t, i32> as ComputeFn }
+        };
+    }
+    let compute = match dtype {
+        DType::F32 => pick!(f32),
+        DType::F64 => pick!(f64),
+        DType::I32 => pick!(i32),
+        DType::I64 => pick!(i64),
+        DType::Bool => pick!(bool),
+        DType::U8 => pick!(u8),
+        DType::U64 => pick!(u64),
+        DType::String | DType::Complex64 => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
+    };
+    Ok(FnKernel::boxed(compute))
+}
+
+/// `ListDiff` (`tf.compat.v1.setdiff1d`, and `tf.norm`'s axes): the
+/// elements of `x` not in `y`, in order and with repeats, and their
+/// positions in `x`. A NaN is in no set, as in TensorFlow's hash set.
+fn list_diff<T: UniqueKey, I: IndexOut>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let (x, y) = (ctx.input(0)?, ctx.input(1)?);
+    for (t, name) in [(x, "x"), (y, "y")] {
+        if t.rank() != 1 {
+            bail!(invalid_argument, "{name} should be a 1D vector.  Got: {}", t.shape());
+        }
+    }
+    let excluded: std::collections::HashSet<u64> = y.as_slice::<T>()?.iter().filter_map(|v| v.key()).collect();
+    let (mut kept, mut positions) = (Vec::new(), Vec::new());
+    for (i, &v) in x.as_slice::<T>()?.iter().enumerate() {
+        if !v.key().is_some_and(|k| excluded.contains(&k)) {
+            kept.push(v);
+            positions.push(I::from_position(i));
+        }
+    }
+    ctx.set_output(0, Tensor::from_slice::<T>([kept.len()], &kept)?);
+    ctx.set_output(1, Tensor::from_slice::<I>([positions.len()], &positions)?);
+    Ok(())
+}
+
 /// One more occurrence of the element at `position` (a new one is last).
 fn count_at(counts: &mut Vec<usize>, position: usize) {
     if position == counts.len() {
@@ -610,6 +662,21 @@ mod tests {
     }
 
     // Expected values: TensorFlow 2.21's Unique.
+    #[test]
+    fn list_diff_keeps_x_s_order_and_repeats() {
+        // TensorFlow 2.21: ListDiff([1, 2, 3, 4, 2], [2, 5]) = [1, 3, 4], [0, 2, 3].
+        let n = node("ListDiff").attr("T", ty(DType::I64));
+        let out = run(&n, &[ids(&[1, 2, 3, 4, 2]), ids(&[2, 5])]).unwrap();
+        assert_eq!(out[0].as_slice::<i64>().unwrap(), &[1, 3, 4]);
+        assert_eq!(out[1].as_slice::<i32>().unwrap(), &[0, 2, 3]);
+        let floats = node("ListDiff").attr("T", ty(DType::F32));
+        let out = run(&floats, &[f32s(&[4], &[f32::NAN, 1., -0., 1.]), f32s(&[2], &[f32::NAN, 0.])]).unwrap();
+        assert!(out[0].as_slice::<f32>().unwrap()[0].is_nan(), "NaN is never excluded");
+        assert_eq!(out[1].as_slice::<i32>().unwrap(), &[0, 1, 3]);
+        let err = run(&n, &[ids(&[1]), Tensor::from_slice::<i64>([1, 1], &[1]).unwrap()]).unwrap_err();
+        assert!(err.message.starts_with("y should be a 1D vector."), "{}", err.message);
+    }
+
     #[test]
     fn unique_matches_tf() {
         let n = node("Unique").attr("T", ty(DType::F32));
