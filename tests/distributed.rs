@@ -170,6 +170,7 @@ golden_remote!(
     incomplete_gamma_beta_ops,
     gamma_poisson_sampling_ops,
     linalg_decompositions,
+    sqrtm_and_tridiagonal,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -72,6 +72,7 @@ golden!(
     incomplete_gamma_beta_ops,
     gamma_poisson_sampling_ops,
     linalg_decompositions,
+    sqrtm_and_tridiagonal,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -1467,7 +1467,7 @@ def case_incomplete_gamma_beta_ops(out_dir):
     specs = [tf.TensorSpec([6, 5], tf.float32, name="a"), tf.TensorSpec([6, 5], tf.float32, name="x"),
              tf.TensorSpec([6, 5], tf.float32, name="p"), tf.TensorSpec([6, 5], tf.float64, name="a64"),
              tf.TensorSpec([6, 5], tf.float64, name="x64")]
-    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
                   "frozen tf.function: igamma/igammac (broadcast) and their gradients (IgammaGradA), zeta and its "
                   "gradient in q, polygamma (and as digamma's gradient), betainc and its gradient in x, "
                   "RandomGammaGrad, float64 forms, a Poisson CDF and a Student-t tail as distributions write them",
@@ -1500,7 +1500,7 @@ def case_gamma_poisson_sampling_ops(out_dir):
 
     specs = [tf.TensorSpec([2, 5], tf.float32, name="alpha"), tf.TensorSpec([2, 5], tf.float32, name="rate"),
              tf.TensorSpec([3], tf.float64, name="alpha64")]
-    function_case(out_dir, "gamma_poisson_sampling_ops", "linalg_decompositions", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
                   "frozen tf.function: tf.random.gamma (float32 with beta, float64) and its reparameterized gradient "
                   "(RandomGammaGrad), stateless_gamma, tf.random.poisson (float32 and int32, rates both sides of 10), "
                   "stateless_poisson; seeded, so each run's draws are TensorFlow's", tolerance={"rtol": 1e-5, "atol": 1e-6})
@@ -1552,11 +1552,51 @@ def case_linalg_decompositions(out_dir):
 
     specs = [tf.TensorSpec([2, 5, 3], tf.float32, name="m"), tf.TensorSpec([2, 4, 4], tf.float32, name="sq"),
              tf.TensorSpec([3, 3], tf.float64, name="sq64"), tf.TensorSpec([9], tf.int32, name="ids")]
-    function_case(out_dir, "linalg_decompositions", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "linalg_decompositions", "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
                   "frozen tf.function: Svd (values; vectors as sign-free projectors; reduced, full and wide forms; "
                   "the 2-norm, nuclear norm, pinv and matrix_rank built on it), SelfAdjointEigV2 (eigh, eigvalsh), "
                   "Lu (packed factors and permutation, int32 and int64) with lu_solve and lu_matrix_inverse, setdiff1d",
                   tolerance={"rtol": 1e-4, "atol": 1e-5})
+
+
+def case_sqrtm_and_tridiagonal(out_dir):
+    @tf.function
+    def f(feat_a, feat_b, diags, rhs, spd64):
+        def covariance(x):
+            centered = x - tf.reduce_mean(x, axis=0, keepdims=True)
+            return tf.matmul(centered, centered, transpose_a=True) / tf.cast(tf.shape(x)[0] - 1, x.dtype)
+
+        ca, cb = covariance(feat_a), covariance(feat_b)
+        root = tf.linalg.sqrtm(tf.matmul(ca, cb))
+        mean_gap = tf.reduce_sum(tf.square(tf.reduce_mean(feat_a, 0) - tf.reduce_mean(feat_b, 0)))
+        dense = tf.linalg.diag(diags[1]) + tf.linalg.diag(diags[0, :-1], k=1) + tf.linalg.diag(diags[2, 1:], k=-1)
+        return {
+            "sqrtm_product": root,
+            "fid": mean_gap + tf.linalg.trace(ca + cb - 2.0 * root),
+            "sqrtm64": tf.linalg.sqrtm(tf.matmul(spd64, spd64, transpose_b=True)),
+            "tridiagonal_compact": tf.linalg.tridiagonal_solve(diags, rhs),
+            "tridiagonal_no_pivoting": tf.linalg.tridiagonal_solve(diags + tf.constant([[0.0], [8.0], [0.0]]), rhs,
+                                                                    partial_pivoting=False),
+            "tridiagonal_matrix_format": tf.linalg.tridiagonal_solve(dense, rhs, diagonals_format="matrix"),
+            "tridiagonal_sequence_format": tf.linalg.tridiagonal_solve((diags[0], diags[1], diags[2]), rhs,
+                                                                       diagonals_format="sequence"),
+            "tridiagonal_vector_rhs": tf.linalg.tridiagonal_solve(diags, rhs[:, 0], transpose_rhs=True),
+        }
+
+    rng = np.random.default_rng(61)
+
+    def feeds():
+        return [rng.standard_normal([40, 4]).astype(np.float32), (rng.standard_normal([40, 4]) * 1.5 + 0.3).astype(np.float32),
+                rng.standard_normal([3, 6]).astype(np.float32), rng.standard_normal([6, 2]).astype(np.float32),
+                rng.standard_normal([3, 3])]
+
+    specs = [tf.TensorSpec([40, 4], tf.float32, name="feat_a"), tf.TensorSpec([40, 4], tf.float32, name="feat_b"),
+             tf.TensorSpec([3, 6], tf.float32, name="diags"), tf.TensorSpec([6, 2], tf.float32, name="rhs"),
+             tf.TensorSpec([3, 3], tf.float64, name="spd64")]
+    function_case(out_dir, "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: MatrixSquareRoot (of a product of covariances, as the FID score computes it, "
+                  "and of a float64 SPD matrix), TridiagonalSolve in compact, matrix and sequence formats, with and "
+                  "without pivoting, with a vector right-hand side", tolerance={"rtol": 2e-4, "atol": 2e-5})
 
 
 def case_sampling_ops(out_dir):
@@ -2307,7 +2347,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

@@ -264,8 +264,14 @@ fn matrix_diag(ctx: &mut OpContext<'_>) -> Result<()> {
     };
     let min_rows = len as i64 - k.min(0);
     let min_cols = len as i64 + k.max(0);
-    let rows = if rows < 0 { if cols < 0 { min_rows } else { cols - k } } else { rows };
-    let cols = if cols < 0 { rows + k } else { cols };
+    // TensorFlow's defaults: both unknown, the smallest square that holds
+    // the diagonal; one unknown, its smallest.
+    let (rows, cols) = match (rows < 0, cols < 0) {
+        (true, true) => (min_rows.max(min_cols), min_rows.max(min_cols)),
+        (true, false) => (min_rows, cols),
+        (false, true) => (rows, min_cols),
+        (false, false) => (rows, cols),
+    };
     if rows < min_rows || cols < min_cols || (rows != min_rows && cols != min_cols) {
         bail!(
             invalid_argument,
@@ -358,9 +364,17 @@ mod tests {
         let eye = run1(&n, &[ones.clone(), s(0), s(-1), s(-1), Tensor::scalar(0.0f32)]).unwrap();
         assert_eq!(eye.dims(), &[3, 3]);
         assert_eq!(eye.as_slice::<f32>().unwrap(), &[1., 0., 0., 0., 1., 0., 0., 0., 1.]);
+        // TensorFlow 2.21: with neither size given the matrix is the
+        // smallest square; with one given, the other is its smallest.
         let upper = run1(&n, &[f32s(&[2], &[7., 8.]), s(1), s(-1), s(-1), Tensor::scalar(-1.0f32)]).unwrap();
-        assert_eq!(upper.dims(), &[2, 3]);
-        assert_eq!(upper.as_slice::<f32>().unwrap(), &[-1., 7., -1., -1., -1., 8.]);
+        assert_eq!(upper.dims(), &[3, 3]);
+        assert_eq!(upper.as_slice::<f32>().unwrap(), &[-1., 7., -1., -1., -1., 8., -1., -1., -1.]);
+        let lower = run1(&n, &[f32s(&[2], &[7., 8.]), s(-1), s(-1), s(3), Tensor::scalar(0.0f32)]).unwrap();
+        assert_eq!(lower.dims(), &[3, 3]);
+        assert_eq!(lower.as_slice::<f32>().unwrap(), &[0., 0., 0., 7., 0., 0., 0., 8., 0.]);
+        let wide = run1(&n, &[f32s(&[2], &[7., 8.]), s(1), s(2), s(-1), Tensor::scalar(0.0f32)]).unwrap();
+        assert_eq!(wide.dims(), &[2, 3]);
+        assert_eq!(wide.as_slice::<f32>().unwrap(), &[0., 7., 0., 0., 0., 8.]);
         let v1 = run1(&node("MatrixDiag").attr("T", ty(DType::F32)), &[f32s(&[2, 2], &[1., 2., 3., 4.])]).unwrap();
         assert_eq!(v1.dims(), &[2, 2, 2]);
         assert_eq!(v1.as_slice::<f32>().unwrap(), &[1., 0., 0., 2., 3., 0., 0., 4.]);

@@ -3,7 +3,8 @@
 //! `MatrixSolve`, `MatrixTriangularSolve` and `Cholesky`
 //! (`tf.linalg.inv`, `det`, `slogdet`, `solve`, `triangular_solve`,
 //! `cholesky`), `Lu` (`tf.linalg.lu`); `Qr` ([`qr`]); `Svd` and
-//! `SelfAdjointEigV2` ([`jacobi`]); and `Cross` (`tf.linalg.cross`) of
+//! `SelfAdjointEigV2` ([`jacobi`]); `MatrixSquareRoot` ([`sqrtm`]);
+//! `TridiagonalSolve` ([`tridiagonal`]); and `Cross` (`tf.linalg.cross`) of
 //! 3-vectors.
 //!
 //! Owns: these kernels and the factorizations under them (LU with partial
@@ -16,6 +17,8 @@
 
 mod jacobi;
 mod qr;
+mod sqrtm;
+mod tridiagonal;
 
 use super::registry::OpDef;
 use super::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, unsupported_dtype};
@@ -36,6 +39,8 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Lu", lu_signature, build_lu),
     OpDef::kernel("Svd", jacobi::svd_signature, jacobi::build_svd),
     OpDef::kernel("SelfAdjointEigV2", jacobi::eigen_signature, jacobi::build_eigen),
+    OpDef::kernel("MatrixSquareRoot", unary_signature, sqrtm::build_sqrtm),
+    OpDef::kernel("TridiagonalSolve", tridiagonal::signature, tridiagonal::build),
 ];
 
 /// `[T] -> [T, output_idx_type]`.
