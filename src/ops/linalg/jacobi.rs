@@ -389,8 +389,11 @@ impl OpKernel for SymmetricEigen {
             v_out.extend(v.to_rows(n));
         }
         ctx.set_output(0, from_f64(self.dtype, batched(&batch, &[n]), &e_out)?);
-        let vectors =
-            if self.compute_v { from_f64(self.dtype, batched(&batch, &[n, n]), &v_out)? } else { placeholder(self.dtype)? };
+        let vectors = if self.compute_v {
+            from_f64(self.dtype, batched(&batch, &[n, n]), &v_out)?
+        } else {
+            placeholder(self.dtype)?
+        };
         ctx.set_output(1, vectors);
         Ok(())
     }
@@ -401,7 +404,16 @@ mod tests {
     use super::*;
     use crate::ops::testing::{node, run_all, ty};
 
-    fn product(u: &[f64], s: &[f64], v: &[f64], m: usize, n: usize, p: usize, u_cols: usize, v_cols: usize) -> Vec<f64> {
+    fn product(
+        u: &[f64],
+        s: &[f64],
+        v: &[f64],
+        m: usize,
+        n: usize,
+        p: usize,
+        u_cols: usize,
+        v_cols: usize,
+    ) -> Vec<f64> {
         let mut out = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
@@ -472,15 +484,26 @@ mod tests {
     #[test]
     fn kernels_shape_their_outputs_as_tensorflow_does() {
         let a = Tensor::from_slice::<f32>([2, 3, 2], &[1., 2., 3., 4., 5., 6., 0., 1., 1., 0., 2., 2.]).unwrap();
-        let out = run_all(&node("Svd").attr("T", ty(DType::F32)).attr("full_matrices", crate::graph::spec::AttrValue::Bool(true)), &[a.clone()]).unwrap();
+        let out = run_all(
+            &node("Svd").attr("T", ty(DType::F32)).attr("full_matrices", crate::graph::spec::AttrValue::Bool(true)),
+            &[a.clone()],
+        )
+        .unwrap();
         assert_eq!((out[0].dims(), out[1].dims(), out[2].dims()), (&[2, 2][..], &[2, 3, 3][..], &[2, 2, 2][..]));
-        let out = run_all(&node("Svd").attr("T", ty(DType::F32)).attr("compute_uv", crate::graph::spec::AttrValue::Bool(false)), &[a]).unwrap();
+        let out = run_all(
+            &node("Svd").attr("T", ty(DType::F32)).attr("compute_uv", crate::graph::spec::AttrValue::Bool(false)),
+            &[a],
+        )
+        .unwrap();
         assert_eq!(out[0].dims(), [2, 2]);
         let nan = Tensor::from_slice::<f32>([2, 2], &[f32::NAN, 1., 0., 1.]).unwrap();
         let out = run_all(&node("SelfAdjointEigV2").attr("T", ty(DType::F32)), &[nan]).unwrap();
         assert!(out[0].as_slice::<f32>().unwrap().iter().all(|x| x.is_nan()));
-        let err = run_all(&node("SelfAdjointEigV2").attr("T", ty(DType::F64)), &[Tensor::from_slice::<f64>([2, 3], &[0.; 6]).unwrap()])
-            .unwrap_err();
+        let err = run_all(
+            &node("SelfAdjointEigV2").attr("T", ty(DType::F64)),
+            &[Tensor::from_slice::<f64>([2, 3], &[0.; 6]).unwrap()],
+        )
+        .unwrap_err();
         assert!(err.message.contains("must be square"), "{}", err.message);
     }
 }

@@ -53,7 +53,11 @@ impl OpKernel for TridiagonalSolve {
         let (diagonals, rhs) = (ctx.input(0)?.clone(), ctx.input(1)?.clone());
         let (d_dims, r_dims) = (diagonals.dims(), rhs.dims());
         if d_dims.len() < 2 || d_dims[d_dims.len() - 2] != 3 {
-            bail!(invalid_argument, "Expected diagonals to be provided as a tensor of shape [..., 3, M], got {}", diagonals.shape());
+            bail!(
+                invalid_argument,
+                "Expected diagonals to be provided as a tensor of shape [..., 3, M], got {}",
+                diagonals.shape()
+            );
         }
         if r_dims.len() < 2 {
             bail!(invalid_argument, "Expected rhs to have rank at least 2, got {}", rhs.shape());
@@ -120,8 +124,7 @@ impl TridiagonalSolve {
             }
         }
         if self.perturb {
-            let scale = f64::EPSILON
-                * u0.iter().chain(&u1).chain(&u2).fold(0.0f64, |acc, v| acc.max(v.abs()));
+            let scale = f64::EPSILON * u0.iter().chain(&u1).chain(&u2).fold(0.0f64, |acc, v| acc.max(v.abs()));
             for pivot in &mut u0 {
                 if pivot.abs() < scale {
                     *pivot = if *pivot < 0.0 { -scale } else { scale };

@@ -330,7 +330,8 @@ pub fn polygamma(n: f64, x: f64) -> f64 {
     }
     let order = n + 1.0;
     // n! exactly while it is finite (171! overflows).
-    let factorial = if n > 0.0 && n <= 170.0 { (2..=n as u32).fold(1.0, |f, k| f * f64::from(k)) } else { lgamma(order).exp() };
+    let factorial =
+        if n > 0.0 && n <= 170.0 { (2..=n as u32).fold(1.0, |f, k| f * f64::from(k)) } else { lgamma(order).exp() };
     let sign = if order.is_finite() && order % 2.0 != 0.0 { -1.0 } else { 1.0 };
     sign * factorial * zeta(order, x)
 }
@@ -378,9 +379,8 @@ pub fn betainc(a: f64, b: f64, x: f64) -> f64 {
     }
     // xᵃ(1−x)ᵇ / (a B(a, b)) times the fraction, on the side of the mean
     // where the fraction converges; the other side by symmetry.
-    let front = |a: f64, b: f64, x: f64| {
-        (a * x.ln() + b * (-x).ln_1p() + lgamma(a + b) - lgamma(a) - lgamma(b)).exp() / a
-    };
+    let front =
+        |a: f64, b: f64, x: f64| (a * x.ln() + b * (-x).ln_1p() + lgamma(a + b) - lgamma(a) - lgamma(b)).exp() / a;
     if x < (a + 1.0) / (a + b + 2.0) {
         front(a, b, x) * beta_fraction(a, b, x)
     } else {
@@ -490,10 +490,16 @@ fn compute_betainc<T: ThroughF64>(ctx: &mut OpContext<'_>) -> Result<()> {
     for (i, j) in [(0, 1), (0, 2), (1, 2)] {
         let ((l, l_name), (r, r_name)) = (operands[i], operands[j]);
         if !l.shape().is_scalar() && !r.shape().is_scalar() && l.shape() != r.shape() {
-            bail!(invalid_argument, "Shapes of {l_name} and {r_name} are inconsistent: {} vs. {}", l.shape(), r.shape());
+            bail!(
+                invalid_argument,
+                "Shapes of {l_name} and {r_name} are inconsistent: {} vs. {}",
+                l.shape(),
+                r.shape()
+            );
         }
     }
-    let shape = operands.iter().map(|(t, _)| t.shape()).find(|s| !s.is_scalar()).unwrap_or(operands[0].0.shape()).clone();
+    let shape =
+        operands.iter().map(|(t, _)| t.shape()).find(|s| !s.is_scalar()).unwrap_or(operands[0].0.shape()).clone();
     let (a, b, x) = (operands[0].0.as_slice::<T>()?, operands[1].0.as_slice::<T>()?, operands[2].0.as_slice::<T>()?);
     let at = |v: &[T], i: usize| if v.len() == 1 { v[0] } else { v[i] }.widen();
     let out = Tensor::build::<T>(shape, |out| {
@@ -687,19 +693,12 @@ mod tests {
         use crate::ops::testing::{node, run1, ty};
         let op = node("Betainc").attr("T", ty(DType::F32));
         let f32s = |shape: &[usize], v: &[f32]| Tensor::from_slice::<f32>(shape, v).unwrap();
-        let out = run1(
-            &op,
-            &[f32s(&[2], &[2.0, 0.5]), Tensor::scalar(3.0f32), Tensor::scalar(0.25f32)],
-        )
-        .unwrap();
+        let out = run1(&op, &[f32s(&[2], &[2.0, 0.5]), Tensor::scalar(3.0f32), Tensor::scalar(0.25f32)]).unwrap();
         let got = out.as_slice::<f32>().unwrap();
         close(f64::from(got[0]), betainc(2.0, 3.0, 0.25), 1e-6);
         close(f64::from(got[1]), betainc(0.5, 3.0, 0.25), 1e-6);
-        let err = run1(
-            &op,
-            &[Tensor::scalar(1.0f32), f32s(&[2], &[1.0, 2.0]), f32s(&[3], &[0.1, 0.2, 0.3])],
-        )
-        .unwrap_err();
+        let err =
+            run1(&op, &[Tensor::scalar(1.0f32), f32s(&[2], &[1.0, 2.0]), f32s(&[3], &[0.1, 0.2, 0.3])]).unwrap_err();
         assert!(err.message.contains("Shapes of b and x are inconsistent: [2] vs. [3]"), "{}", err.message);
     }
 }

@@ -323,11 +323,8 @@ struct StatelessDraws {
 pub(super) fn build_stateless(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
     let (param, output) = stateless_dtypes(node)?;
-    let (draw, allowed) = if node.op == "StatelessRandomPoisson" {
-        (Draw::Poisson { output }, NUMBERS)
-    } else {
-        (Draw::Gamma, FLOATS)
-    };
+    let (draw, allowed) =
+        if node.op == "StatelessRandomPoisson" { (Draw::Poisson { output }, NUMBERS) } else { (Draw::Gamma, FLOATS) };
     for dtype in [param, output] {
         if !allowed.contains(&dtype) {
             return Err(unsupported_dtype(&node.op, dtype, allowed));
@@ -420,8 +417,8 @@ mod tests {
         let want = [3.4994423389434814, 0.003847158746793866, 1.7193093299865723, 0.032805219292640686,
                     2.248735189437866, 0.6406785845756531];
         close(&f64s(&out), &want, 1e-6);
-        let poisson = build(&node("StatelessRandomPoisson").attr("Rtype", ty(DType::F32)).attr("dtype", ty(DType::I32)))
-            .unwrap();
+        let poisson =
+            build(&node("StatelessRandomPoisson").attr("Rtype", ty(DType::F32)).attr("dtype", ty(DType::I32))).unwrap();
         let lam = Tensor::from_slice::<f32>([2], &[1.0, 30.0]).unwrap();
         let out = run_built(poisson.as_ref(), &[shape.clone(), seed.clone(), lam]).unwrap();
         assert_eq!(out.as_slice::<i32>().unwrap(), [3, 45, 3, 25, 2, 35]);
