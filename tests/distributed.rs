@@ -171,6 +171,7 @@ golden_remote!(
     gamma_poisson_sampling_ops,
     linalg_decompositions,
     sqrtm_and_tridiagonal,
+    special_functions_scipy,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -73,6 +73,7 @@ golden!(
     gamma_poisson_sampling_ops,
     linalg_decompositions,
     sqrtm_and_tridiagonal,
+    special_functions_scipy,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

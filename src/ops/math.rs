@@ -29,10 +29,12 @@ use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Element, Shape, Tensor};
 use smallvec::SmallVec;
 
+mod bessel;
 pub mod bitwise;
 pub mod einsum;
 mod erf;
 mod incomplete;
+mod integrals;
 mod special;
 
 pub(crate) use special::lgamma;
@@ -77,6 +79,19 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Ndtri", unary_signature, build_float_unary::<special::Ndtri>),
     OpDef::kernel("BesselI0e", unary_signature, build_float_unary::<special::BesselI0e>),
     OpDef::kernel("BesselI1e", unary_signature, build_float_unary::<special::BesselI1e>),
+    OpDef::kernel("BesselI0", unary_signature, build_float_unary::<bessel::BesselI0>),
+    OpDef::kernel("BesselI1", unary_signature, build_float_unary::<bessel::BesselI1>),
+    OpDef::kernel("BesselJ0", unary_signature, build_float_unary::<bessel::BesselJ0>),
+    OpDef::kernel("BesselJ1", unary_signature, build_float_unary::<bessel::BesselJ1>),
+    OpDef::kernel("BesselY0", unary_signature, build_float_unary::<bessel::BesselY0>),
+    OpDef::kernel("BesselY1", unary_signature, build_float_unary::<bessel::BesselY1>),
+    OpDef::kernel("BesselK0", unary_signature, build_float_unary::<bessel::BesselK0>),
+    OpDef::kernel("BesselK1", unary_signature, build_float_unary::<bessel::BesselK1>),
+    OpDef::kernel("BesselK0e", unary_signature, build_float_unary::<bessel::BesselK0e>),
+    OpDef::kernel("BesselK1e", unary_signature, build_float_unary::<bessel::BesselK1e>),
+    OpDef::kernel("Expint", unary_signature, build_float_unary::<integrals::Expint>),
+    OpDef::kernel("Spence", unary_signature, build_float_unary::<integrals::Spence>),
+    OpDef::kernel("Dawsn", unary_signature, build_float_unary::<integrals::Dawsn>),
     // Incomplete gamma and beta integrals, zeta, polygamma (`incomplete`).
     OpDef::kernel("Igamma", binary_signature, build_float_only_binary::<incomplete::Igamma>),
     OpDef::kernel("Igammac", binary_signature, build_float_only_binary::<incomplete::Igammac>),

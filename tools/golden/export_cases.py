@@ -1467,7 +1467,7 @@ def case_incomplete_gamma_beta_ops(out_dir):
     specs = [tf.TensorSpec([6, 5], tf.float32, name="a"), tf.TensorSpec([6, 5], tf.float32, name="x"),
              tf.TensorSpec([6, 5], tf.float32, name="p"), tf.TensorSpec([6, 5], tf.float64, name="a64"),
              tf.TensorSpec([6, 5], tf.float64, name="x64")]
-    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
                   "frozen tf.function: igamma/igammac (broadcast) and their gradients (IgammaGradA), zeta and its "
                   "gradient in q, polygamma (and as digamma's gradient), betainc and its gradient in x, "
                   "RandomGammaGrad, float64 forms, a Poisson CDF and a Student-t tail as distributions write them",
@@ -1500,7 +1500,7 @@ def case_gamma_poisson_sampling_ops(out_dir):
 
     specs = [tf.TensorSpec([2, 5], tf.float32, name="alpha"), tf.TensorSpec([2, 5], tf.float32, name="rate"),
              tf.TensorSpec([3], tf.float64, name="alpha64")]
-    function_case(out_dir, "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
                   "frozen tf.function: tf.random.gamma (float32 with beta, float64) and its reparameterized gradient "
                   "(RandomGammaGrad), stateless_gamma, tf.random.poisson (float32 and int32, rates both sides of 10), "
                   "stateless_poisson; seeded, so each run's draws are TensorFlow's", tolerance={"rtol": 1e-5, "atol": 1e-6})
@@ -1552,7 +1552,7 @@ def case_linalg_decompositions(out_dir):
 
     specs = [tf.TensorSpec([2, 5, 3], tf.float32, name="m"), tf.TensorSpec([2, 4, 4], tf.float32, name="sq"),
              tf.TensorSpec([3, 3], tf.float64, name="sq64"), tf.TensorSpec([9], tf.int32, name="ids")]
-    function_case(out_dir, "linalg_decompositions", "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
                   "frozen tf.function: Svd (values; vectors as sign-free projectors; reduced, full and wide forms; "
                   "the 2-norm, nuclear norm, pinv and matrix_rank built on it), SelfAdjointEigV2 (eigh, eigvalsh), "
                   "Lu (packed factors and permutation, int32 and int64) with lu_solve and lu_matrix_inverse, setdiff1d",
@@ -1593,10 +1593,36 @@ def case_sqrtm_and_tridiagonal(out_dir):
     specs = [tf.TensorSpec([40, 4], tf.float32, name="feat_a"), tf.TensorSpec([40, 4], tf.float32, name="feat_b"),
              tf.TensorSpec([3, 6], tf.float32, name="diags"), tf.TensorSpec([6, 2], tf.float32, name="rhs"),
              tf.TensorSpec([3, 3], tf.float64, name="spd64")]
-    function_case(out_dir, "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
                   "frozen tf.function: MatrixSquareRoot (of a product of covariances, as the FID score computes it, "
                   "and of a float64 SPD matrix), TridiagonalSolve in compact, matrix and sequence formats, with and "
                   "without pivoting, with a vector right-hand side", tolerance={"rtol": 2e-4, "atol": 2e-5})
+
+
+def case_special_functions_scipy(out_dir):
+    @tf.function
+    def f(x, x64):
+        pos, pos64 = tf.abs(x) * 4.0 + 1e-3, tf.abs(x64) * 4.0 + 1e-3
+        special = tf.math.special
+        outs = {}
+        for name in ["bessel_i0", "bessel_i1", "bessel_j0", "bessel_j1", "dawsn"]:
+            outs[name] = getattr(special, name)(x * 6.0)
+            outs[name + "_64"] = getattr(special, name)(x64 * 6.0)
+        for name in ["bessel_y0", "bessel_y1", "bessel_k0", "bessel_k1", "bessel_k0e", "bessel_k1e", "expint", "spence"]:
+            outs[name] = getattr(special, name)(pos)
+            outs[name + "_64"] = getattr(special, name)(pos64)
+        return outs
+
+    rng = np.random.default_rng(67)
+
+    def feeds():
+        x = rng.standard_normal([3, 7])
+        return [x.astype(np.float32), x]
+
+    specs = [tf.TensorSpec([3, 7], tf.float32, name="x"), tf.TensorSpec([3, 7], tf.float64, name="x64")]
+    function_case(out_dir, "special_functions_scipy", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: tf.math.special's Bessel functions (I0, I1, J0, J1, Y0, Y1, K0, K1, K0e, K1e), "
+                  "expint, spence and dawsn in float32 and float64", tolerance={"rtol": 1e-5, "atol": 1e-6})
 
 
 def case_sampling_ops(out_dir):
@@ -2347,7 +2373,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

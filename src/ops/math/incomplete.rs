@@ -18,7 +18,9 @@
 //! `zeta(x, q)` is ∞ at `x = 1` and at every non-positive integer `q`, NaN
 //! below `x = 1` and for a negative non-integer `q` with a non-integer
 //! `x`; `polygamma` of a non-integer order is NaN; `betainc` is NaN unless
-//! `a, b > 0` and `0 <= x <= 1`, with 0 and 1 at the ends. The derivatives
+//! `a, b > 0` and `0 <= x <= 1`, with 0 and 1 at the ends. (One
+//! departure: `zeta` of a non-integer `q` below −10⁶ is NaN, where
+//! TensorFlow sums a term per unit of `q` and seems to hang.) The derivatives
 //! in `a` are zero where `xᵃe⁻ˣ/Γ(a)` underflows in the element type, as
 //! there (TensorFlow's float32 exp flushes below ln(FLT_MIN); its series
 //! branch flushes a few units of log later).
@@ -255,6 +257,9 @@ const BERNOULLI_OVER_FACTORIAL: [f64; 12] = [
     -236_364_091.0 / 1_693_824_136_731_743_669_452_800_000.0,
 ];
 
+/// The most negative `q` [`zeta`] sums from.
+const MOST_NEGATIVE_Q: f64 = 1e6;
+
 /// The Hurwitz zeta function ζ(x, q) = Σₖ (q + k)⁻ˣ: its first terms
 /// summed until q + k passes 10, the rest by Euler–Maclaurin.
 pub fn zeta(x: f64, q: f64) -> f64 {
@@ -277,6 +282,11 @@ pub fn zeta(x: f64, q: f64) -> f64 {
     }
     if q == f64::INFINITY {
         return 0.0;
+    }
+    if q < -MOST_NEGATIVE_Q {
+        // The direct sum takes a term per unit of q (TensorFlow's would
+        // loop that long): refused rather than hang.
+        return f64::NAN;
     }
     if x == f64::INFINITY {
         // Each term is 0, 1 or ∞ as |q + k| is above, at or below 1.
@@ -633,6 +643,7 @@ mod tests {
             close(zeta(x, q), want, 1e-13);
         }
         close(zeta(2.0, 1.0), std::f64::consts::PI.powi(2) / 6.0, 1e-15);
+        assert!(zeta(2.0, -1e15 - 0.5).is_nan(), "a far negative q is refused, not summed");
     }
 
     #[test]
