@@ -39,6 +39,26 @@ mod special;
 
 pub(crate) use special::lgamma;
 
+/// A scalar function's expected values at a table's points, for tests:
+/// its name, the function, and one value per point.
+#[cfg(test)]
+type TableRow<const N: usize> = (&'static str, fn(f64) -> f64, [f64; N]);
+
+/// Checks each row's function at `xs` against its values: equal, both
+/// NaN, or within `rel` of the expected magnitude.
+#[cfg(test)]
+fn assert_table<const N: usize>(xs: &[f64; N], rows: &[TableRow<N>], rel: f64) {
+    for (name, f, want) in rows {
+        for (&x, &w) in xs.iter().zip(want) {
+            let got = f(x);
+            assert!(
+                got == w || (got.is_nan() && w.is_nan()) || (got - w).abs() <= rel * w.abs(),
+                "{name}({x}): got {got:e}, want {w:e}"
+            );
+        }
+    }
+}
+
 pub const DEFS: &[OpDef] = &[
     // Unary, any real type.
     OpDef::kernel("Abs", unary_signature, build_real_unary::<Abs>),

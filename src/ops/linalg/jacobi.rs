@@ -404,23 +404,10 @@ mod tests {
     use super::*;
     use crate::ops::testing::{node, run_all, ty};
 
-    fn product(
-        u: &[f64],
-        s: &[f64],
-        v: &[f64],
-        m: usize,
-        n: usize,
-        p: usize,
-        u_cols: usize,
-        v_cols: usize,
-    ) -> Vec<f64> {
-        let mut out = vec![0.0; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                out[i * n + j] = (0..p).map(|k| u[i * u_cols + k] * s[k] * v[j * v_cols + k]).sum();
-            }
-        }
-        out
+    /// U diag(s) Vᵀ, row-major `u.rows × v.rows`.
+    fn rebuild(s: &[f64], u: &Columns, v: &Columns) -> Vec<f64> {
+        let (m, n) = (u.rows, v.rows);
+        (0..m * n).map(|at| (0..s.len()).map(|k| u.col(k)[at / n] * s[k] * v.col(k)[at % n]).sum()).collect()
     }
 
     fn assert_orthonormal_columns(q: &[f64], rows: usize, cols: usize) {
@@ -446,10 +433,9 @@ mod tests {
                     assert!((got - want).abs() < 3e-6, "{s:?}"); // float32 rounding: a few ulps
                 }
                 let (u_cols, v_cols) = if full { (m, n) } else { (3, 3) };
-                let (u, v) = (u.to_rows(u_cols), v.to_rows(v_cols));
-                assert_orthonormal_columns(&u, m, u_cols);
-                assert_orthonormal_columns(&v, n, v_cols);
-                let rebuilt = product(&u, &s, &v, m, n, 3, u_cols, v_cols);
+                let rebuilt = rebuild(&s, &u, &v);
+                assert_orthonormal_columns(&u.to_rows(u_cols), m, u_cols);
+                assert_orthonormal_columns(&v.to_rows(v_cols), n, v_cols);
                 for (x, y) in rebuilt.iter().zip(&values) {
                     assert!((x - y).abs() < 1e-12, "{rebuilt:?} vs {values:?}");
                 }
@@ -486,7 +472,7 @@ mod tests {
         let a = Tensor::from_slice::<f32>([2, 3, 2], &[1., 2., 3., 4., 5., 6., 0., 1., 1., 0., 2., 2.]).unwrap();
         let out = run_all(
             &node("Svd").attr("T", ty(DType::F32)).attr("full_matrices", crate::graph::spec::AttrValue::Bool(true)),
-            &[a.clone()],
+            std::slice::from_ref(&a),
         )
         .unwrap();
         assert_eq!((out[0].dims(), out[1].dims(), out[2].dims()), (&[2, 2][..], &[2, 3, 3][..], &[2, 2, 2][..]));

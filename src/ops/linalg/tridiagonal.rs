@@ -130,7 +130,7 @@ impl TridiagonalSolve {
                     *pivot = if *pivot < 0.0 { -scale } else { scale };
                 }
             }
-        } else if self.pivoting && u0.iter().any(|&p| p == 0.0) {
+        } else if self.pivoting && u0.contains(&0.0) {
             bail!(invalid_argument, "The matrix is not invertible.");
         }
         for i in (0..m).rev() {

@@ -558,7 +558,7 @@ mod tests {
         }
         // P(1, x) = 1 − e⁻ˣ.
         for x in [0.1, 1.0, 3.0, 30.0] {
-            close(igamma(1.0, x), -(-x as f64).exp_m1(), 1e-14);
+            close(igamma(1.0, x), -(-x).exp_m1(), 1e-14);
         }
     }
 
