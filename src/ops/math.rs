@@ -29,6 +29,29 @@ use crate::graph::spec::NodeSpec;
 use crate::tensor::{DType, Element, Shape, Tensor};
 use smallvec::SmallVec;
 
+/// `Unary` for both float types through the f64 function `$f`, rounded
+/// once for float32 (the special functions' kernels).
+macro_rules! computed_in_f64 {
+    ($(#[$doc:meta])* $op:ident, $f:expr) => {
+        $(#[$doc])*
+        pub struct $op;
+        impl super::Unary<f32> for $op {
+            #[inline]
+            fn apply(x: f32) -> f32 {
+                let f: fn(f64) -> f64 = $f;
+                f(f64::from(x)) as f32
+            }
+        }
+        impl super::Unary<f64> for $op {
+            #[inline]
+            fn apply(x: f64) -> f64 {
+                let f: fn(f64) -> f64 = $f;
+                f(x)
+            }
+        }
+    };
+}
+
 mod bessel;
 pub mod bitwise;
 pub mod einsum;

@@ -24,68 +24,60 @@ unsafe extern "C" {
     fn y1(x: f64) -> f64;
 }
 
-/// `Unary` for both float types through the f64 function `$f`.
-macro_rules! bessel_ops {
-    ($($(#[$doc:meta])* $op:ident: $f:expr;)+) => {
-        $(
-            $(#[$doc])*
-            pub struct $op;
-            impl super::Unary<f32> for $op {
-                #[inline]
-                fn apply(x: f32) -> f32 {
-                    let f: fn(f64) -> f64 = $f;
-                    f(f64::from(x)) as f32
-                }
-            }
-            impl super::Unary<f64> for $op {
-                #[inline]
-                fn apply(x: f64) -> f64 {
-                    let f: fn(f64) -> f64 = $f;
-                    f(x)
-                }
-            }
-        )+
-    };
-}
-
-bessel_ops! {
+computed_in_f64!(
     /// I₀(x).
-    BesselI0: |x| x.abs().exp() * bessel_i0e(x);
+    BesselI0,
+    |x| x.abs().exp() * bessel_i0e(x)
+);
+computed_in_f64!(
     /// I₁(x).
-    BesselI1: |x| x.abs().exp() * bessel_i1e(x);
+    BesselI1,
+    |x| x.abs().exp() * bessel_i1e(x)
+);
+computed_in_f64!(
     /// J₀(x).
-    BesselJ0: |x| if x.is_finite() {
-        // SAFETY: a pure libm function of one double.
-        unsafe { j0(x) }
-    } else {
-        f64::NAN
-    };
+    BesselJ0,
+    // SAFETY: a pure libm function of one double.
+    |x| if x.is_finite() { unsafe { j0(x) } } else { f64::NAN }
+);
+computed_in_f64!(
     /// J₁(x).
-    BesselJ1: |x| if x.is_finite() {
-        // SAFETY: as above.
-        unsafe { j1(x) }
-    } else {
-        f64::NAN
-    };
+    BesselJ1,
+    // SAFETY: as above.
+    |x| if x.is_finite() { unsafe { j1(x) } } else { f64::NAN }
+);
+computed_in_f64!(
     /// Y₀(x).
-    BesselY0: |x| second_kind(x, |x| {
-        // SAFETY: as above.
-        unsafe { y0(x) }
-    });
+    BesselY0,
+    // SAFETY: as above.
+    |x| second_kind(x, |x| unsafe { y0(x) })
+);
+computed_in_f64!(
     /// Y₁(x).
-    BesselY1: |x| second_kind(x, |x| {
-        // SAFETY: as above.
-        unsafe { y1(x) }
-    });
+    BesselY1,
+    // SAFETY: as above.
+    |x| second_kind(x, |x| unsafe { y1(x) })
+);
+computed_in_f64!(
     /// K₀(x).
-    BesselK0: |x| modified_second_kind(x, 0.0, false);
+    BesselK0,
+    |x| modified_second_kind(x, 0.0, false)
+);
+computed_in_f64!(
     /// K₁(x).
-    BesselK1: |x| modified_second_kind(x, 1.0, false);
+    BesselK1,
+    |x| modified_second_kind(x, 1.0, false)
+);
+computed_in_f64!(
     /// e^x K₀(x).
-    BesselK0e: |x| modified_second_kind(x, 0.0, true);
+    BesselK0e,
+    |x| modified_second_kind(x, 0.0, true)
+);
+computed_in_f64!(
     /// e^x K₁(x).
-    BesselK1e: |x| modified_second_kind(x, 1.0, true);
-}
+    BesselK1e,
+    |x| modified_second_kind(x, 1.0, true)
+);
 
 /// Y_ν with TensorFlow's edges: −∞ at and below 0, NaN at +∞.
 fn second_kind(x: f64, y: fn(f64) -> f64) -> f64 {

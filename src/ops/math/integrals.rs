@@ -19,35 +19,21 @@ use std::f64::consts::PI;
 /// Euler's constant γ.
 const EULER: f64 = 0.577_215_664_901_532_9;
 
-macro_rules! integral_ops {
-    ($($(#[$doc:meta])* $op:ident: $f:ident;)+) => {
-        $(
-            $(#[$doc])*
-            pub struct $op;
-            impl super::Unary<f32> for $op {
-                #[inline]
-                fn apply(x: f32) -> f32 {
-                    $f(f64::from(x)) as f32
-                }
-            }
-            impl super::Unary<f64> for $op {
-                #[inline]
-                fn apply(x: f64) -> f64 {
-                    $f(x)
-                }
-            }
-        )+
-    };
-}
-
-integral_ops! {
+computed_in_f64!(
     /// Ei(x) = −∫₋ₓ^∞ e⁻ᵗ/t dt.
-    Expint: exponential_integral;
+    Expint,
+    exponential_integral
+);
+computed_in_f64!(
     /// ∫₁ˣ ln t / (1 − t) dt = Li₂(1 − x).
-    Spence: spence;
+    Spence,
+    spence
+);
+computed_in_f64!(
     /// e^(−x²) ∫₀ˣ e^(t²) dt.
-    Dawsn: dawson;
-}
+    Dawsn,
+    dawson
+);
 
 pub fn exponential_integral(x: f64) -> f64 {
     if x.is_nan() || x < 0.0 || x.is_infinite() {

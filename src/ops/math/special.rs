@@ -25,25 +25,6 @@ unsafe extern "C" {
     fn lgammaf_r(x: f32, sign: *mut libc::c_int) -> f32;
 }
 
-/// `Unary` for both float types through the f64 function `$f`, rounded
-/// once for float32.
-macro_rules! computed_in_f64 {
-    ($op:ident, $f:ident) => {
-        impl Unary<f32> for $op {
-            #[inline]
-            fn apply(x: f32) -> f32 {
-                $f(x as f64) as f32
-            }
-        }
-        impl Unary<f64> for $op {
-            #[inline]
-            fn apply(x: f64) -> f64 {
-                $f(x)
-            }
-        }
-    };
-}
-
 /// ln |Γ(x)|.
 pub struct Lgamma;
 impl Unary<f32> for Lgamma {
@@ -69,9 +50,11 @@ pub fn lgamma(x: f64) -> f64 {
     <Lgamma as Unary<f64>>::apply(x)
 }
 
-/// ψ(x) = d/dx ln Γ(x).
-pub struct Digamma;
-computed_in_f64!(Digamma, digamma);
+computed_in_f64!(
+    /// ψ(x) = d/dx ln Γ(x).
+    Digamma,
+    digamma
+);
 
 /// The inverse of erf on [−1, 1].
 pub struct Erfinv;
@@ -88,17 +71,23 @@ impl Unary<f64> for Erfinv {
     }
 }
 
-/// The inverse of the standard normal distribution function on [0, 1].
-pub struct Ndtri;
-computed_in_f64!(Ndtri, ndtri);
+computed_in_f64!(
+    /// The inverse of the standard normal distribution function on [0, 1].
+    Ndtri,
+    ndtri
+);
 
-/// e^−|x| I₀(x), the exponentially scaled modified Bessel function of order 0.
-pub struct BesselI0e;
-computed_in_f64!(BesselI0e, bessel_i0e);
+computed_in_f64!(
+    /// e^−|x| I₀(x), the exponentially scaled modified Bessel function of order 0.
+    BesselI0e,
+    bessel_i0e
+);
 
-/// e^−|x| I₁(x), the exponentially scaled modified Bessel function of order 1.
-pub struct BesselI1e;
-computed_in_f64!(BesselI1e, bessel_i1e);
+computed_in_f64!(
+    /// e^−|x| I₁(x), the exponentially scaled modified Bessel function of order 1.
+    BesselI1e,
+    bessel_i1e
+);
 
 /// ψ(x): reflection below 0, the recurrence ψ(x) = ψ(x + 1) − 1/x up to 10,
 /// then the asymptotic series ln s − 1/(2s) − Σ B₂ₖ/(2k s²ᵏ).

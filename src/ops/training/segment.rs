@@ -376,26 +376,44 @@ impl IndexOut for i64 {
     }
 }
 
+/// The kernel `$kernel` instantiated for `$dtype`'s element type (`T`,
+/// one with a [`UniqueKey`]) and the index type `wide` picks (`I`: int64,
+/// else int32); any other dtype goes to the `$other` arm.
+macro_rules! keyed_kernel {
+    ($dtype:expr, $wide:expr, |$t:ident, $i:ident| $kernel:expr, $other:pat => $fallback:expr) => {{
+        macro_rules! pick {
+            ($elem:ty) => {{
+                type $t = $elem;
+                if $wide {
+                    type $i = i64;
+                    $kernel as ComputeFn
+                } else {
+                    type $i = i32;
+                    $kernel as ComputeFn
+                }
+            }};
+        }
+        match $dtype {
+            DType::F32 => pick!(f32),
+            DType::F64 => pick!(f64),
+            DType::I32 => pick!(i32),
+            DType::I64 => pick!(i64),
+            DType::Bool => pick!(bool),
+            DType::U8 => pick!(u8),
+            DType::U64 => pick!(u64),
+            $other => $fallback,
+        }
+    }};
+}
+
 fn build_unique<const COUNTS: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
     let wide = attr_index_type_or(init.node, "out_idx", DType::I32)? == DType::I64;
-    macro_rules! pick {
-        ($t:ty) => {
-            if wide { unique::<$t, i64, COUNTS> as ComputeFn } else { unique::<$t, i32, COUNTS> as ComputeFn }
-        };
-    }
-    let compute = match dtype {
-        DType::F32 => pick!(f32),
-        DType::F64 => pick!(f64),
-        DType::I32 => pick!(i32),
-        DType::I64 => pick!(i64),
-        DType::Bool => pick!(bool),
-        DType::U8 => pick!(u8),
-        DType::U64 => pick!(u64),
+    let compute = keyed_kernel!(dtype, wide, |T, I| unique::<T, I, COUNTS>, other => match other {
         DType::String if wide => unique_strings::<i64, COUNTS> as ComputeFn,
         DType::String => unique_strings::<i32, COUNTS> as ComputeFn,
-        DType::Complex64 => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
-    };
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
+    });
     Ok(FnKernel::boxed(compute))
 }
 
@@ -443,21 +461,9 @@ fn list_diff_signature(node: &NodeSpec) -> Result<OpSignature> {
 fn build_list_diff(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let dtype = init.node.attr_dtype("T")?;
     let wide = attr_index_type_or(init.node, "out_idx", DType::I32)? == DType::I64;
-    macro_rules! pick {
-        ($t:ty) => {
-            if wide { list_diff::<$t, i64> as ComputeFn } else { list_diff::<$t, i32> as ComputeFn }
-        };
-    }
-    let compute = match dtype {
-        DType::F32 => pick!(f32),
-        DType::F64 => pick!(f64),
-        DType::I32 => pick!(i32),
-        DType::I64 => pick!(i64),
-        DType::Bool => pick!(bool),
-        DType::U8 => pick!(u8),
-        DType::U64 => pick!(u64),
-        DType::String | DType::Complex64 => return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC)),
-    };
+    let compute = keyed_kernel!(dtype, wide, |T, I| list_diff::<T, I>, _ => {
+        return Err(unsupported_dtype(&init.node.op, dtype, &DType::NUMERIC));
+    });
     Ok(FnKernel::boxed(compute))
 }
 
