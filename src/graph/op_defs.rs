@@ -85,6 +85,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "AvgPool" => &[("data_format", D::Bytes(b"NHWC"))],
         "AvgPool3D" => &[("data_format", D::Bytes(b"NDHWC"))],
         "AvgPoolGrad" => &[("data_format", D::Bytes(b"NHWC"))],
+        "BandedTriangularSolve" => &[("lower", D::Bool(true)), ("adjoint", D::Bool(false))],
         "BatchMatMul" => &[
             ("adj_x", D::Bool(false)),
             ("adj_y", D::Bool(false)),

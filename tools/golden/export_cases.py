@@ -1467,7 +1467,7 @@ def case_incomplete_gamma_beta_ops(out_dir):
     specs = [tf.TensorSpec([6, 5], tf.float32, name="a"), tf.TensorSpec([6, 5], tf.float32, name="x"),
              tf.TensorSpec([6, 5], tf.float32, name="p"), tf.TensorSpec([6, 5], tf.float64, name="a64"),
              tf.TensorSpec([6, 5], tf.float64, name="x64")]
-    function_case(out_dir, "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "incomplete_gamma_beta_ops", f, specs, [feeds(), feeds()],
                   "frozen tf.function: igamma/igammac (broadcast) and their gradients (IgammaGradA), zeta and its "
                   "gradient in q, polygamma (and as digamma's gradient), betainc and its gradient in x, "
                   "RandomGammaGrad, float64 forms, a Poisson CDF and a Student-t tail as distributions write them",
@@ -1500,7 +1500,7 @@ def case_gamma_poisson_sampling_ops(out_dir):
 
     specs = [tf.TensorSpec([2, 5], tf.float32, name="alpha"), tf.TensorSpec([2, 5], tf.float32, name="rate"),
              tf.TensorSpec([3], tf.float64, name="alpha64")]
-    function_case(out_dir, "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "gamma_poisson_sampling_ops", f, specs, [feeds(), feeds()],
                   "frozen tf.function: tf.random.gamma (float32 with beta, float64) and its reparameterized gradient "
                   "(RandomGammaGrad), stateless_gamma, tf.random.poisson (float32 and int32, rates both sides of 10), "
                   "stateless_poisson; seeded, so each run's draws are TensorFlow's", tolerance={"rtol": 1e-5, "atol": 1e-6})
@@ -1552,7 +1552,7 @@ def case_linalg_decompositions(out_dir):
 
     specs = [tf.TensorSpec([2, 5, 3], tf.float32, name="m"), tf.TensorSpec([2, 4, 4], tf.float32, name="sq"),
              tf.TensorSpec([3, 3], tf.float64, name="sq64"), tf.TensorSpec([9], tf.int32, name="ids")]
-    function_case(out_dir, "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "linalg_decompositions", f, specs, [feeds(), feeds()],
                   "frozen tf.function: Svd (values; vectors as sign-free projectors; reduced, full and wide forms; "
                   "the 2-norm, nuclear norm, pinv and matrix_rank built on it), SelfAdjointEigV2 (eigh, eigvalsh), "
                   "Lu (packed factors and permutation, int32 and int64) with lu_solve and lu_matrix_inverse, setdiff1d",
@@ -1581,6 +1581,9 @@ def case_sqrtm_and_tridiagonal(out_dir):
             "tridiagonal_sequence_format": tf.linalg.tridiagonal_solve((diags[0], diags[1], diags[2]), rhs,
                                                                        diagonals_format="sequence"),
             "tridiagonal_vector_rhs": tf.linalg.tridiagonal_solve(diags, rhs[:, 0], transpose_rhs=True),
+            "banded_lower": tf.linalg.banded_triangular_solve(diags + tf.constant([[4.0], [0.0], [0.0]]), rhs),
+            "banded_upper_adjoint": tf.linalg.banded_triangular_solve(diags[1:] + tf.constant([[0.0], [4.0]]), rhs,
+                                                                      lower=False, adjoint=True),
         }
 
     rng = np.random.default_rng(61)
@@ -1593,10 +1596,10 @@ def case_sqrtm_and_tridiagonal(out_dir):
     specs = [tf.TensorSpec([40, 4], tf.float32, name="feat_a"), tf.TensorSpec([40, 4], tf.float32, name="feat_b"),
              tf.TensorSpec([3, 6], tf.float32, name="diags"), tf.TensorSpec([6, 2], tf.float32, name="rhs"),
              tf.TensorSpec([3, 3], tf.float64, name="spd64")]
-    function_case(out_dir, "sqrtm_and_tridiagonal", "special_functions_scipy", f, specs, [feeds(), feeds()],
+    function_case(out_dir, "sqrtm_and_tridiagonal", f, specs, [feeds(), feeds()],
                   "frozen tf.function: MatrixSquareRoot (of a product of covariances, as the FID score computes it, "
                   "and of a float64 SPD matrix), TridiagonalSolve in compact, matrix and sequence formats, with and "
-                  "without pivoting, with a vector right-hand side", tolerance={"rtol": 2e-4, "atol": 2e-5})
+                  "without pivoting, with a vector right-hand side; BandedTriangularSolve lower and upper-adjoint", tolerance={"rtol": 2e-4, "atol": 2e-5})
 
 
 def case_special_functions_scipy(out_dir):

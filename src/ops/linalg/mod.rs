@@ -4,7 +4,8 @@
 //! (`tf.linalg.inv`, `det`, `slogdet`, `solve`, `triangular_solve`,
 //! `cholesky`), `Lu` (`tf.linalg.lu`); `Qr` ([`qr`]); `Svd` and
 //! `SelfAdjointEigV2` ([`jacobi`]); `MatrixSquareRoot` ([`sqrtm`]);
-//! `TridiagonalSolve` ([`tridiagonal`]); and `Cross` (`tf.linalg.cross`) of
+//! `TridiagonalSolve` ([`tridiagonal`]); `BandedTriangularSolve`
+//! ([`banded`]); and `Cross` (`tf.linalg.cross`) of
 //! 3-vectors.
 //!
 //! Owns: these kernels and the factorizations under them (LU with partial
@@ -15,6 +16,7 @@
 //! Must not hold state beyond parsed attributes. Matrix products are
 //! `matmul`'s.
 
+mod banded;
 mod jacobi;
 mod qr;
 mod sqrtm;
@@ -41,6 +43,7 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("SelfAdjointEigV2", jacobi::eigen_signature, jacobi::build_eigen),
     OpDef::kernel("MatrixSquareRoot", unary_signature, sqrtm::build_sqrtm),
     OpDef::kernel("TridiagonalSolve", tridiagonal::signature, tridiagonal::build),
+    OpDef::kernel("BandedTriangularSolve", banded::signature, banded::build),
 ];
 
 /// `[T] -> [T, output_idx_type]`.
