@@ -11,27 +11,17 @@
 //! padded on the right (A[i, i + d] = bands[r, i]). `adjoint` solves with
 //! Aᵀ. A zero on the diagonal is "Input matrix is not invertible.".
 
-use super::{FLOATS, as_f64, from_f64};
+use super::{as_f64, from_f64};
 use crate::bail;
 use crate::error::Result;
-use crate::graph::spec::NodeSpec;
 use crate::ops::broadcast::broadcast_shape;
-use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, unsupported_dtype};
+use crate::ops::{KernelInit, OpContext, OpKernel};
 use crate::tensor::{DType, Shape};
-
-pub(super) fn signature(node: &NodeSpec) -> Result<OpSignature> {
-    let t = ValueType::Tensor(node.attr_dtype("T")?);
-    Ok(OpSignature::new(vec![t, t], vec![t]))
-}
 
 pub(super) fn build(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    let dtype = node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
-    }
     Ok(Box::new(BandedTriangularSolve {
-        dtype,
+        dtype: super::float_dtype(node)?,
         lower: node.attr_bool_or("lower", true)?,
         adjoint: node.attr_bool_or("adjoint", false)?,
     }))

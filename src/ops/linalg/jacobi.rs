@@ -22,11 +22,11 @@
 //! singular values) complete the basis by Gram–Schmidt over the unit
 //! vectors, in order.
 
-use super::{FLOATS, as_f64, from_f64};
+use super::{as_f64, from_f64};
 use crate::bail;
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
-use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, unsupported_dtype};
+use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
 use crate::tensor::{DType, Shape, Tensor};
 
 /// Sweeps after which a rotation loop stops whatever is left (Jacobi
@@ -280,7 +280,7 @@ pub(super) fn eigen_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 pub(super) fn build_svd(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    let dtype = float_dtype(node)?;
+    let dtype = super::float_dtype(node)?;
     Ok(Box::new(Svd {
         dtype,
         compute_uv: node.attr_bool_or("compute_uv", true)?,
@@ -290,15 +290,7 @@ pub(super) fn build_svd(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
 
 pub(super) fn build_eigen(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    Ok(Box::new(SymmetricEigen { dtype: float_dtype(node)?, compute_v: node.attr_bool_or("compute_v", true)? }))
-}
-
-fn float_dtype(node: &NodeSpec) -> Result<DType> {
-    let dtype = node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
-    }
-    Ok(dtype)
+    Ok(Box::new(SymmetricEigen { dtype: super::float_dtype(node)?, compute_v: node.attr_bool_or("compute_v", true)? }))
 }
 
 /// The batch dimensions and the innermost `rows × cols` of `t`.

@@ -42,8 +42,8 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("Svd", jacobi::svd_signature, jacobi::build_svd),
     OpDef::kernel("SelfAdjointEigV2", jacobi::eigen_signature, jacobi::build_eigen),
     OpDef::kernel("MatrixSquareRoot", unary_signature, sqrtm::build_sqrtm),
-    OpDef::kernel("TridiagonalSolve", tridiagonal::signature, tridiagonal::build),
-    OpDef::kernel("BandedTriangularSolve", banded::signature, banded::build),
+    OpDef::kernel("TridiagonalSolve", binary_signature, tridiagonal::build),
+    OpDef::kernel("BandedTriangularSolve", binary_signature, banded::build),
 ];
 
 /// `[T] -> [T, output_idx_type]`.
@@ -134,6 +134,15 @@ fn cross<T: super::numeric::Num>(ctx: &mut OpContext<'_>) -> Result<()> {
 }
 
 const FLOATS: &[DType] = &[DType::F32, DType::F64];
+
+/// A node's `T`, one of the float types these kernels compute.
+fn float_dtype(node: &NodeSpec) -> Result<DType> {
+    let dtype = node.attr_dtype("T")?;
+    if !FLOATS.contains(&dtype) {
+        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
+    }
+    Ok(dtype)
+}
 
 fn unary_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = ValueType::Tensor(node.attr_dtype("T")?);

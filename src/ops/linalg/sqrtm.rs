@@ -11,20 +11,16 @@
 //! settles). Complex eigenvalue pairs are fine: a rotation has a real
 //! root.
 
-use super::{FLOATS, Lu, as_f64, from_f64, square_batch};
+use super::{Lu, as_f64, from_f64, square_batch};
 use crate::error::Result;
-use crate::ops::{KernelInit, OpContext, OpKernel, unsupported_dtype};
+use crate::ops::{KernelInit, OpContext, OpKernel};
 use crate::tensor::DType;
 
 /// Steps before an iteration that has not settled is given up (NaN).
 const MAX_STEPS: usize = 100;
 
 pub(super) fn build_sqrtm(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let dtype = init.node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&init.node.op, dtype, FLOATS));
-    }
-    Ok(Box::new(MatrixSquareRoot { dtype }))
+    Ok(Box::new(MatrixSquareRoot { dtype: super::float_dtype(init.node)? }))
 }
 
 struct MatrixSquareRoot {

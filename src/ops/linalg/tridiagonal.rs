@@ -17,26 +17,16 @@
 //! TensorFlow perturbs on the same scale, so answers agree wherever no
 //! pivot was perturbed.
 
-use super::{FLOATS, as_f64, from_f64};
+use super::{as_f64, from_f64};
 use crate::bail;
 use crate::error::Result;
-use crate::graph::spec::NodeSpec;
-use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, unsupported_dtype};
+use crate::ops::{KernelInit, OpContext, OpKernel};
 use crate::tensor::DType;
-
-pub(super) fn signature(node: &NodeSpec) -> Result<OpSignature> {
-    let t = ValueType::Tensor(node.attr_dtype("T")?);
-    Ok(OpSignature::new(vec![t, t], vec![t]))
-}
 
 pub(super) fn build(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    let dtype = node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
-    }
     Ok(Box::new(TridiagonalSolve {
-        dtype,
+        dtype: super::float_dtype(node)?,
         pivoting: node.attr_bool_or("partial_pivoting", true)?,
         perturb: node.attr_bool_or("perturb_singular", false)?,
     }))
