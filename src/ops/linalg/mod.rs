@@ -54,10 +54,7 @@ fn lu_signature(node: &NodeSpec) -> Result<OpSignature> {
 
 fn build_lu(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    let dtype = node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
-    }
+    let dtype = float_dtype(node)?;
     let index = node.attr_dtype_or("output_idx_type", DType::I32)?;
     if !matches!(index, DType::I32 | DType::I64) {
         return Err(unsupported_dtype(&node.op, index, &[DType::I32, DType::I64]));
@@ -179,10 +176,7 @@ struct Linalg {
 
 fn build_linalg(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let node = init.node;
-    let dtype = node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&node.op, dtype, FLOATS));
-    }
+    float_dtype(node)?;
     let op = match node.op.as_str() {
         "MatrixInverse" => Op::Inverse,
         "MatrixDeterminant" => Op::Determinant,

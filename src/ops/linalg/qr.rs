@@ -9,11 +9,11 @@
 //! reflection sends it to `-sign(a_kk) * norm` (a zero `a_kk` counts as
 //! positive). Must not hold state beyond the `full_matrices` attribute.
 
-use super::{FLOATS, as_f64, from_f64};
+use super::{as_f64, from_f64};
 use crate::bail;
 use crate::error::Result;
 use crate::graph::spec::NodeSpec;
-use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType, unsupported_dtype};
+use crate::ops::{KernelInit, OpContext, OpKernel, OpSignature, ValueType};
 use crate::tensor::{DType, Shape};
 
 pub(super) fn qr_signature(node: &NodeSpec) -> Result<OpSignature> {
@@ -22,10 +22,7 @@ pub(super) fn qr_signature(node: &NodeSpec) -> Result<OpSignature> {
 }
 
 pub(super) fn build_qr(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
-    let dtype = init.node.attr_dtype("T")?;
-    if !FLOATS.contains(&dtype) {
-        return Err(unsupported_dtype(&init.node.op, dtype, FLOATS));
-    }
+    let dtype = super::float_dtype(init.node)?;
     Ok(Box::new(Qr { full_matrices: init.node.attr_bool_or("full_matrices", false)?, dtype }))
 }
 
