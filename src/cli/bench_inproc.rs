@@ -55,11 +55,8 @@ fn time_each(iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<LatencyR
 fn direct_add_kernel(iters: usize) -> Result<LatencyRecorder> {
     let node = NodeSpec::new("add", "AddV2").attr("T", AttrValue::Type(DataType::Tensor(DType::F32)));
     let def = lookup("AddV2").ok_or_else(|| Status::not_found("AddV2 is not registered"))?;
-    let signature = (def.signature)(&node)?;
-    let crate::ops::Implementation::Kernel(build) = def.implementation else {
-        return Err(Status::internal("AddV2 is not a kernel"));
-    };
-    let kernel = build(&KernelInit { node: &node, signature: &signature })?;
+    let signature = def.resolve(&node)?;
+    let kernel = def.build_kernel(&KernelInit { node: &node, signature: &signature })?;
     let resources = ResourceMgr::default();
     let (x, one) = (Tensor::scalar(1.0f32), Tensor::scalar(1.0f32));
     time_each(iters, || {
@@ -134,11 +131,8 @@ const LOOP_ITERATIONS: i32 = 10_000;
 fn add_kernel(dtype: DType) -> Result<Box<dyn crate::ops::OpKernel>> {
     let node = NodeSpec::new("add", "AddV2").attr("T", AttrValue::Type(DataType::Tensor(dtype)));
     let def = lookup("AddV2").ok_or_else(|| Status::not_found("AddV2 is not registered"))?;
-    let signature = (def.signature)(&node)?;
-    let crate::ops::Implementation::Kernel(build) = def.implementation else {
-        return Err(Status::internal("AddV2 is not a kernel"));
-    };
-    build(&KernelInit { node: &node, signature: &signature })
+    let signature = def.resolve(&node)?;
+    def.build_kernel(&KernelInit { node: &node, signature: &signature })
 }
 
 /// `while i < n: i += 1; s += 1.0` (v1 control flow, 10,000 iterations a

@@ -172,8 +172,12 @@ fn dtype_name(t: i32) -> String {
         7 => "string",
         9 => "int64",
         10 => "bool",
+        8 => "complex64",
         14 => "bfloat16",
+        17 => "uint16",
         19 => "float16",
+        22 => "uint32",
+        23 => "uint64",
         20 => "resource",
         21 => "variant",
         _ => return format!("dtype #{t}"),
@@ -257,7 +261,7 @@ mod tests {
         g.nodes.push(NodeSpec::new("mystery", "FrobnicateV7").input("y", 0));
         let mut bad = NodeSpec::new("h", "Identity").input("x", 0);
         bad.attrs
-            .insert("T".into(), crate::graph::spec::AttrValue::Type(crate::graph::spec::DataType::Unsupported(19)));
+            .insert("T".into(), crate::graph::spec::AttrValue::Type(crate::graph::spec::DataType::Unsupported(18)));
         g.nodes.push(bad);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.pb");

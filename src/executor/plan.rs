@@ -255,8 +255,10 @@ impl Plan {
             let mut flags = 0;
             let mut compute = None;
             let kind = match r.def.implementation {
-                Implementation::Kernel(build) => {
-                    let kernel = build(&KernelInit { node: spec, signature: &r.signature })
+                Implementation::Kernel(_) => {
+                    let kernel = r
+                        .def
+                        .build_kernel(&KernelInit { node: spec, signature: &r.signature })
                         .map_err(|e| e.context(format_args!("node '{}' ({})", spec.name, spec.op)))?;
                     flags |= HotNode::KERNEL;
                     if kernel.is_expensive() {

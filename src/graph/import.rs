@@ -203,6 +203,8 @@ pub mod proto {
         pub bool_val: Vec<bool>,
         #[prost(int32, repeated, tag = "13")]
         pub half_val: Vec<i32>,
+        #[prost(uint32, repeated, tag = "16")]
+        pub uint32_val: Vec<u32>,
         #[prost(uint64, repeated, tag = "17")]
         pub uint64_val: Vec<u64>,
     }
@@ -220,6 +222,12 @@ pub(crate) fn data_type_of(tf: i32) -> DataType {
         4 => DataType::Tensor(DType::U8),
         23 => DataType::Tensor(DType::U64),
         8 => DataType::Tensor(DType::Complex64),
+        19 => DataType::Tensor(DType::F16),
+        14 => DataType::Tensor(DType::BF16),
+        6 => DataType::Tensor(DType::I8),
+        5 => DataType::Tensor(DType::I16),
+        17 => DataType::Tensor(DType::U16),
+        22 => DataType::Tensor(DType::U32),
         20 => DataType::Resource,
         21 => DataType::Variant,
         other => DataType::Unsupported(other),
@@ -238,6 +246,12 @@ pub fn tf_number_of(dtype: DType) -> i32 {
         DType::U8 => 4,
         DType::U64 => 23,
         DType::Complex64 => 8,
+        DType::F16 => 19,
+        DType::BF16 => 14,
+        DType::I8 => 6,
+        DType::I16 => 5,
+        DType::U16 => 17,
+        DType::U32 => 22,
     }
 }
 

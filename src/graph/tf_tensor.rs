@@ -6,8 +6,10 @@
 //! Every encoding TensorFlow reads is accepted: `tensor_content` (raw
 //! little-endian bytes; for strings varint lengths then bytes), or the
 //! typed value fields (`float_val`, `double_val`, `int_val` (uint8 too),
-//! `int64_val`, `bool_val`, `string_val`, `uint64_val`, `scomplex_val`), where fewer values than elements repeat the
-//! last one and none means zeros.
+//! `int64_val`, `bool_val`, `string_val`, `uint64_val`, `scomplex_val`;
+//! `half_val` holds float16 and bfloat16 as their bits, `int_val` the small
+//! integers, `uint32_val` uint32), where fewer values than elements repeat
+//! the last one and none means zeros.
 //!
 //! Owns: the conversion and its checks (dtype, shape, lengths), each error
 //! naming the tensor. Must not know which message carried it.
@@ -31,6 +33,8 @@ pub(crate) struct TensorProtoFields<'a> {
     pub string_val: &'a [Vec<u8>],
     pub uint64_val: &'a [u64],
     pub scomplex_val: &'a [f32],
+    pub half_val: &'a [i32],
+    pub uint32_val: &'a [u32],
 }
 
 /// The [`TensorProtoFields`] of a prost struct with TensorFlow's field
@@ -49,6 +53,8 @@ macro_rules! tensor_proto_fields {
             string_val: &$proto.string_val,
             uint64_val: &$proto.uint64_val,
             scomplex_val: &$proto.scomplex_val,
+            half_val: &$proto.half_val,
+            uint32_val: &$proto.uint32_val,
         }
     };
 }
@@ -120,6 +126,28 @@ pub(crate) fn tensor_of_fields(fields: &TensorProtoFields<'_>, what: &str) -> Re
             }
             Tensor::from_bytes(DType::Complex64, shape, &bytes)
         }
+        // float16 and bfloat16 travel as their 16 bits in half_val.
+        DType::F16 => {
+            let values: Vec<half::f16> = fields.half_val.iter().map(|&v| half::f16::from_bits(v as u16)).collect();
+            from_values(shape, &values, "half_val", what)
+        }
+        DType::BF16 => {
+            let values: Vec<half::bf16> = fields.half_val.iter().map(|&v| half::bf16::from_bits(v as u16)).collect();
+            from_values(shape, &values, "half_val", what)
+        }
+        DType::I8 => {
+            let values: Vec<i8> = fields.int_val.iter().map(|&v| v as i8).collect();
+            from_values(shape, &values, "int_val", what)
+        }
+        DType::I16 => {
+            let values: Vec<i16> = fields.int_val.iter().map(|&v| v as i16).collect();
+            from_values(shape, &values, "int_val", what)
+        }
+        DType::U16 => {
+            let values: Vec<u16> = fields.int_val.iter().map(|&v| v as u16).collect();
+            from_values(shape, &values, "int_val", what)
+        }
+        DType::U32 => from_values(shape, fields.uint32_val, "uint32_val", what),
         DType::String => unreachable!("string tensors returned above"),
     }
 }
@@ -136,7 +164,12 @@ fn dtype_of(number: i32, what: &str) -> Result<DType> {
         4 => Ok(DType::U8),
         23 => Ok(DType::U64),
         8 => Ok(DType::Complex64),
-        19 => Err(Status::unimplemented(format!("{what}: half (float16) tensors are not supported"))),
+        19 => Ok(DType::F16),
+        14 => Ok(DType::BF16),
+        6 => Ok(DType::I8),
+        5 => Ok(DType::I16),
+        17 => Ok(DType::U16),
+        22 => Ok(DType::U32),
         other => Err(Status::unimplemented(format!("{what}: TensorFlow DataType {other} is not supported"))),
     }
 }

@@ -191,7 +191,7 @@ pub fn resolve_node(spec: &NodeSpec) -> Result<Resolved> {
     let def = ops::lookup(&spec.op).ok_or_else(|| {
         Status::not_found(format!("node '{}': op '{}' is not registered in this runtime", spec.name, spec.op))
     })?;
-    let signature = (def.signature)(spec).map_err(|e| {
+    let signature = def.resolve(spec).map_err(|e| {
         if e.message.contains(&format!("'{}'", spec.name)) {
             e
         } else {

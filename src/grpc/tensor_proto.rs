@@ -118,7 +118,7 @@ mod tests {
         let proto =
             TensorProto { dtype: 1, tensor_shape: shaped(&[1]), float_val: vec![1.0, 2.0], ..Default::default() };
         assert!(tensor_from_proto(&proto, "y").unwrap_err().message.contains("float_val"));
-        let e = tensor_from_proto(&TensorProto { dtype: 19, ..Default::default() }, "h").unwrap_err();
+        let e = tensor_from_proto(&TensorProto { dtype: 18, ..Default::default() }, "h").unwrap_err();
         assert_eq!(e.code, crate::error::Code::Unimplemented);
         assert!(
             tensor_from_proto(&TensorProto { dtype: 1, tensor_shape: shaped(&[-1]), ..Default::default() }, "z")

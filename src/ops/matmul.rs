@@ -226,9 +226,7 @@ fn pick(op: &str, dtype: DType, f32: MatMulFn, f64: MatMulFn, i32: MatMulFn, i64
         DType::F64 => Ok(f64),
         DType::I32 => Ok(i32),
         DType::I64 => Ok(i64),
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
-            Err(unsupported_dtype(op, dtype, REAL))
-        }
+        _ => Err(unsupported_dtype(op, dtype, REAL)),
     }
 }
 

@@ -40,6 +40,7 @@ pub mod string;
 pub mod test_kernels;
 pub mod training;
 pub mod variable;
+pub mod widen;
 
 pub use list::TensorList;
 pub use registry::{Builtin, Implementation, OpDef, lookup};
@@ -482,11 +483,8 @@ fn not_a_tensor(index: usize, value: &Value) -> Status {
 /// returns its outputs: the harness kernel tests use.
 pub fn run_kernel_once(node: &NodeSpec, inputs: Vec<Value>, resources: &ResourceMgr) -> Result<Vec<Value>> {
     let def = lookup(&node.op).ok_or_else(|| Status::not_found(format!("op '{}' is not registered", node.op)))?;
-    let signature = (def.signature)(node)?;
-    let Implementation::Kernel(build) = def.implementation else {
-        return Err(Status::invalid_argument(format!("op '{}' is run by the executor, not a kernel", node.op)));
-    };
-    let kernel = build(&KernelInit { node, signature: &signature })?;
+    let signature = def.resolve(node)?;
+    let kernel = def.build_kernel(&KernelInit { node, signature: &signature })?;
     let mut inputs: Vec<Option<Value>> = inputs.into_iter().map(Some).collect();
     let mut outputs: Vec<Option<Value>> = vec![None; signature.outputs.len()];
     kernel.compute(&mut OpContext::new(&mut inputs, &mut outputs, resources))?;
@@ -522,11 +520,8 @@ pub(crate) mod testing {
     /// (a random op's generator).
     pub fn build(node: &NodeSpec) -> Result<Box<dyn OpKernel>> {
         let def = lookup(&node.op).ok_or_else(|| Status::not_found(format!("op '{}' is not registered", node.op)))?;
-        let signature = (def.signature)(node)?;
-        let Implementation::Kernel(build) = def.implementation else {
-            return Err(Status::invalid_argument(format!("op '{}' is run by the executor", node.op)));
-        };
-        build(&KernelInit { node, signature: &signature })
+        let signature = def.resolve(node)?;
+        def.build_kernel(&KernelInit { node, signature: &signature })
     }
 
     /// Runs a built kernel with a single output once on tensor inputs.

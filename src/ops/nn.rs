@@ -187,7 +187,7 @@ fn build_bias_add(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::F64 => bias_add::<f64>,
         DType::I32 => bias_add::<i32>,
         DType::I64 => bias_add::<i64>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };

@@ -385,7 +385,7 @@ where
         DType::F64 => reduce::<f64, R>,
         DType::I32 => reduce::<i32, R>,
         DType::I64 => reduce::<i64, R>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };

@@ -75,6 +75,19 @@ impl OpDef {
         self.stateful = true;
         self
     }
+
+    /// The node's signature: [`signature`](Self::signature), or, for a
+    /// node of a narrow dtype, the op's wide one with the narrow types put
+    /// back (`widen`).
+    pub fn resolve(&self, node: &NodeSpec) -> Result<OpSignature> {
+        super::widen::signature(self, node)
+    }
+
+    /// Builds the node's kernel (an error for builtins): the op's own, or
+    /// its wide one between conversions for a node of a narrow dtype.
+    pub fn build_kernel(&self, init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+        super::widen::build(self, init)
+    }
 }
 
 fn table() -> &'static HashMap<&'static str, OpDef> {

@@ -121,9 +121,7 @@ fn add_values<const SUB: bool>(var: &str, current: &Tensor, value: &Tensor) -> R
         DType::F64 => go::<f64, SUB>(current, value),
         DType::I32 => go::<i32, SUB>(current, value),
         DType::I64 => go::<i64, SUB>(current, value),
-        dtype @ (DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64) => {
-            Err(unsupported_dtype(if SUB { "AssignSub" } else { "AssignAdd" }, dtype, REAL))
-        }
+        dtype => Err(unsupported_dtype(if SUB { "AssignSub" } else { "AssignAdd" }, dtype, REAL)),
     }
 }
 

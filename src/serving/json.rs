@@ -182,6 +182,22 @@ pub fn tensor_of(value: &Value, dtype: DType) -> Result<Tensor> {
         DType::I32 => Tensor::from_slice(dims.as_slice(), &integers::<i32>(&leaves)?),
         DType::I64 => Tensor::from_slice(dims.as_slice(), &integers::<i64>(&leaves)?),
         DType::U8 => Tensor::from_slice(dims.as_slice(), &integers::<u8>(&leaves)?),
+        DType::I8 => Tensor::from_slice(dims.as_slice(), &integers::<i8>(&leaves)?),
+        DType::I16 => Tensor::from_slice(dims.as_slice(), &integers::<i16>(&leaves)?),
+        DType::U16 => Tensor::from_slice(dims.as_slice(), &integers::<u16>(&leaves)?),
+        DType::U32 => Tensor::from_slice(dims.as_slice(), &integers::<u32>(&leaves)?),
+        DType::F16 => {
+            let values =
+                leaves.iter().enumerate().map(|(i, v)| float(v).map(half::f16::from_f64).map_err(|e| e.context(at(i))));
+            Tensor::from_slice(dims.as_slice(), &values.collect::<Result<Vec<_>>>()?)
+        }
+        DType::BF16 => {
+            let values = leaves
+                .iter()
+                .enumerate()
+                .map(|(i, v)| float(v).map(half::bf16::from_f64).map_err(|e| e.context(at(i))));
+            Tensor::from_slice(dims.as_slice(), &values.collect::<Result<Vec<_>>>()?)
+        }
         DType::U64 => {
             let values = leaves.iter().enumerate().map(|(i, v)| {
                 v.as_u64().ok_or_else(|| {
@@ -382,6 +398,18 @@ fn write_element(out: &mut String, tensor: &Tensor, key: &str, at: usize) -> Res
         DType::I64 => write!(out, "{}", tensor.as_slice::<i64>()?[at]),
         DType::U8 => write!(out, "{}", tensor.as_slice::<u8>()?[at]),
         DType::U64 => write!(out, "{}", tensor.as_slice::<u64>()?[at]),
+        DType::F16 => {
+            let x = tensor.as_slice::<half::f16>()?[at].to_f32();
+            write_float(out, f64::from(x), Some(x))
+        }
+        DType::BF16 => {
+            let x = tensor.as_slice::<half::bf16>()?[at].to_f32();
+            write_float(out, f64::from(x), Some(x))
+        }
+        DType::I8 => write!(out, "{}", tensor.as_slice::<i8>()?[at]),
+        DType::I16 => write!(out, "{}", tensor.as_slice::<i16>()?[at]),
+        DType::U16 => write!(out, "{}", tensor.as_slice::<u16>()?[at]),
+        DType::U32 => write!(out, "{}", tensor.as_slice::<u32>()?[at]),
         DType::Bool => write!(out, "{}", tensor.as_slice::<bool>()?[at]),
         DType::String => {
             let strings = tensor.strings()?;

@@ -260,6 +260,12 @@ pub fn tf_dtype_name(dtype: DataType) -> String {
             DType::U8 => "DT_UINT8",
             DType::U64 => "DT_UINT64",
             DType::Complex64 => "DT_COMPLEX64",
+            DType::F16 => "DT_HALF",
+            DType::BF16 => "DT_BFLOAT16",
+            DType::I8 => "DT_INT8",
+            DType::I16 => "DT_INT16",
+            DType::U16 => "DT_UINT16",
+            DType::U32 => "DT_UINT32",
         }
         .to_string(),
         DataType::Resource => "DT_RESOURCE".to_string(),

@@ -11,6 +11,11 @@
 //! type either: the kernels that compute with it (`ops::signal`,
 //! `ops::math::complex`) read its floats, moves copy its bytes, and
 //! [`dispatch_dtype!`](crate::dispatch_dtype) refuses it.
+//! The narrow dtypes ([`DType::NARROW`]: float16, bfloat16, int8, int16,
+//! uint16, uint32) have [`Element`] types (`half::f16`, `half::bf16`, the
+//! small integers) for storage, but kernels never see them:
+//! [`dispatch_dtype!`](crate::dispatch_dtype) refuses them, and `ops::widen`
+//! hands kernels their [`DType::wide`] form.
 
 use std::fmt;
 
@@ -32,11 +37,24 @@ pub enum DType {
     U64 = 8,
     /// `tf.complex64`: float32 real and imaginary parts (spectra).
     Complex64 = 9,
+    /// `tf.float16` (IEEE half; mixed-precision models). Stored as is;
+    /// kernels compute it as float32 (`ops::widen`).
+    F16 = 10,
+    /// `tf.bfloat16` (float32's top 16 bits). Computed as float32.
+    BF16 = 11,
+    /// `tf.int8`. Computed as int32, results wrapped back.
+    I8 = 12,
+    /// `tf.int16`. Computed as int32, results wrapped back.
+    I16 = 13,
+    /// `tf.uint16`. Computed as int32, results wrapped back.
+    U16 = 14,
+    /// `tf.uint32`. Computed as int64, results wrapped back.
+    U32 = 15,
 }
 
 impl DType {
     /// Every dtype, string included.
-    pub const ALL: [DType; 9] = [
+    pub const ALL: [DType; 15] = [
         DType::F32,
         DType::F64,
         DType::I32,
@@ -46,7 +64,17 @@ impl DType {
         DType::U8,
         DType::U64,
         DType::Complex64,
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::I16,
+        DType::U16,
+        DType::U32,
     ];
+
+    /// The dtypes kernels do not compute with: stored and moved as they
+    /// are, computed in [`wide`](Self::wide) by `ops::widen`.
+    pub const NARROW: [DType; 6] = [DType::F16, DType::BF16, DType::I8, DType::I16, DType::U16, DType::U32];
 
     /// The dtypes with a fixed-width [`Element`] type: what numeric kernels
     /// and [`dispatch_dtype!`](crate::dispatch_dtype) compute with.
@@ -60,8 +88,39 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => Some(4),
             DType::F64 | DType::I64 | DType::U64 | DType::Complex64 => Some(8),
-            DType::Bool | DType::U8 => Some(1),
+            DType::Bool | DType::U8 | DType::I8 => Some(1),
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => Some(2),
+            DType::U32 => Some(4),
             DType::String => None,
+        }
+    }
+
+    /// Whether kernels compute this dtype in a wider one ([`NARROW`](Self::NARROW)).
+    pub const fn is_narrow(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::I8 | DType::I16 | DType::U16 | DType::U32)
+    }
+
+    /// The dtype a narrow one is computed in: float32 for the 16-bit
+    /// floats (every value exact), int32 for the small integers, int64 for
+    /// uint32; any other dtype is its own.
+    pub const fn wide(self) -> DType {
+        match self {
+            DType::F16 | DType::BF16 => DType::F32,
+            DType::I8 | DType::I16 | DType::U16 => DType::I32,
+            DType::U32 => DType::I64,
+            other => other,
+        }
+    }
+
+    /// A second dtype that holds every value of a narrow one (float64 or
+    /// int64): `ops::widen` tells which of an op's inputs and outputs
+    /// follow a type attribute by resolving it both ways.
+    pub const fn wider(self) -> DType {
+        match self {
+            DType::F16 | DType::BF16 => DType::F64,
+            DType::I8 | DType::I16 | DType::U16 => DType::I64,
+            DType::U32 => DType::F64,
+            other => other,
         }
     }
 
@@ -76,6 +135,12 @@ impl DType {
             DType::U8 => "uint8",
             DType::U64 => "uint64",
             DType::Complex64 => "complex64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
         }
     }
 
@@ -90,7 +155,7 @@ impl DType {
     }
 
     pub fn is_unsigned(self) -> bool {
-        matches!(self, DType::U8 | DType::U64)
+        matches!(self, DType::U8 | DType::U64 | DType::U16 | DType::U32)
     }
 
     /// The one-byte code used on the wire.
@@ -103,7 +168,8 @@ impl DType {
     }
 
     /// The numpy type string of this dtype (little-endian); `None` for
-    /// string, whose numpy width (`|S<n>`) depends on the longest element.
+    /// string, whose numpy width (`|S<n>`) depends on the longest element,
+    /// and bfloat16, which numpy lacks.
     pub const fn npy_descr(self) -> Option<&'static str> {
         match self {
             DType::F32 => Some("<f4"),
@@ -115,6 +181,12 @@ impl DType {
             DType::U8 => Some("|u1"),
             DType::U64 => Some("<u8"),
             DType::Complex64 => Some("<c8"),
+            DType::F16 => Some("<f2"),
+            DType::BF16 => None,
+            DType::I8 => Some("|i1"),
+            DType::I16 => Some("<i2"),
+            DType::U16 => Some("<u2"),
+            DType::U32 => Some("<u4"),
         }
     }
 }
@@ -134,6 +206,12 @@ mod sealed {
     impl Sealed for bool {}
     impl Sealed for u8 {}
     impl Sealed for u64 {}
+    impl Sealed for i8 {}
+    impl Sealed for i16 {}
+    impl Sealed for u16 {}
+    impl Sealed for u32 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
 }
 
 /// A Rust scalar type that is the element type of some [`DType`].
@@ -194,6 +272,36 @@ impl Element for u64 {
     const DTYPE: DType = DType::U64;
 }
 
+macro_rules! narrow_elements {
+    ($($t:ty => $dtype:ident, $to_f64:expr;)*) => {$(
+        impl Element for $t {
+            const DTYPE: DType = DType::$dtype;
+            fn to_f64(self) -> f64 {
+                let to_f64: fn($t) -> f64 = $to_f64;
+                to_f64(self)
+            }
+        }
+    )*};
+}
+
+narrow_elements! {
+    i8 => I8, f64::from;
+    i16 => I16, f64::from;
+    u16 => U16, f64::from;
+    u32 => U32, f64::from;
+    half::f16 => F16, half::f16::to_f64;
+    half::bf16 => BF16, half::bf16::to_f64;
+}
+
+/// The error [`dispatch_dtype!`](crate::dispatch_dtype) returns for a
+/// narrow tensor (`ops::widen` widens them before any kernel runs).
+pub fn narrow_not_computed(dtype: DType) -> crate::error::Status {
+    crate::error::Status::internal(format!(
+        "a {dtype} tensor reached a kernel that computes in {}: narrow dtypes are widened before kernels run",
+        dtype.wide()
+    ))
+}
+
 /// The error [`dispatch_dtype!`](crate::dispatch_dtype) returns for a string tensor.
 pub fn string_not_computed() -> crate::error::Status {
     crate::error::Status::invalid_argument(
@@ -223,6 +331,12 @@ macro_rules! dispatch_dtype {
         match $dtype {
             $crate::tensor::DType::String => return Err($crate::tensor::dtype::string_not_computed().into()),
             $crate::tensor::DType::Complex64 => return Err($crate::tensor::dtype::complex_not_computed().into()),
+            narrow @ ($crate::tensor::DType::F16
+            | $crate::tensor::DType::BF16
+            | $crate::tensor::DType::I8
+            | $crate::tensor::DType::I16
+            | $crate::tensor::DType::U16
+            | $crate::tensor::DType::U32) => return Err($crate::tensor::dtype::narrow_not_computed(narrow).into()),
             $crate::tensor::DType::F32 => {
                 type $T = f32;
                 $body

@@ -480,6 +480,12 @@ impl Tensor {
             DType::Bool => convert::<bool>(self),
             DType::U8 => convert::<u8>(self),
             DType::U64 => convert::<u64>(self),
+            DType::F16 => convert::<half::f16>(self),
+            DType::BF16 => convert::<half::bf16>(self),
+            DType::I8 => convert::<i8>(self),
+            DType::I16 => convert::<i16>(self),
+            DType::U16 => convert::<u16>(self),
+            DType::U32 => convert::<u32>(self),
             DType::Complex64 => self.complex_parts().into_iter().map(|(re, _)| re as f64).collect(),
             DType::String => vec![f64::NAN; self.num_elements()],
         }
@@ -498,6 +504,12 @@ impl Tensor {
             DType::Bool => texts::<bool>(self),
             DType::U8 => texts::<u8>(self),
             DType::U64 => texts::<u64>(self),
+            DType::F16 => texts::<half::f16>(self),
+            DType::BF16 => texts::<half::bf16>(self),
+            DType::I8 => texts::<i8>(self),
+            DType::I16 => texts::<i16>(self),
+            DType::U16 => texts::<u16>(self),
+            DType::U32 => texts::<u32>(self),
             DType::Complex64 => self.complex_parts().into_iter().map(|(re, im)| format!("({re:?}{im:+?}j)")).collect(),
             DType::String => Strings::over_checked(self.as_bytes(), self.num_elements())
                 .iter()

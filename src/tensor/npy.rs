@@ -35,6 +35,11 @@ fn kind_of_descr(descr: &str) -> Option<NpyKind> {
         "b1" => Some(NpyKind::Fixed(DType::Bool)),
         "u1" => Some(NpyKind::Fixed(DType::U8)),
         "u8" => Some(NpyKind::Fixed(DType::U64)),
+        "f2" => Some(NpyKind::Fixed(DType::F16)),
+        "i1" => Some(NpyKind::Fixed(DType::I8)),
+        "i2" => Some(NpyKind::Fixed(DType::I16)),
+        "u2" => Some(NpyKind::Fixed(DType::U16)),
+        "u4" => Some(NpyKind::Fixed(DType::U32)),
         _ if sized('S') || sized('a') => Some(NpyKind::Bytes),
         _ if sized('U') => Some(NpyKind::Unicode),
         _ => None,
@@ -73,10 +78,20 @@ pub fn read_npy_from(reader: impl Read, what: &str) -> Result<Tensor> {
 
 fn read_fixed(file: npyz::NpyFile<impl Read>, dtype: DType, shape: Shape, what: &str) -> Result<Tensor> {
     let bad = |e: std::io::Error| Status::invalid_argument(format!("{what}: not a readable .npy file: {e}"));
-    crate::dispatch_dtype!(dtype, T => {
-        let values: Vec<T> = file.into_vec::<T>().map_err(bad)?;
-        Tensor::from_slice::<T>(shape, &values)
-    })
+    macro_rules! read_as {
+        ($t:ty) => {{
+            let values: Vec<$t> = file.into_vec::<$t>().map_err(bad)?;
+            Tensor::from_slice::<$t>(shape, &values)
+        }};
+    }
+    match dtype {
+        DType::F16 => read_as!(half::f16),
+        DType::I8 => read_as!(i8),
+        DType::I16 => read_as!(i16),
+        DType::U16 => read_as!(u16),
+        DType::U32 => read_as!(u32),
+        _ => crate::dispatch_dtype!(dtype, T => read_as!(T)),
+    }
 }
 
 /// Reads an .npy file.
@@ -109,17 +124,28 @@ pub fn write_npy_to(tensor: &Tensor, writer: impl Write) -> Result<()> {
         w.finish().map_err(io)?;
         return Ok(());
     }
-    crate::dispatch_dtype!(tensor.dtype(), T => {
-        use npyz::WriterBuilder;
-        let mut w = npyz::WriteOptions::<T>::new()
-            .default_dtype()
-            .shape(&dims)
-            .writer(writer)
-            .begin_nd()
-            .map_err(io)?;
-        w.extend(tensor.as_slice::<T>()?.iter().copied()).map_err(io)?;
-        w.finish().map_err(io)?;
-    });
+    macro_rules! write_as {
+        ($t:ty) => {{
+            use npyz::WriterBuilder;
+            let mut w =
+                npyz::WriteOptions::<$t>::new().default_dtype().shape(&dims).writer(writer).begin_nd().map_err(io)?;
+            w.extend(tensor.as_slice::<$t>()?.iter().copied()).map_err(io)?;
+            w.finish().map_err(io)?;
+        }};
+    }
+    match tensor.dtype() {
+        DType::F16 => write_as!(half::f16),
+        DType::I8 => write_as!(i8),
+        DType::I16 => write_as!(i16),
+        DType::U16 => write_as!(u16),
+        DType::U32 => write_as!(u32),
+        DType::BF16 => {
+            return Err(Status::unimplemented(
+                "bfloat16 has no numpy dtype: cast the tensor to float32 to save it as .npy",
+            ));
+        }
+        dtype => crate::dispatch_dtype!(dtype, T => write_as!(T)),
+    }
     Ok(())
 }
 
@@ -145,6 +171,11 @@ mod tests {
             Tensor::from_slice::<bool>([2], &[true, false]).unwrap(),
             Tensor::scalar(9.0f32),
             Tensor::zeros(DType::F32, [0, 3]).unwrap(),
+            Tensor::from_slice::<half::f16>([2], &[half::f16::from_f32(-1.5), half::f16::MAX]).unwrap(),
+            Tensor::from_slice::<i8>([3], &[-128, 0, 127]).unwrap(),
+            Tensor::from_slice::<i16>([2], &[i16::MIN, 7]).unwrap(),
+            Tensor::from_slice::<u16>([2], &[u16::MAX, 1]).unwrap(),
+            Tensor::from_slice::<u32>([2], &[u32::MAX, 2]).unwrap(),
         ];
         for t in tensors {
             let mut bytes = Vec::new();

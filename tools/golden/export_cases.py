@@ -1628,6 +1628,91 @@ def case_special_functions_scipy(out_dir):
                   "expint, spence and dawsn in float32 and float64", tolerance={"rtol": 1e-5, "atol": 1e-6})
 
 
+def case_keras_mixed_float16(out_dir):
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    L = keras.layers
+    inp = keras.Input((16, 16, 3), name="image")
+    x = L.Conv2D(8, 3, padding="same", name="conv1")(inp)
+    x = L.BatchNormalization(name="bn1")(x)
+    x = L.ReLU(name="relu")(x)
+    x = L.DepthwiseConv2D(3, padding="same", name="dw")(x)
+    x = L.MaxPooling2D(2, name="maxpool")(x)
+    x = L.Conv2D(16, 3, strides=2, activation="swish", name="conv2")(x)
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    x = L.Dense(16, activation="gelu", name="hidden")(x)
+    x = L.LayerNormalization(name="ln")(x)
+    logits = L.Dense(5, name="logits")(x)
+    probs = L.Activation("softmax", dtype="float32", name="probs")(logits)
+    model = keras.Model(inp, [probs, logits], name="mixed_cnn")
+    rng = np.random.default_rng(71)
+    feeds = [[rng.uniform(0.0, 1.0, [2, 16, 16, 3]).astype(np.float32)]]
+    keras_case(out_dir, "keras_mixed_float16", model, 171, tf.TensorSpec([None, 16, 16, 3], tf.float32, name="image"),
+               feeds, "frozen keras 3 CNN under the mixed_float16 policy (float32 weights cast to float16 in the "
+               "graph, float16 compute): Conv2D, BatchNormalization, ReLU, DepthwiseConv2D, MaxPool, strided "
+               "Conv2D swish, GlobalAveragePooling2D, Dense gelu, LayerNormalization, Dense; float32 softmax "
+               "and the float16 logits fetched",
+               ["softmax probabilities [2,5] (float32)", "logits [2,5] (float16)"],
+               tolerance={"rtol": 5e-3, "atol": 1e-3})
+
+
+def case_keras_mixed_bfloat16(out_dir):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    L = keras.layers
+    inp = keras.Input((6, 16), name="tokens")
+    att = L.MultiHeadAttention(2, 8, name="mha")(inp, inp)
+    x = L.LayerNormalization(name="ln1")(L.Add(name="res1")([inp, att]))
+    h = L.Dense(32, activation="relu", name="ffn1")(x)
+    h = L.Dense(16, name="ffn2")(h)
+    x = L.LayerNormalization(name="ln2")(L.Add(name="res2")([x, h]))
+    out = L.Activation("linear", dtype="float32", name="out")(x)
+    model = keras.Model(inp, out, name="mixed_block")
+    rng = np.random.default_rng(72)
+    feeds = [[rng.standard_normal([2, 6, 16]).astype(np.float32)]]
+    keras_case(out_dir, "keras_mixed_bfloat16", model, 172, tf.TensorSpec([None, 6, 16], tf.float32, name="tokens"),
+               feeds, "frozen keras 3 transformer block under the mixed_bfloat16 policy: MultiHeadAttention "
+               "(Einsum, Softmax in bfloat16), Add, LayerNormalization, Dense relu, Dense; cast to float32 at the end",
+               ["block output [2,6,16] (float32)"], tolerance={"rtol": 2e-2, "atol": 2e-2})
+
+
+def case_narrow_dtype_ops(out_dir):
+    from tensorflow.python.ops import gen_math_ops
+
+    @tf.function
+    def f(x, i):
+        h, b = tf.cast(x, tf.float16), tf.cast(x, tf.bfloat16)
+        i8, i16 = tf.cast(i, tf.int8), tf.cast(i, tf.int16)
+        u16, u32 = tf.cast(i, tf.uint16), tf.cast(i, tf.uint32)
+        return {
+            "half_math": tf.tanh(h) * tf.exp(h * 0.5) + tf.sqrt(tf.abs(h)),
+            "half_matmul": tf.matmul(tf.reshape(h, [3, 4]), tf.reshape(h, [4, 3])),
+            "half_softmax": tf.nn.softmax(tf.reshape(h, [3, 4])),
+            "half_sigmoid_as_f32": tf.cast(tf.sigmoid(h), tf.float32),
+            "half_bits": tf.bitcast(h, tf.int16),
+            "half_gather_concat": tf.concat([tf.gather(h, [0, 2]), h[:3], tf.reverse(h, [0])[:2]], 0),
+            "bf16_ops_as_f32": tf.cast(tf.nn.relu(b) * b + 1.5, tf.float32),
+            "bf16_truncated_bits": tf.bitcast(gen_math_ops.cast(x, tf.bfloat16, Truncate=True), tf.uint16),
+            "int8_wrap": i8 * tf.constant(3, tf.int8) + tf.constant(100, tf.int8),
+            "int8_row_max": tf.reduce_max(tf.reshape(i8, [3, 4]), axis=1),
+            "int16_floordiv": tf.math.floordiv(i16 * 300, tf.constant(7, tf.int16)),
+            "uint16_wrap": u16 * tf.constant(5000, tf.uint16),
+            "uint32_wrap_as_i64": tf.cast(u32 * tf.constant(3000000000, tf.uint32), tf.int64),
+            "small_int_compare": tf.cast(i8 > tf.constant(0, tf.int8), tf.int32) + tf.cast(u16 < 5, tf.int32),
+            "f32_to_int8": tf.cast(x * 200.0, tf.int8),
+        }
+
+    rng = np.random.default_rng(73)
+
+    def feeds():
+        return [rng.standard_normal([12]).astype(np.float32) * 2.0, rng.integers(-300, 300, [12]).astype(np.int32)]
+
+    specs = [tf.TensorSpec([12], tf.float32, name="x"), tf.TensorSpec([12], tf.int32, name="i")]
+    function_case(out_dir, "narrow_dtype_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function on float16, bfloat16, int8, int16, uint16 and uint32: elementwise math, "
+                  "MatMul, Softmax, Bitcast, gathers and slices, Cast with Truncate, wrapping integer "
+                  "arithmetic, reductions and comparisons; outputs of the narrow dtypes fetched as they are",
+                  tolerance={"rtol": 1e-3, "atol": 1e-3})
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2376,7 +2461,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

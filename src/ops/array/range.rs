@@ -162,7 +162,7 @@ fn build_range(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::F64 => compute_range::<f64>,
         DType::I32 => compute_range::<i32>,
         DType::I64 => compute_range::<i64>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype("Range", dtype, REAL));
         }
     };

@@ -53,7 +53,7 @@ fn build_scan<const PROD: bool>(init: &KernelInit<'_>) -> Result<Box<dyn OpKerne
         DType::F64 => scan_arithmetic::<f64, PROD>,
         DType::I32 => scan_arithmetic::<i32, PROD>,
         DType::I64 => scan_arithmetic::<i64, PROD>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };

@@ -145,7 +145,7 @@ fn build_top_k(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         (DType::F64, true) => top_k::<f64, i64>,
         (DType::I32, true) => top_k::<i32, i64>,
         (DType::I64, true) => top_k::<i64, i64>,
-        (DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64, _) => {
+        _ => {
             return Err(unsupported_dtype("TopKV2", dtype, REAL));
         }
     };

@@ -74,6 +74,11 @@ fn element_strings(tensor: &Tensor, limit: usize) -> Result<Vec<String>> {
         DType::I64 => tensor.as_slice::<i64>()?[..n].iter().map(i64::to_string).collect(),
         DType::U8 => tensor.as_slice::<u8>()?[..n].iter().map(u8::to_string).collect(),
         DType::U64 => tensor.as_slice::<u64>()?[..n].iter().map(u64::to_string).collect(),
+        DType::F16 => tensor.as_slice::<half::f16>()?[..n].iter().map(|x| format_f32(x.to_f32())).collect(),
+        DType::BF16 => tensor.as_slice::<half::bf16>()?[..n].iter().map(|x| format_f32(x.to_f32())).collect(),
+        DType::I8 | DType::I16 | DType::U16 | DType::U32 => {
+            tensor.to_f64_vec()[..n].iter().map(|&x| (x as i64).to_string()).collect()
+        }
         // TensorFlow prints a complex number as "(re,im)".
         DType::Complex64 => tensor.complex_parts()[..n]
             .iter()
@@ -264,6 +269,18 @@ fn element_printer(tensor: &Tensor) -> Result<Option<Box<dyn Fn(usize) -> String
         DType::U64 => {
             let v = tensor.as_slice::<u64>()?;
             Box::new(move |i| v[i].to_string())
+        }
+        DType::F16 => {
+            let v = tensor.as_slice::<half::f16>()?;
+            Box::new(move |i| format_f32(v[i].to_f32()))
+        }
+        DType::BF16 => {
+            let v = tensor.as_slice::<half::bf16>()?;
+            Box::new(move |i| format_f32(v[i].to_f32()))
+        }
+        DType::I8 | DType::I16 | DType::U16 | DType::U32 => {
+            let v = tensor.to_f64_vec();
+            Box::new(move |i| (v[i] as i64).to_string())
         }
         DType::Bool => {
             let v = tensor.as_slice::<bool>()?;

@@ -1,7 +1,8 @@
 //! FusedBatchNorm, FusedBatchNormV2 and FusedBatchNormV3: batch
 //! normalisation over the channel dimension of a 4-D or 5-D input, the
-//! last one (NHWC, NDHWC) or dimension 1 (NCHW, NCDHW), float32 (the only
-//! TensorFlow type here: T is float32, half or bfloat16; U float32).
+//! last one (NHWC, NDHWC) or dimension 1 (NCHW, NCDHW), float32 (T may be
+//! float32, half or bfloat16 in TensorFlow, U float32; the 16-bit floats
+//! are computed in float32 by `ops::widen`).
 //!
 //! Owns: these kernels. Must not hold state beyond parsed attributes.
 //!

@@ -177,7 +177,7 @@ fn max_pool_fn(op: &str, dtype: DType) -> Result<PoolFn> {
         DType::F64 => max_pool::<f64>,
         DType::I32 => max_pool::<i32>,
         DType::I64 => max_pool::<i64>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(op, dtype, REAL));
         }
     })

@@ -118,7 +118,7 @@ fn max_grad_fn(op: &str, dtype: DType) -> Result<MaxGradFn> {
         DType::F64 => max_pool_grad::<f64>,
         DType::I32 => max_pool_grad::<i32>,
         DType::I64 => max_pool_grad::<i64>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(op, dtype, REAL));
         }
     })

@@ -193,7 +193,7 @@ where
         DType::F64 => run_grad::<f64, Op, SAME_SHAPE>,
         DType::I32 => run_grad::<i32, Op, SAME_SHAPE>,
         DType::I64 => run_grad::<i64, Op, SAME_SHAPE>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };
@@ -281,7 +281,7 @@ fn build_bias_add_grad(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         (DType::I32, true) => bias_add_grad::<i32, true>,
         (DType::I64, false) => bias_add_grad::<i64, false>,
         (DType::I64, true) => bias_add_grad::<i64, true>,
-        (DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64, _) => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };

@@ -162,7 +162,7 @@ fn build_segment<R: SegmentReducer>(init: &KernelInit<'_>) -> Result<Box<dyn OpK
         DType::F64 => segment::<R, f64>,
         DType::I32 => segment::<R, i32>,
         DType::I64 => segment::<R, i64>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };
@@ -239,7 +239,7 @@ fn build_sorted_segment<R: SegmentReducer, const MEAN: bool>(init: &KernelInit<'
         DType::F64 => sorted_segment::<R, f64, MEAN>,
         DType::I32 => sorted_segment::<R, i32, MEAN>,
         DType::I64 => sorted_segment::<R, i64, MEAN>,
-        DType::Bool | DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, REAL));
         }
     };

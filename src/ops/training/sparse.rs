@@ -558,7 +558,7 @@ fn build_scatter<S: ScatterOp>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel
         DType::I32 => run_scatter::<S, i32>,
         DType::I64 => run_scatter::<S, i64>,
         DType::Bool => scatter_update_bool,
-        DType::String | DType::U8 | DType::U64 | DType::Complex64 => {
+        _ => {
             return Err(unsupported_dtype(&init.node.op, dtype, S::DTYPES));
         }
     };
