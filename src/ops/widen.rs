@@ -246,6 +246,11 @@ impl OpKernel for WideKernel {
     fn is_expensive(&self) -> bool {
         self.inner.is_expensive()
     }
+
+    // Shapes decide it, and widening keeps them.
+    fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
+        self.inner.worth_a_thread(inputs, lent)
+    }
 }
 
 /// A narrow tensor in its wide dtype (exact); any other as it is.
