@@ -175,6 +175,7 @@ golden_remote!(
     keras_mixed_float16,
     keras_mixed_bfloat16,
     narrow_dtype_ops,
+    quantize_dequantize_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

@@ -77,6 +77,7 @@ golden!(
     keras_mixed_float16,
     keras_mixed_bfloat16,
     narrow_dtype_ops,
+    quantize_dequantize_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

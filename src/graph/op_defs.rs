@@ -298,6 +298,29 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "PrintV2" => &[("output_stream", D::Bytes(b"stderr")), ("end", D::Bytes(b"\x0a"))],
         "Prod" => &[("keep_dims", D::Bool(false)), ("Tidx", D::Type(3))],
         "Qr" => &[("full_matrices", D::Bool(false))],
+        "QuantizeAndDequantizeV2" => &[
+            ("signed_input", D::Bool(true)),
+            ("num_bits", D::Int(8)),
+            ("range_given", D::Bool(false)),
+            ("round_mode", D::Bytes(b"HALF_TO_EVEN")),
+            ("narrow_range", D::Bool(false)),
+            ("axis", D::Int(-1)),
+        ],
+        "QuantizeAndDequantizeV3" => &[
+            ("signed_input", D::Bool(true)),
+            ("range_given", D::Bool(true)),
+            ("narrow_range", D::Bool(false)),
+            ("axis", D::Int(-1)),
+        ],
+        "QuantizeAndDequantizeV4" => &[
+            ("signed_input", D::Bool(true)),
+            ("num_bits", D::Int(8)),
+            ("range_given", D::Bool(false)),
+            ("round_mode", D::Bytes(b"HALF_TO_EVEN")),
+            ("narrow_range", D::Bool(false)),
+            ("axis", D::Int(-1)),
+        ],
+        "QuantizeAndDequantizeV4Grad" => &[("axis", D::Int(-1))],
         "RFFT" => &[("Treal", D::Type(1)), ("Tcomplex", D::Type(8))],
         "RFFT2D" => &[("Treal", D::Type(1)), ("Tcomplex", D::Type(8))],
         "RFFT3D" => &[("Treal", D::Type(1)), ("Tcomplex", D::Type(8))],
@@ -610,6 +633,9 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
             ("ragged_row_splits", Len::Types("ragged_split_types")),
         ],
         "Qr" => &[("q", Len::One), ("r", Len::One)],
+        "QuantizeAndDequantizeV4Grad" => {
+            &[("input_backprop", Len::One), ("input_min_backprop", Len::One), ("input_max_backprop", Len::One)]
+        }
         "RaggedGather" => {
             &[("output_nested_splits", Len::Number("OUTPUT_RAGGED_RANK")), ("output_dense_values", Len::One)]
         }

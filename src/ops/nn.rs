@@ -4,7 +4,7 @@
 //! ([`pool`]), 3-D convolution and pooling ([`volume`], the convolution's gradients
 //! and transpose in [`volume_grad`]), batch
 //! normalisation ([`batch_norm`]), LRN ([`lrn`]) and fake quantization
-//! ([`fake_quant`]), CTC greedy decoding ([`ctc`]) and the CTC loss
+//! ([`fake_quant`], and with a zero-exact scale [`quantize_dequantize`]), CTC greedy decoding ([`ctc`]) and the CTC loss
 //! ([`ctc_loss`]) in the submodules,
 //! each with its own `DEFS`, sharing one window geometry (`window`).
 //!
@@ -24,6 +24,7 @@ pub mod lrn;
 pub mod patches;
 pub mod pool;
 pub mod pool_grad;
+pub mod quantize_dequantize;
 pub mod volume;
 pub mod volume_grad;
 mod window;

@@ -146,6 +146,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::nn::DEFS,
             super::nn::batch_norm::DEFS,
             super::nn::fake_quant::DEFS,
+            super::nn::quantize_dequantize::DEFS,
             super::nn::ctc::DEFS,
             super::nn::ctc_loss::DEFS,
             super::nn::volume_grad::DEFS,

@@ -411,10 +411,11 @@ mod tests {
     fn lent_constants_are_widened_once_and_only_for_their_own_bytes() {
         use crate::ops::{OpContext, ResourceMgr, Value};
         let kernel = crate::ops::testing::build(&node("Mul").attr("T", ty(DType::F16))).unwrap();
-        let halves = |v: &[f32]| Tensor::from_slice([v.len()], &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>());
+        let halves =
+            |v: &[f32]| Tensor::from_slice([v.len()], &v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>());
         let (w1, w2) = (halves(&[2.0; 32]).unwrap(), halves(&[-3.0; 32]).unwrap());
         let resources = ResourceMgr::default();
-        let mut run = |w: &Tensor| {
+        let run = |w: &Tensor| {
             let lent = [None, Some(Value::Tensor(w.clone()))];
             let mut inputs = [Some(Value::Tensor(halves(&[1.5; 32]).unwrap())), None];
             let mut outputs = [None];

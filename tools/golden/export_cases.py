@@ -1713,6 +1713,42 @@ def case_narrow_dtype_ops(out_dir):
                   tolerance={"rtol": 1e-3, "atol": 1e-3})
 
 
+def case_quantize_dequantize_ops(out_dir):
+    from tensorflow.python.ops import gen_array_ops
+
+    @tf.function
+    def f(x, w):
+        q = tf.quantization
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            wq = q.quantize_and_dequantize_v2(w, -1.0, 1.0, range_given=True, num_bits=4)
+            loss = tf.reduce_sum(wq * x[:, :3])
+        return {
+            "v2_own_range": q.quantize_and_dequantize(x, 0.0, 0.0, range_given=False),
+            "v2_given_half_up": q.quantize_and_dequantize(x, -1.5, 2.0, range_given=True, num_bits=5,
+                                                          round_mode="HALF_UP", narrow_range=True),
+            "v2_unsigned": q.quantize_and_dequantize(tf.abs(x), 0.0, 0.0, signed_input=False, num_bits=6),
+            "v4_per_channel": q.quantize_and_dequantize_v2(x, [0.0] * 5, [0.0] * 5, num_bits=4, axis=1),
+            "v3_given_per_channel": gen_array_ops.quantize_and_dequantize_v3(
+                x, [-1.0, -0.5, 0.0, -2.0, -3.0], [1.0, 0.5, 1.0, 2.0, 3.0], 5, range_given=True, axis=1),
+            "v4_float64": q.quantize_and_dequantize_v2(tf.cast(x, tf.float64), 0.0, 0.0, num_bits=7),
+            "v4_grad": tape.gradient(loss, w),
+        }
+
+    rng = np.random.default_rng(74)
+
+    def feeds():
+        return [(rng.standard_normal([4, 5]) * 1.5).astype(np.float32),
+                (rng.standard_normal([4, 3]) * 0.8).astype(np.float32)]
+
+    specs = [tf.TensorSpec([4, 5], tf.float32, name="x"), tf.TensorSpec([4, 3], tf.float32, name="w")]
+    function_case(out_dir, "quantize_dequantize_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: tf.quantization.quantize_and_dequantize (QuantizeAndDequantizeV2: own "
+                  "range, given range with HALF_UP and narrow range, unsigned), quantize_and_dequantize_v2 "
+                  "(QuantizeAndDequantizeV4, per channel, float64) and its gradient "
+                  "(QuantizeAndDequantizeV4Grad), QuantizeAndDequantizeV3 with a range per channel")
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2461,7 +2497,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
