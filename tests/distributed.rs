@@ -176,6 +176,7 @@ golden_remote!(
     keras_mixed_bfloat16,
     narrow_dtype_ops,
     quantize_dequantize_ops,
+    set_ops,
     while_v1,
     while_v2,
     fanout_two_tasks,

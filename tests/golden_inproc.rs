@@ -78,6 +78,7 @@ golden!(
     keras_mixed_bfloat16,
     narrow_dtype_ops,
     quantize_dequantize_ops,
+    set_ops,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -157,6 +157,8 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         ],
         "DecodePng" => &[("channels", D::Int(0)), ("dtype", D::Type(4))],
         "DenseBincount" => &[("binary_output", D::Bool(false))],
+        "DenseToDenseSetOperation" => &[("validate_indices", D::Bool(true))],
+        "DenseToSparseSetOperation" => &[("validate_indices", D::Bool(true))],
         "DepthToSpace" => &[("data_format", D::Bytes(b"NHWC"))],
         "DepthwiseConv2dNative" => &[
             ("explicit_paddings", D::EmptyList),
@@ -387,6 +389,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "ScatterSub" => &[("use_locking", D::Bool(false))],
         "ScatterUpdate" => &[("use_locking", D::Bool(true))],
         "SelfAdjointEigV2" => &[("compute_v", D::Bool(true))],
+        "SetSize" => &[("validate_indices", D::Bool(true))],
         "Shape" => &[("out_type", D::Type(3))],
         "ShapeN" => &[("out_type", D::Type(3))],
         "Size" => &[("out_type", D::Type(3))],
@@ -441,6 +444,7 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
             &[("Tindices", D::Type(9)), ("adjoint_a", D::Bool(false)), ("adjoint_b", D::Bool(false))]
         }
         "SparseToDense" => &[("validate_indices", D::Bool(true))],
+        "SparseToSparseSetOperation" => &[("validate_indices", D::Bool(true))],
         "SplitV" => &[("Tlen", D::Type(9))],
         "Squeeze" => &[("squeeze_dims", D::EmptyList)],
         "StackPushV2" => &[("swap_memory", D::Bool(false))],
@@ -559,6 +563,12 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
             ("log_probability", Len::One),
         ],
         "CTCLoss" => &[("loss", Len::One), ("gradient", Len::One)],
+        "DenseToDenseSetOperation" => {
+            &[("result_indices", Len::One), ("result_values", Len::One), ("result_shape", Len::One)]
+        }
+        "DenseToSparseSetOperation" => {
+            &[("result_indices", Len::One), ("result_values", Len::One), ("result_shape", Len::One)]
+        }
         "FakeQuantWithMinMaxVarsGradient" => {
             &[("backprops_wrt_input", Len::One), ("backprop_wrt_min", Len::One), ("backprop_wrt_max", Len::One)]
         }
@@ -665,6 +675,9 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
         "SparseSoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
         "SparseSparseMaximum" => &[("output_indices", Len::One), ("output_values", Len::One)],
         "SparseSparseMinimum" => &[("output_indices", Len::One), ("output_values", Len::One)],
+        "SparseToSparseSetOperation" => {
+            &[("result_indices", Len::One), ("result_values", Len::One), ("result_shape", Len::One)]
+        }
         "StatelessRandomGetKeyCounter" => &[("key", Len::One), ("counter", Len::One)],
         "StatelessRandomGetKeyCounterAlg" => &[("key", Len::One), ("counter", Len::One), ("alg", Len::One)],
         "StringNGrams" => &[("ngrams", Len::One), ("ngrams_splits", Len::One)],

@@ -118,6 +118,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::sparse::segment::DEFS,
             super::sparse::rows::DEFS,
             super::sparse::arith::DEFS,
+            super::sparse::sets::DEFS,
             super::array::split::DEFS,
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,

@@ -1749,6 +1749,49 @@ def case_quantize_dequantize_ops(out_dir):
                   "(QuantizeAndDequantizeV4Grad), QuantizeAndDequantizeV3 with a range per channel")
 
 
+def case_set_ops(out_dir):
+    @tf.function
+    def f(a, b, logits, labels, words):
+        sparse_b = tf.sparse.from_dense(b)  # zeros dropped
+        sparse_labels = tf.sparse.from_dense(labels)
+        top = tf.math.top_k(logits, k=3).indices
+        hits = tf.sets.size(tf.sets.intersection(top, tf.cast(sparse_labels, tf.int32)))
+        out = {
+            "precision_at_3": tf.reduce_sum(hits) / (3 * tf.shape(logits)[0]),
+            "hits_per_row": hits,
+            "label_count": tf.sets.size(sparse_labels),
+            "difference_words": tf.sparse.to_dense(tf.sets.difference(words, words[:, ::-1][:, :2]), default_value=""),
+        }
+        for name, op in [("intersection", tf.sets.intersection), ("union", tf.sets.union)]:
+            for form, (x, y) in [("dense_dense", (a, b)), ("dense_sparse", (a, sparse_b)),
+                                 ("sparse_sparse", (tf.sparse.from_dense(a), sparse_b))]:
+                r = op(x, y)
+                out[f"{name}_{form}_indices"] = r.indices
+                out[f"{name}_{form}_values"] = r.values
+                out[f"{name}_{form}_shape"] = r.dense_shape
+        r = tf.sets.difference(b, a, aminusb=False)
+        out["b_minus_a_dense"] = tf.sparse.to_dense(r, default_value=-1)
+        r = tf.sets.difference(tf.cast(a, tf.int8), tf.cast(b, tf.int8))
+        out["a_minus_b_int8"] = tf.sparse.to_dense(r, default_value=-1)
+        return out
+
+    rng = np.random.default_rng(75)
+
+    def feeds():
+        words = np.array([[b"cat", b"dog", b"cat", b"emu"], [b"ant", b"bee", b"ant", b"ant"],
+                          [b"fox", b"gnu", b"hen", b"fox"]])
+        return [rng.integers(0, 6, [3, 2, 5]).astype(np.int64), rng.integers(0, 6, [3, 2, 4]).astype(np.int64),
+                rng.standard_normal([4, 7]).astype(np.float32), rng.integers(0, 7, [4, 3]).astype(np.int64), words]
+
+    specs = [tf.TensorSpec([3, 2, 5], tf.int64, name="a"), tf.TensorSpec([3, 2, 4], tf.int64, name="b"),
+             tf.TensorSpec([4, 7], tf.float32, name="logits"), tf.TensorSpec([4, 3], tf.int64, name="labels"),
+             tf.TensorSpec([3, 4], tf.string, name="words")]
+    function_case(out_dir, "set_ops", f, specs, [feeds(), feeds()],
+                  "frozen tf.function: tf.sets intersection/union/difference (DenseToDenseSetOperation, "
+                  "DenseToSparseSetOperation, SparseToSparseSetOperation) on rank-3 int64 sets, strings and int8, "
+                  "tf.sets.size (SetSize), and precision@3 as tf.compat.v1.metrics.precision_at_k computes it")
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2497,7 +2540,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

@@ -13,7 +13,8 @@
 //! - `arith`: arithmetic, `SparseTensorDenseMatMul`, `SparseAdd`,
 //!   `SparseTensorDenseAdd`, `SparseDenseCwiseAdd`/`Mul`/`Div`,
 //!   `SparseReduceSum`/`Max`, `SparseSoftmax`, `SparseSparseMaximum`/
-//!   `Minimum`.
+//!   `Minimum`;
+//! - `sets`: `tf.sets` (set operations and sizes over the last dimension).
 //!
 //! Owns: these kernels and the helpers below that read a sparse tensor's
 //! parts and move its values whatever their dtype (strings included).
@@ -25,6 +26,7 @@
 pub mod arith;
 pub mod rows;
 pub mod segment;
+pub mod sets;
 pub mod to_dense;
 
 use crate::bail;

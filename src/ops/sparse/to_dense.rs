@@ -8,7 +8,7 @@
 //! them sorted in row-major order without repeats; every index must lie
 //! inside the shape either way, and without validation a repeated index
 //! takes its last value. Elements move as bytes, so every fixed-width
-//! dtype works.
+//! dtype works; strings move as strings.
 
 use crate::bail;
 use crate::error::Result;
@@ -61,7 +61,6 @@ impl OpKernel for SparseToDense {
         if values.dtype() != default.dtype() {
             bail!(invalid_argument, "sparse_values are {} but default_value is {}", values.dtype(), default.dtype());
         }
-        let width = element_size(values, "SparseToDense")?;
         let coords = index_values(indices, "sparse_indices")?;
         let mut positions = Vec::with_capacity(count);
         for (i, index) in coords.chunks_exact(rank.max(1)).enumerate().take(count) {
@@ -89,6 +88,16 @@ impl OpKernel for SparseToDense {
             positions.push(flat);
         }
         let total: usize = dims.iter().product();
+        if values.dtype() == crate::tensor::DType::String {
+            let (given, fill) = (values.strings()?, default.string_value()?);
+            let mut out: Vec<&[u8]> = vec![fill; total];
+            for (i, &p) in positions.iter().enumerate() {
+                out[p] = given.get(if values.rank() == 0 { 0 } else { i }).unwrap_or_default();
+            }
+            ctx.set_output(0, Tensor::from_strings(dims.as_slice(), &out)?);
+            return Ok(());
+        }
+        let width = element_size(values, "SparseToDense")?;
         let fill = default.as_bytes();
         let mut bytes = Vec::with_capacity(total * width);
         for _ in 0..total {
@@ -110,6 +119,16 @@ mod tests {
     use crate::graph::spec::AttrValue;
     use crate::ops::testing::{node, run1, ty};
     use crate::tensor::DType;
+
+    #[test]
+    fn strings_fill_with_the_default_string() {
+        let n = node("SparseToDense").attr("T", ty(DType::String)).attr("Tindices", ty(DType::I64));
+        let indices = Tensor::from_slice::<i64>([2, 2], &[0, 1, 1, 0]).unwrap();
+        let shape = Tensor::from_slice::<i64>([2], &[2, 2]).unwrap();
+        let values = Tensor::from_strings([2], &["cat", "emu"]).unwrap();
+        let out = run1(&n, &[indices, shape, values, Tensor::string_scalar("")]).unwrap();
+        assert_eq!(out.strings().unwrap().to_vec(), [&b""[..], b"cat", b"emu", b""]);
+    }
 
     fn op(validate: bool) -> NodeSpec {
         node("SparseToDense")
