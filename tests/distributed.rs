@@ -177,6 +177,7 @@ golden_remote!(
     narrow_dtype_ops,
     quantize_dequantize_ops,
     set_ops,
+    feature_crosses,
     while_v1,
     while_v2,
     fanout_two_tasks,

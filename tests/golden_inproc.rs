@@ -79,6 +79,7 @@ golden!(
     narrow_dtype_ops,
     quantize_dequantize_ops,
     set_ops,
+    feature_crosses,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

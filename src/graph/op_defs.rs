@@ -659,6 +659,8 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
         "SoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
         "SparseAdd" => &[("sum_indices", Len::One), ("sum_values", Len::One), ("sum_shape", Len::One)],
         "SparseConcat" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
+        "SparseCross" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
+        "SparseCrossV2" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
         "SparseFillEmptyRows" => &[
             ("output_indices", Len::One),
             ("output_values", Len::One),

@@ -119,6 +119,7 @@ fn table() -> &'static HashMap<&'static str, OpDef> {
             super::sparse::rows::DEFS,
             super::sparse::arith::DEFS,
             super::sparse::sets::DEFS,
+            super::sparse::cross::DEFS,
             super::array::split::DEFS,
             super::array::strided_slice::DEFS,
             super::array::top_k::DEFS,

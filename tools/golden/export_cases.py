@@ -1792,6 +1792,37 @@ def case_set_ops(out_dir):
                   "tf.sets.size (SetSize), and precision@3 as tf.compat.v1.metrics.precision_at_k computes it")
 
 
+def case_feature_crosses(out_dir):
+    @tf.function
+    def f(words, ids, cities):
+        sparse_words = tf.sparse.from_dense(words)  # empty strings dropped
+        sparse_ids = tf.sparse.from_dense(ids)  # zeros dropped
+        crossed = tf.sparse.cross([sparse_words, sparse_ids, cities])
+        hashed = tf.sparse.cross_hashed([sparse_words, cities], num_buckets=97)
+        keyed = tf.compat.v1.sparse.cross_hashed([sparse_ids, ids, cities], num_buckets=0, hash_key=424242)
+        import keras
+        layer = keras.layers.HashedCrossing(num_bins=50)((cities[:, 0], ids[:, 1]))
+        return {
+            "cross_indices": crossed.indices, "cross_values": crossed.values, "cross_shape": crossed.dense_shape,
+            "hashed_indices": hashed.indices, "hashed_values": hashed.values, "hashed_shape": hashed.dense_shape,
+            "keyed_values": keyed.values, "keyed_shape": keyed.dense_shape,
+            "keras_hashed_crossing": layer,
+        }
+
+    def feeds(seed):
+        rng = np.random.default_rng(seed)
+        vocab = np.array([b"", b"red", b"blue", b"green"])
+        return [vocab[rng.integers(0, 4, [4, 3])], rng.integers(0, 4, [4, 2]).astype(np.int64),
+                np.array([[b"paris"], [b"oslo"], [b"lima"], [b"rome"]])]
+
+    specs = [tf.TensorSpec([4, 3], tf.string, name="words"), tf.TensorSpec([4, 2], tf.int64, name="ids"),
+             tf.TensorSpec([4, 1], tf.string, name="cities")]
+    function_case(out_dir, "feature_crosses", f, specs, [feeds(76), feeds(77)],
+                  "frozen tf.function: tf.sparse.cross (SparseCrossV2) of sparse strings, sparse int64 and a dense "
+                  "string column, tf.sparse.cross_hashed and tf.compat.v1.sparse.cross_hashed with a hash key "
+                  "(SparseCross, FingerprintCat64 of Fingerprint64s), keras HashedCrossing")
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2540,7 +2571,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops", "feature_crosses",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

@@ -14,7 +14,8 @@
 //!   `SparseTensorDenseAdd`, `SparseDenseCwiseAdd`/`Mul`/`Div`,
 //!   `SparseReduceSum`/`Max`, `SparseSoftmax`, `SparseSparseMaximum`/
 //!   `Minimum`;
-//! - `sets`: `tf.sets` (set operations and sizes over the last dimension).
+//! - `sets`: `tf.sets` (set operations and sizes over the last dimension);
+//! - `cross`: feature crosses (`tf.sparse.cross`, `cross_hashed`).
 //!
 //! Owns: these kernels and the helpers below that read a sparse tensor's
 //! parts and move its values whatever their dtype (strings included).
@@ -24,6 +25,7 @@
 //! memory, naming the entry.
 
 pub mod arith;
+pub mod cross;
 pub mod rows;
 pub mod segment;
 pub mod sets;
