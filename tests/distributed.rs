@@ -178,6 +178,7 @@ golden_remote!(
     quantize_dequantize_ops,
     set_ops,
     feature_crosses,
+    sparse_reduce_and_add_grad,
     while_v1,
     while_v2,
     fanout_two_tasks,

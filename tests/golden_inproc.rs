@@ -80,6 +80,7 @@ golden!(
     quantize_dequantize_ops,
     set_ops,
     feature_crosses,
+    sparse_reduce_and_add_grad,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

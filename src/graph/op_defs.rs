@@ -407,7 +407,9 @@ pub(crate) fn default_attrs(op: &str) -> &'static [(&'static str, D)] {
         "SparseApplyProximalGradientDescent" => &[("use_locking", D::Bool(false))],
         "SparseApplyRMSProp" => &[("use_locking", D::Bool(false))],
         "SparseReduceMax" => &[("keep_dims", D::Bool(false))],
+        "SparseReduceMaxSparse" => &[("keep_dims", D::Bool(false))],
         "SparseReduceSum" => &[("keep_dims", D::Bool(false))],
+        "SparseReduceSumSparse" => &[("keep_dims", D::Bool(false))],
         "SparseSegmentMean" => {
             &[("Tidx", D::Type(3)), ("Tsegmentids", D::Type(3)), ("sparse_gradient", D::Bool(false))]
         }
@@ -658,6 +660,7 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
         "SelfAdjointEigV2" => &[("e", Len::One), ("v", Len::One)],
         "SoftmaxCrossEntropyWithLogits" => &[("loss", Len::One), ("backprop", Len::One)],
         "SparseAdd" => &[("sum_indices", Len::One), ("sum_values", Len::One), ("sum_shape", Len::One)],
+        "SparseAddGrad" => &[("a_val_grad", Len::One), ("b_val_grad", Len::One)],
         "SparseConcat" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
         "SparseCross" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
         "SparseCrossV2" => &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)],
@@ -668,6 +671,12 @@ pub(crate) fn output_args(op: &str) -> &'static [(&'static str, Len)] {
             ("reverse_index_map", Len::One),
         ],
         "SparseFillEmptyRowsGrad" => &[("d_values", Len::One), ("d_default_value", Len::One)],
+        "SparseReduceMaxSparse" => {
+            &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)]
+        }
+        "SparseReduceSumSparse" => {
+            &[("output_indices", Len::One), ("output_values", Len::One), ("output_shape", Len::One)]
+        }
         "SparseReorder" => &[("output_indices", Len::One), ("output_values", Len::One)],
         "SparseReshape" => &[("output_indices", Len::One), ("output_shape", Len::One)],
         "SparseSegmentMeanGradV2" => &[("output", Len::One), ("sorted_unique_indices", Len::One)],

@@ -1823,6 +1823,42 @@ def case_feature_crosses(out_dir):
                   "(SparseCross, FingerprintCat64 of Fingerprint64s), keras HashedCrossing")
 
 
+def case_sparse_reduce_and_add_grad(out_dir):
+    @tf.function
+    def f(x, y, w):
+        sx, sy = tf.sparse.from_dense(x), tf.sparse.from_dense(y)
+        out = {}
+        for name, axis, keep in [("rows", 1, False), ("last_keep", -1, True), ("outer", [0, 2], False),
+                                 ("all", None, False)]:
+            r = tf.sparse.reduce_sum(sx, axis=axis, keepdims=keep, output_is_sparse=True)
+            out[f"sum_{name}_indices"], out[f"sum_{name}_values"], out[f"sum_{name}_shape"] = (
+                r.indices, r.values, r.dense_shape)
+        r = tf.sparse.reduce_max(sx, axis=2, output_is_sparse=True)
+        out["max_indices"], out["max_values"], out["max_shape"] = r.indices, r.values, r.dense_shape
+        with tf.GradientTape() as tape:
+            tape.watch(w)
+            a = tf.SparseTensor(sx.indices, sx.values * w[0], sx.dense_shape)
+            b = tf.SparseTensor(sy.indices, sy.values * w[1], sy.dense_shape)
+            total = tf.sparse.add(a, b, threshold=0.5)
+            loss = tf.reduce_sum(total.values * total.values)
+        out["add_grad"] = tape.gradient(loss, w)
+        return out
+
+    def feeds(seed):
+        rng = np.random.default_rng(seed)
+        mask = lambda shape: rng.random(shape) < 0.4
+        x = np.where(mask([3, 4, 5]), rng.standard_normal([3, 4, 5]), 0).astype(np.float32)
+        y = np.where(mask([3, 4, 5]), rng.standard_normal([3, 4, 5]), 0).astype(np.float32)
+        return [x, y, np.array([1.5, -0.7], np.float32)]
+
+    specs = [tf.TensorSpec([3, 4, 5], tf.float32, name="x"), tf.TensorSpec([3, 4, 5], tf.float32, name="y"),
+             tf.TensorSpec([2], tf.float32, name="w")]
+    function_case(out_dir, "sparse_reduce_and_add_grad", f, specs, [feeds(78), feeds(79)],
+                  "frozen tf.function: tf.sparse.reduce_sum/reduce_max with output_is_sparse "
+                  "(SparseReduceSumSparse, SparseReduceMaxSparse) over several axes with and without keepdims, and "
+                  "the gradient of tf.sparse.add with a threshold (SparseAddGrad)")
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2571,7 +2607,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops", "feature_crosses",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops", "feature_crosses", "sparse_reduce_and_add_grad",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",

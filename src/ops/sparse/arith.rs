@@ -11,7 +11,9 @@
 //!   a sum whose magnitude is below `thresh` dropped;
 //! - `SparseSparseMaximum`/`Minimum`: the same merge, a missing side
 //!   counting as zero;
-//! - `SparseReduceSum`/`SparseReduceMax`: a dense result over the kept
+//! - `SparseAddGrad`: each operand entry's share of the sum's gradient;
+//! - `SparseReduceSum`/`SparseReduceMax` (and their `*Sparse` forms, the
+//!   occupied results only, as a sparse tensor): a dense result over the kept
 //!   dimensions, each position reducing the entries that fall in it
 //!   (positions with none are zero: implicit zeros take no part);
 //! - `SparseSoftmax`: softmax over the last dimension among the entries
@@ -40,10 +42,13 @@ pub const DEFS: &[OpDef] = &[
     OpDef::kernel("SparseDenseCwiseMul", cwise_signature, build_cwise::<MulOp>),
     OpDef::kernel("SparseDenseCwiseDiv", cwise_signature, build_cwise::<DivOp>),
     OpDef::kernel("SparseAdd", sparse_add_signature, build_sparse_add),
+    OpDef::kernel("SparseAddGrad", sparse_add_grad_signature, build_sparse_add_grad),
     OpDef::kernel("SparseSparseMaximum", sparse_pair_signature, build_sparse_pair::<MaxOp>),
     OpDef::kernel("SparseSparseMinimum", sparse_pair_signature, build_sparse_pair::<MinOp>),
     OpDef::kernel("SparseReduceSum", reduce_signature, build_reduce::<SumReduce>),
     OpDef::kernel("SparseReduceMax", reduce_signature, build_reduce::<MaxReduce>),
+    OpDef::kernel("SparseReduceSumSparse", sparse_reduce_signature, build_reduce::<SumReduce>),
+    OpDef::kernel("SparseReduceMaxSparse", sparse_reduce_signature, build_reduce::<MaxReduce>),
     OpDef::kernel("SparseSoftmax", softmax_signature, build_softmax),
 ];
 
@@ -471,12 +476,76 @@ fn sparse_pair<O: PairOp, T: Num>(ctx: &mut OpContext<'_>) -> Result<()> {
 }
 
 // ---------------------------------------------------------------------------
+// SparseAddGrad
+
+/// `[T, int64, int64, int64] -> [T, T]`.
+fn sparse_add_grad_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = t_of(node)?;
+    Ok(OpSignature::new(vec![t, I64, I64, I64], vec![t, t]))
+}
+
+fn build_sparse_add_grad(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
+    let dtype = init.node.attr_dtype("T")?;
+    let compute: ComputeFn = match dtype {
+        DType::F32 => sparse_add_grad::<f32>,
+        DType::F64 => sparse_add_grad::<f64>,
+        DType::I32 => sparse_add_grad::<i32>,
+        DType::I64 => sparse_add_grad::<i64>,
+        _ => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
+    };
+    Ok(FnKernel::boxed(compute))
+}
+
+/// Each operand entry's gradient is the sum's at the same index (zero
+/// where the sum dropped it below `thresh`).
+fn sparse_add_grad<T: Num>(ctx: &mut OpContext<'_>) -> Result<()> {
+    let grad = ctx.input(0)?;
+    let a = Indices::read(ctx.input(1)?, "a_indices")?;
+    let b = Indices::read(ctx.input(2)?, "b_indices")?;
+    let sum = Indices::read(ctx.input(3)?, "sum_indices")?;
+    if grad.rank() != 1 {
+        bail!(invalid_argument, "backprop_val_grad should be a vector but received shape {}", grad.shape());
+    }
+    if grad.num_elements() != sum.count {
+        bail!(
+            invalid_argument,
+            "# elements of backprop_val_grad and # rows of sum_indices should match (#nnz of sum): got {} and {}",
+            grad.num_elements(),
+            sum.count
+        );
+    }
+    if a.rank != b.rank || a.rank != sum.rank {
+        bail!(
+            invalid_argument,
+            "The densified operands should have the same ndims; for A, B, sum got: {}{}{}",
+            a.rank,
+            b.rank,
+            sum.rank
+        );
+    }
+    let g = grad.as_slice::<T>()?;
+    let at: std::collections::HashMap<&[i64], usize> = (0..sum.count).map(|i| (sum.row(i), i)).collect();
+    let pick =
+        |ix: &Indices<'_>| -> Vec<T> { (0..ix.count).map(|i| at.get(ix.row(i)).map_or(T::ZERO, |&j| g[j])).collect() };
+    let (ga, gb) = (pick(&a), pick(&b));
+    ctx.set_output(0, Tensor::from_slice::<T>([ga.len()].as_slice(), &ga)?);
+    ctx.set_output(1, Tensor::from_slice::<T>([gb.len()].as_slice(), &gb)?);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
 // SparseReduceSum / SparseReduceMax
 
 /// `[int64, T, int64, int32] -> [T]`.
 fn reduce_signature(node: &NodeSpec) -> Result<OpSignature> {
     let t = t_of(node)?;
     Ok(OpSignature::new(vec![I64, t, I64, ValueType::Tensor(DType::I32)], vec![t]))
+}
+
+/// `[int64, T, int64, int32] -> [int64 indices, T values, int64 shape]`.
+fn sparse_reduce_signature(node: &NodeSpec) -> Result<OpSignature> {
+    let t = t_of(node)?;
+    Ok(OpSignature::new(vec![I64, t, I64, ValueType::Tensor(DType::I32)], vec![I64, t, I64]))
 }
 
 trait Reduce: 'static {
@@ -501,13 +570,15 @@ impl Reduce for MaxReduce {
 }
 
 struct SparseReduce {
-    compute: fn(&mut OpContext<'_>, bool) -> Result<()>,
+    compute: fn(&mut OpContext<'_>, bool, bool) -> Result<()>,
     keep_dims: bool,
+    /// `Sparse*Sparse`: the occupied results as a sparse tensor.
+    sparse_out: bool,
 }
 
 impl OpKernel for SparseReduce {
     fn compute(&self, ctx: &mut OpContext<'_>) -> Result<()> {
-        (self.compute)(ctx, self.keep_dims)
+        (self.compute)(ctx, self.keep_dims, self.sparse_out)
     }
 }
 
@@ -520,10 +591,11 @@ fn build_reduce<R: Reduce>(init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         DType::I64 => reduce::<R, i64>,
         _ => return Err(unsupported_dtype(&init.node.op, dtype, REAL)),
     };
-    Ok(Box::new(SparseReduce { compute, keep_dims: init.node.attr_bool_or("keep_dims", false)? }))
+    let keep_dims = init.node.attr_bool_or("keep_dims", false)?;
+    Ok(Box::new(SparseReduce { compute, keep_dims, sparse_out: init.node.op.ends_with("Sparse") }))
 }
 
-fn reduce<R: Reduce, T: Num>(ctx: &mut OpContext<'_>, keep_dims: bool) -> Result<()> {
+fn reduce<R: Reduce, T: Num>(ctx: &mut OpContext<'_>, keep_dims: bool, sparse_out: bool) -> Result<()> {
     let sparse = SparseOperand::read(ctx.input(0)?, ctx.input(1)?, ctx.input(2)?, "input_")?;
     let rank = sparse.shape.len();
     let mut reduced = vec![false; rank];
@@ -539,6 +611,39 @@ fn reduce<R: Reduce, T: Num>(ctx: &mut OpContext<'_>, keep_dims: bool) -> Result
     let stride = strides(&kept);
     let total: usize = kept.iter().map(|&d| d.max(0) as usize).product();
     let values = sparse.values.as_slice::<T>()?;
+    if sparse_out {
+        // Occupied results only, in row-major order (TensorFlow's), so a
+        // huge dense shape costs nothing.
+        let mut occupied: std::collections::BTreeMap<i64, T> = std::collections::BTreeMap::new();
+        for (i, &v) in values.iter().enumerate() {
+            let row = sparse.indices.row(i);
+            let at: i64 = (0..rank).filter(|&d| !reduced[d]).zip(&stride).map(|(d, &s)| row[d] * s).sum();
+            occupied.entry(at).and_modify(|acc| *acc = R::fold(*acc, v)).or_insert_with(|| R::first(v));
+        }
+        let out_rank = if keep_dims { rank } else { kept.len() };
+        let mut flat = Vec::with_capacity(occupied.len() * out_rank);
+        for &at in occupied.keys() {
+            let mut k = 0;
+            for d in 0..rank {
+                if reduced[d] {
+                    if keep_dims {
+                        flat.push(0);
+                    }
+                } else {
+                    flat.push(at / stride[k] % kept[k].max(1));
+                    k += 1;
+                }
+            }
+        }
+        let shape: Vec<i64> =
+            if keep_dims { (0..rank).map(|d| if reduced[d] { 1 } else { sparse.shape[d] }).collect() } else { kept };
+        let out: Vec<T> = occupied.into_values().collect();
+        let count = out.len();
+        ctx.set_output(0, super::indices_tensor(flat, count, out_rank)?);
+        ctx.set_output(1, Tensor::from_slice::<T>([count].as_slice(), &out)?);
+        ctx.set_output(2, Tensor::from_slice::<i64>([shape.len()].as_slice(), &shape)?);
+        return Ok(());
+    }
     let mut slots: Vec<Option<T>> = vec![None; total];
     for (i, &v) in values.iter().enumerate() {
         let row = sparse.indices.row(i);
@@ -622,6 +727,53 @@ mod tests {
     }
     fn b32() -> Tensor {
         f32s(&[3, 2], &[0., 1., 2., 3., 4., 5.])
+    }
+
+    /// TensorFlow 2.21: an entry the sum dropped gets no gradient.
+    #[test]
+    fn sparse_add_grad_follows_the_sum_indices() {
+        let n = f32_node("SparseAddGrad");
+        let (a, b, sum) =
+            (i64s(&[3, 2], &[0, 0, 1, 1, 2, 0]), i64s(&[2, 2], &[0, 0, 1, 0]), i64s(&[3, 2], &[0, 0, 1, 0, 2, 0]));
+        let outs = run_all(&n, &[f32s(&[3], &[10.0, 20.0, 30.0]), a.clone(), b, sum.clone()]).unwrap();
+        assert_eq!(outs[0].as_slice::<f32>().unwrap(), &[10.0, 0.0, 30.0]);
+        assert_eq!(outs[1].as_slice::<f32>().unwrap(), &[10.0, 20.0]);
+        let err = run_all(&n, &[f32s(&[3], &[1.0; 3]), a, i64s(&[1, 1], &[0]), sum]).unwrap_err();
+        assert!(err.message.contains("for A, B, sum got: 212"), "{err}");
+    }
+
+    /// TensorFlow 2.21's `tf.sparse.reduce_sum(.., output_is_sparse=True)`.
+    #[test]
+    fn sparse_outputs_keep_occupied_results_in_order() {
+        let node = |op: &str, keep: bool| f32_node(op).attr("keep_dims", AttrValue::Bool(keep));
+        let input = |axes: &[i32]| {
+            vec![
+                i64s(&[5, 3], &[0, 1, 0, 1, 0, 2, 1, 1, 1, 0, 1, 2, 2, 0, 0]),
+                f32s(&[5], &[1.0, -2.0, 3.0, -1.0, 5.0]),
+                i64s(&[3], &[3, 2, 3]),
+                Tensor::from_slice::<i32>([axes.len()].as_slice(), axes).unwrap(),
+            ]
+        };
+        let run = |op: &str, keep: bool, axes: &[i32]| {
+            let outs = run_all(&node(op, keep), &input(axes)).unwrap();
+            (
+                outs[0].as_slice::<i64>().unwrap().to_vec(),
+                outs[1].to_f64_vec(),
+                outs[2].as_slice::<i64>().unwrap().to_vec(),
+            )
+        };
+        assert_eq!(
+            run("SparseReduceSumSparse", false, &[2]),
+            (vec![0, 1, 1, 0, 1, 1, 2, 0], vec![0.0, -2.0, 3.0, 5.0], vec![3, 2])
+        );
+        assert_eq!(run("SparseReduceSumSparse", false, &[0, 2]), (vec![0, 1], vec![3.0, 3.0], vec![2]));
+        assert_eq!(run("SparseReduceSumSparse", false, &[0, 1, 2]).1, vec![6.0]);
+        assert_eq!(run("SparseReduceSumSparse", false, &[0, 1, 2]).2, Vec::<i64>::new());
+        assert_eq!(
+            run("SparseReduceSumSparse", true, &[-1]),
+            (vec![0, 1, 0, 1, 0, 0, 1, 1, 0, 2, 0, 0], vec![0.0, -2.0, 3.0, 5.0], vec![3, 2, 1])
+        );
+        assert_eq!(run("SparseReduceMaxSparse", false, &[1]).1, vec![1.0, -1.0, 3.0, -2.0, 5.0]);
     }
 
     #[test]
