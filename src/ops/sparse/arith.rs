@@ -624,8 +624,8 @@ fn reduce<R: Reduce, T: Num>(ctx: &mut OpContext<'_>, keep_dims: bool, sparse_ou
         let mut flat = Vec::with_capacity(occupied.len() * out_rank);
         for &at in occupied.keys() {
             let mut k = 0;
-            for d in 0..rank {
-                if reduced[d] {
+            for &is_reduced in &reduced {
+                if is_reduced {
                     if keep_dims {
                         flat.push(0);
                     }
