@@ -180,25 +180,21 @@ trait QuantFloat: Float + std::fmt::Display {
     fn round_ties_even(self) -> Self;
 }
 
-impl QuantFloat for f32 {
-    const MAX: f32 = f32::MAX;
-    fn from_i64(v: i64) -> f32 {
-        v as f32
-    }
-    fn round_ties_even(self) -> f32 {
-        f32::round_ties_even(self)
-    }
+macro_rules! quant_float {
+    ($($t:ty),*) => {$(
+        impl QuantFloat for $t {
+            const MAX: $t = <$t>::MAX;
+            fn from_i64(v: i64) -> $t {
+                v as $t
+            }
+            fn round_ties_even(self) -> $t {
+                <$t>::round_ties_even(self)
+            }
+        }
+    )*};
 }
 
-impl QuantFloat for f64 {
-    const MAX: f64 = f64::MAX;
-    fn from_i64(v: i64) -> f64 {
-        v as f64
-    }
-    fn round_ties_even(self) -> f64 {
-        f64::round_ties_even(self)
-    }
-}
+quant_float!(f32, f64);
 
 /// One channel's range made exact for zero: TensorFlow's
 /// `ComputeQuantizationRange`.
