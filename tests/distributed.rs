@@ -179,6 +179,7 @@ golden_remote!(
     set_ops,
     feature_crosses,
     sparse_reduce_and_add_grad,
+    keras_mixed_float16_gradients,
     while_v1,
     while_v2,
     fanout_two_tasks,

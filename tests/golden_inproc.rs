@@ -81,6 +81,7 @@ golden!(
     set_ops,
     feature_crosses,
     sparse_reduce_and_add_grad,
+    keras_mixed_float16_gradients,
     ref_variable,
     sequence_and_segment_ops,
     shapes,

@@ -1859,6 +1859,37 @@ def case_sparse_reduce_and_add_grad(out_dir):
                   "the gradient of tf.sparse.add with a threshold (SparseAddGrad)")
 
 
+def case_keras_mixed_float16_gradients(out_dir):
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    L = keras.layers
+    inp = keras.Input((8, 8, 2), name="image")
+    x = L.Conv2D(4, 3, padding="same", activation="relu", name="conv")(inp)
+    x = L.MaxPooling2D(2, name="pool")(x)
+    x = L.Flatten(name="flat")(x)
+    x = L.Dense(6, activation="tanh", name="hidden")(x)
+    logits = L.Dense(3, name="logits", dtype="float32")(x)
+    model = keras.Model(inp, logits, name="mixed_grad")
+    set_weights(model, 180)
+
+    @tf.function
+    def f(image, labels):
+        with tf.GradientTape() as tape:
+            tape.watch(image)
+            out = model(image, training=False)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, out))
+        grads = tape.gradient(loss, [image] + model.trainable_weights)
+        names = ["image"] + [w.path.replace("/", "_") for w in model.trainable_weights]
+        return {"loss": loss, **{f"grad_{n}": g for n, g in zip(names, grads)}}
+
+    rng = np.random.default_rng(80)
+    feeds = [[rng.uniform(0, 1, [2, 8, 8, 2]).astype(np.float32), np.array([0, 2], np.int32)]]
+    specs = [tf.TensorSpec([2, 8, 8, 2], tf.float32, name="image"), tf.TensorSpec([2], tf.int32, name="labels")]
+    function_case(out_dir, "keras_mixed_float16_gradients", f, specs, feeds,
+                  "frozen tf.function: the gradients of a keras 3 mixed_float16 CNN's loss with respect to its input "
+                  "and weights (Conv2DBackpropInput/Filter, ReluGrad, MaxPoolGrad, TanhGrad, BiasAddGrad, MatMul in "
+                  "float16; the float32 head and loss)", tolerance={"rtol": 2e-2, "atol": 2e-3})
+
+
 def case_sampling_ops(out_dir):
     @tf.function
     def f(logits, logits64, x, words):
@@ -2607,7 +2638,7 @@ ORDER = ["keras_cnn", "keras_embedding", "keras_attention", "keras_causal_attent
          "nd_ops", "sequence_and_segment_ops", "linalg_ops", "detection_ops",
          "color_and_lrn_ops", "math_ops", "special_and_counting_ops", "image_resampling_ops",
          "image_projective_ops", "image_decode_ops", "print_and_format_ops", "string_array_ops", "unicode_string_ops", "parse_example_ops",
-         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops", "feature_crosses", "sparse_reduce_and_add_grad",
+         "sparse_ops", "feature_columns", "numerics_and_quantization_ops", "ctc_greedy_decoder", "sampling_ops", "ctc_loss_dense", "ctc_loss_sparse", "fft_nd_ops", "ragged_ops", "incomplete_gamma_beta_ops", "gamma_poisson_sampling_ops", "linalg_decompositions", "sqrtm_and_tridiagonal", "special_functions_scipy", "keras_mixed_float16", "keras_mixed_bfloat16", "narrow_dtype_ops", "quantize_dequantize_ops", "set_ops", "feature_crosses", "sparse_reduce_and_add_grad", "keras_mixed_float16_gradients",
          "uint8_images", "stateless_random_ops", "audio_spectrogram_ops", "einsum_ops", "nn_ops",
          "while_v2", "cond_v2", "function_call", "function_call_stateful", "while_v1", "cond_v1",
          "while_two_tasks", "while_v2_two_tasks", "while_nested_two_tasks", "while_v2_nested_two_tasks",
