@@ -7,7 +7,9 @@ per case, PASS or FAIL with the reason; exit status 0 only if all pass.
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 
 import numpy as np
@@ -46,14 +48,26 @@ def golden_case(target, case_dir):
     graph = tf.Graph()
     with graph.as_default():
         tf1.import_graph_def(graph_def, name="")
-    with tf1.Session(target, graph=graph, config=isolated()) as sess:
-        for i, step in enumerate(case["steps"]):
-            feeds = {n: np.load(os.path.join(case_dir, f), allow_pickle=False) for n, f in step["feeds"].items()}
-            fetch_names = list(step["fetches"])
-            outputs = sess.run(fetch_names + list(step["targets"]), feed_dict=feeds)
-            for name, got in zip(fetch_names, outputs):
-                expected = np.load(os.path.join(case_dir, step["fetches"][name]), allow_pickle=False)
-                check(f"step {i} {name}", got, expected, rtol, atol)
+    # A `$TMPDIR/NAME` feed is the path NAME in a fresh directory for this
+    # case (checkpoint prefixes), as `ringflow verify` feeds it.
+    scratch = tempfile.mkdtemp(prefix="tf-client-case-")
+
+    def feed_value(f):
+        if f.startswith("$TMPDIR/"):
+            return np.array(os.path.join(scratch, f[len("$TMPDIR/"):]).encode())
+        return np.load(os.path.join(case_dir, f), allow_pickle=False)
+
+    try:
+        with tf1.Session(target, graph=graph, config=isolated()) as sess:
+            for i, step in enumerate(case["steps"]):
+                feeds = {n: feed_value(f) for n, f in step["feeds"].items()}
+                fetch_names = list(step["fetches"])
+                outputs = sess.run(fetch_names + list(step["targets"]), feed_dict=feeds)
+                for name, got in zip(fetch_names, outputs):
+                    expected = np.load(os.path.join(case_dir, step["fetches"][name]), allow_pickle=False)
+                    check(f"step {i} {name}", got, expected, rtol, atol)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def add_graph():
