@@ -52,10 +52,14 @@ pub const MOVED_AS_IS: &[&str] = &[
     "StopGradient",
 ];
 
-/// Ops whose result depends on the width of an integer (shift amounts
-/// are clamped to it, bits are counted in it): refused rather than
-/// computed wide.
-const WIDTH_DEPENDENT: &[&str] = &["LeftShift", "RightShift", "PopulationCount"];
+/// Ops whose result depends on the width of an integer (bits are counted
+/// in it): refused rather than computed wide.
+const WIDTH_DEPENDENT: &[&str] = &["PopulationCount"];
+
+/// Ops that clamp their shift amount (input 1) to the integer's width:
+/// clamped to the narrow width before the wide kernel shifts, the low bits
+/// are the narrow shift's.
+const SHIFTS: &[&str] = &["LeftShift", "RightShift"];
 
 /// How one node computes: its kernel's node (narrow attributes widened),
 /// that node's signature, and which inputs and outputs are narrow.
@@ -69,6 +73,8 @@ struct Widening {
     truncate: bool,
     /// The first narrow dtype, for errors.
     first: DType,
+    /// For a shift, the narrow width its amounts are clamped below.
+    shift_bits: Option<i64>,
 }
 
 /// The node's narrow type attributes, in attribute order.
@@ -159,7 +165,8 @@ fn plan(def: &OpDef, node: &NodeSpec) -> Result<Option<Widening>> {
         }
     }
     let truncate = def.name == "Cast" && node.attr_bool_or("Truncate", false)?;
-    Ok(Some(Widening { wide_node, wide_signature, inputs, outputs, truncate, first }))
+    let shift_bits = SHIFTS.contains(&def.name).then(|| first.size().unwrap_or(0) as i64 * 8);
+    Ok(Some(Widening { wide_node, wide_signature, inputs, outputs, truncate, first, shift_bits }))
 }
 
 /// The node's signature, narrow types included.
@@ -184,7 +191,14 @@ pub fn build(def: &OpDef, init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
     let inner = build(&KernelInit { node: &w.wide_node, signature: &w.wide_signature })
         .map_err(|e| e.context(format_args!("{} computed in {}", w.first, w.first.wide())))?;
     let lent_widened = w.inputs.iter().map(|_| std::sync::OnceLock::new()).collect();
-    Ok(Box::new(WideKernel { inner, inputs: w.inputs, outputs: w.outputs, truncate: w.truncate, lent_widened }))
+    Ok(Box::new(WideKernel {
+        inner,
+        inputs: w.inputs,
+        outputs: w.outputs,
+        truncate: w.truncate,
+        lent_widened,
+        shift_bits: w.shift_bits,
+    }))
 }
 
 struct WideKernel {
@@ -196,6 +210,7 @@ struct WideKernel {
     /// so a float16 weight is widened once, not every step. Holding the
     /// lent tensor keeps its bytes from being reused by another.
     lent_widened: Vec<std::sync::OnceLock<(Tensor, Tensor)>>,
+    shift_bits: Option<i64>,
 }
 
 impl WideKernel {
@@ -223,6 +238,10 @@ impl OpKernel for WideKernel {
         let mut inputs = Vec::with_capacity(self.inputs.len());
         for (i, narrow) in self.inputs.iter().enumerate() {
             inputs.push(Some(match narrow {
+                Some(_) if i == 1 && self.shift_bits.is_some() => {
+                    let bits = self.shift_bits.unwrap_or(0);
+                    Value::Tensor(clamp_shift(&self.wide_input(ctx, i)?, bits)?)
+                }
                 Some(_) => Value::Tensor(self.wide_input(ctx, i)?),
                 None => ctx.take_input_value(i)?,
             }));
@@ -250,6 +269,16 @@ impl OpKernel for WideKernel {
     // Shapes decide it, and widening keeps them.
     fn worth_a_thread(&self, inputs: &[Option<Value>], lent: &[Option<Value>]) -> bool {
         self.inner.worth_a_thread(inputs, lent)
+    }
+}
+
+/// Shift amounts clamped to `[0, bits - 1]`, as TensorFlow clamps them
+/// for the narrow type.
+fn clamp_shift(t: &Tensor, bits: i64) -> Result<Tensor> {
+    let shape = t.shape().clone();
+    match t.dtype() {
+        DType::I32 => Tensor::from_map(shape, t.as_slice::<i32>()?, |y| y.clamp(0, bits as i32 - 1)),
+        _ => Tensor::from_map(shape, t.as_slice::<i64>()?, |y| y.clamp(0, bits - 1)),
     }
 }
 
@@ -391,12 +420,36 @@ mod tests {
         assert_eq!(out.as_slice::<i64>().unwrap(), &[1]);
     }
 
+    /// TensorFlow 2.21 clamps the shift to the narrow width.
+    #[test]
+    fn shifts_clamp_to_the_narrow_width() {
+        let shift = |op: &str, d: DType, x: Tensor, y: Tensor| run1(&node(op).attr("T", ty(d)), &[x, y]).unwrap();
+        let (x, y) = (
+            Tensor::from_slice([5], &[1i8, -3, 127, -128, 5]).unwrap(),
+            Tensor::from_slice([5], &[2i8, 1, 9, -1, 7]).unwrap(),
+        );
+        assert_eq!(
+            shift("LeftShift", DType::I8, x.clone(), y.clone()).as_slice::<i8>().unwrap(),
+            &[4, -6, -128, -128, -128]
+        );
+        assert_eq!(shift("RightShift", DType::I8, x, y).as_slice::<i8>().unwrap(), &[0, -2, 0, -128, 0]);
+        let (x, y) = (
+            Tensor::from_slice([4], &[1u16, 65535, 40000, 3]).unwrap(),
+            Tensor::from_slice([4], &[15u16, 20, 3, 16]).unwrap(),
+        );
+        assert_eq!(
+            shift("LeftShift", DType::U16, x.clone(), y.clone()).as_slice::<u16>().unwrap(),
+            &[32768, 32768, 57856, 32768]
+        );
+        assert_eq!(shift("RightShift", DType::U16, x, y).as_slice::<u16>().unwrap(), &[0, 1, 5000, 0]);
+    }
+
     #[test]
     fn width_dependent_and_stateful_ops_are_refused_by_name() {
-        let shift = node("LeftShift").attr("T", ty(DType::I8));
+        let count = node("PopulationCount").attr("T", ty(DType::I8));
         let x = Tensor::from_slice([1], &[1i8]).unwrap();
-        let err = run1(&shift, &[x.clone(), x]).unwrap_err();
-        assert!(err.message.contains("test_LeftShift") && err.message.contains("int8"), "{err}");
+        let err = run1(&count, &[x]).unwrap_err();
+        assert!(err.message.contains("test_PopulationCount") && err.message.contains("int8"), "{err}");
         let var = node("VarHandleOp").attr("dtype", ty(DType::F16));
         let err = run1(&var, &[]).unwrap_err();
         assert!(err.message.contains("float16 variables"), "{err}");
