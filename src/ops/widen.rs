@@ -19,8 +19,9 @@
 //! change follow that attribute.
 //!
 //! Owns: that rule, the conversions, the ops that move narrow tensors as
-//! they are ([`MOVED_AS_IS`]) and the ones refused. Must not know any op's
-//! arithmetic.
+//! they are ([`MOVED_AS_IS`]), the two width-dependent fix-ups (shift
+//! amounts clamped, popcounts masked to the narrow width) and the ops
+//! refused. Must not know any other op's arithmetic.
 
 use super::registry::{Implementation, OpDef};
 use super::{KernelInit, OpContext, OpKernel, OpSignature, Value, ValueType};
@@ -52,10 +53,6 @@ pub const MOVED_AS_IS: &[&str] = &[
     "StopGradient",
 ];
 
-/// Ops whose result depends on the width of an integer (bits are counted
-/// in it): refused rather than computed wide.
-const WIDTH_DEPENDENT: &[&str] = &["PopulationCount"];
-
 /// Ops that clamp their shift amount (input 1) to the integer's width:
 /// clamped to the narrow width before the wide kernel shifts, the low bits
 /// are the narrow shift's.
@@ -75,6 +72,8 @@ struct Widening {
     first: DType,
     /// For a shift, the narrow width its amounts are clamped below.
     shift_bits: Option<i64>,
+    /// For `PopulationCount`, the narrow width its bits are counted in.
+    count_bits: Option<i64>,
 }
 
 /// The node's narrow type attributes, in attribute order.
@@ -120,9 +119,6 @@ fn plan(def: &OpDef, node: &NodeSpec) -> Result<Option<Widening>> {
         return Ok(None); // refused by Cast itself, naming both types
     }
     let refuse = |why: &str| Err(Status::unimplemented(format!("node '{}' ({}): {first} {why}", node.name, node.op)));
-    if WIDTH_DEPENDENT.contains(&def.name) {
-        return refuse("is not supported by this op: its result depends on the integer's width");
-    }
     if def.name.contains("Random") || def.name.starts_with("Stateless") {
         return refuse("draws are not supported (TensorFlow draws them from their own bits); draw float32 and cast");
     }
@@ -165,8 +161,10 @@ fn plan(def: &OpDef, node: &NodeSpec) -> Result<Option<Widening>> {
         }
     }
     let truncate = def.name == "Cast" && node.attr_bool_or("Truncate", false)?;
-    let shift_bits = SHIFTS.contains(&def.name).then(|| first.size().unwrap_or(0) as i64 * 8);
-    Ok(Some(Widening { wide_node, wide_signature, inputs, outputs, truncate, first, shift_bits }))
+    let narrow_bits = first.size().unwrap_or(0) as i64 * 8;
+    let shift_bits = SHIFTS.contains(&def.name).then_some(narrow_bits);
+    let count_bits = (def.name == "PopulationCount").then_some(narrow_bits);
+    Ok(Some(Widening { wide_node, wide_signature, inputs, outputs, truncate, first, shift_bits, count_bits }))
 }
 
 /// The node's signature, narrow types included.
@@ -198,6 +196,7 @@ pub fn build(def: &OpDef, init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         truncate: w.truncate,
         lent_widened,
         shift_bits: w.shift_bits,
+        count_bits: w.count_bits,
     }))
 }
 
@@ -211,6 +210,7 @@ struct WideKernel {
     /// lent tensor keeps its bytes from being reused by another.
     lent_widened: Vec<std::sync::OnceLock<(Tensor, Tensor)>>,
     shift_bits: Option<i64>,
+    count_bits: Option<i64>,
 }
 
 impl WideKernel {
@@ -241,6 +241,10 @@ impl OpKernel for WideKernel {
                 Some(_) if i == 1 && self.shift_bits.is_some() => {
                     let bits = self.shift_bits.unwrap_or(0);
                     Value::Tensor(clamp_shift(&self.wide_input(ctx, i)?, bits)?)
+                }
+                Some(_) if i == 0 && self.count_bits.is_some() => {
+                    let bits = self.count_bits.unwrap_or(0);
+                    Value::Tensor(low_bits(&self.wide_input(ctx, i)?, bits)?)
                 }
                 Some(_) => Value::Tensor(self.wide_input(ctx, i)?),
                 None => ctx.take_input_value(i)?,
@@ -279,6 +283,16 @@ fn clamp_shift(t: &Tensor, bits: i64) -> Result<Tensor> {
     match t.dtype() {
         DType::I32 => Tensor::from_map(shape, t.as_slice::<i32>()?, |y| y.clamp(0, bits as i32 - 1)),
         _ => Tensor::from_map(shape, t.as_slice::<i64>()?, |y| y.clamp(0, bits - 1)),
+    }
+}
+
+/// The low `bits` of each value (a sign-extended int8 counts 8 bits, not 32).
+fn low_bits(t: &Tensor, bits: i64) -> Result<Tensor> {
+    let shape = t.shape().clone();
+    let mask = (1i64 << bits) - 1;
+    match t.dtype() {
+        DType::I32 => Tensor::from_map(shape, t.as_slice::<i32>()?, |x| x & mask as i32),
+        _ => Tensor::from_map(shape, t.as_slice::<i64>()?, |x| x & mask),
     }
 }
 
@@ -444,12 +458,21 @@ mod tests {
         assert_eq!(shift("RightShift", DType::U16, x, y).as_slice::<u16>().unwrap(), &[0, 1, 5000, 0]);
     }
 
+    /// Bits are counted in the narrow width: TensorFlow's popcount of int8
+    /// -1 is 8, of int16 -2 is 15.
     #[test]
-    fn width_dependent_and_stateful_ops_are_refused_by_name() {
-        let count = node("PopulationCount").attr("T", ty(DType::I8));
-        let x = Tensor::from_slice([1], &[1i8]).unwrap();
-        let err = run1(&count, &[x]).unwrap_err();
-        assert!(err.message.contains("test_PopulationCount") && err.message.contains("int8"), "{err}");
+    fn population_counts_see_the_narrow_width() {
+        let count = |d: DType, x: Tensor| run1(&node("PopulationCount").attr("T", ty(d)), &[x]).unwrap();
+        let out = count(DType::I8, Tensor::from_slice([3], &[-1i8, 5, -128]).unwrap());
+        assert_eq!(out.as_slice::<u8>().unwrap(), &[8, 2, 1]);
+        let out = count(DType::I16, Tensor::from_slice([2], &[-2i16, 255]).unwrap());
+        assert_eq!(out.as_slice::<u8>().unwrap(), &[15, 8]);
+        let out = count(DType::U32, Tensor::from_slice([1], &[u32::MAX]).unwrap());
+        assert_eq!(out.as_slice::<u8>().unwrap(), &[32]);
+    }
+
+    #[test]
+    fn stateful_ops_and_draws_are_refused_by_name() {
         let var = node("VarHandleOp").attr("dtype", ty(DType::F16));
         let err = run1(&var, &[]).unwrap_err();
         assert!(err.message.contains("float16 variables"), "{err}");
