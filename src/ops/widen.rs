@@ -70,10 +70,34 @@ struct Widening {
     truncate: bool,
     /// The first narrow dtype, for errors.
     first: DType,
-    /// For a shift, the narrow width its amounts are clamped below.
-    shift_bits: Option<i64>,
-    /// For `PopulationCount`, the narrow width its bits are counted in.
-    count_bits: Option<i64>,
+    /// The width-dependent fix-up of one widened input, if the op needs one.
+    fixup: Option<Fixup>,
+}
+
+/// What a width-dependent op needs done to a widened input so the wide
+/// kernel gives the narrow result.
+#[derive(Debug, Clone, Copy)]
+enum Fixup {
+    /// A shift: input 1's amounts clamped to `[0, bits - 1]`.
+    ClampShift { bits: i64 },
+    /// `PopulationCount`: input 0 masked to its low `bits`.
+    LowBits { bits: i64 },
+}
+
+impl Fixup {
+    fn input(self) -> usize {
+        match self {
+            Fixup::ClampShift { .. } => 1,
+            Fixup::LowBits { .. } => 0,
+        }
+    }
+
+    fn apply(self, t: &Tensor) -> Result<Tensor> {
+        match self {
+            Fixup::ClampShift { bits } => clamp_shift(t, bits),
+            Fixup::LowBits { bits } => low_bits(t, bits),
+        }
+    }
 }
 
 /// The node's narrow type attributes, in attribute order.
@@ -161,10 +185,15 @@ fn plan(def: &OpDef, node: &NodeSpec) -> Result<Option<Widening>> {
         }
     }
     let truncate = def.name == "Cast" && node.attr_bool_or("Truncate", false)?;
-    let narrow_bits = first.size().unwrap_or(0) as i64 * 8;
-    let shift_bits = SHIFTS.contains(&def.name).then_some(narrow_bits);
-    let count_bits = (def.name == "PopulationCount").then_some(narrow_bits);
-    Ok(Some(Widening { wide_node, wide_signature, inputs, outputs, truncate, first, shift_bits, count_bits }))
+    let bits = first.size().unwrap_or(0) as i64 * 8;
+    let fixup = if SHIFTS.contains(&def.name) {
+        Some(Fixup::ClampShift { bits })
+    } else if def.name == "PopulationCount" {
+        Some(Fixup::LowBits { bits })
+    } else {
+        None
+    };
+    Ok(Some(Widening { wide_node, wide_signature, inputs, outputs, truncate, first, fixup }))
 }
 
 /// The node's signature, narrow types included.
@@ -195,8 +224,7 @@ pub fn build(def: &OpDef, init: &KernelInit<'_>) -> Result<Box<dyn OpKernel>> {
         outputs: w.outputs,
         truncate: w.truncate,
         lent_widened,
-        shift_bits: w.shift_bits,
-        count_bits: w.count_bits,
+        fixup: w.fixup,
     }))
 }
 
@@ -209,8 +237,7 @@ struct WideKernel {
     /// so a float16 weight is widened once, not every step. Holding the
     /// lent tensor keeps its bytes from being reused by another.
     lent_widened: Vec<std::sync::OnceLock<(Tensor, Tensor)>>,
-    shift_bits: Option<i64>,
-    count_bits: Option<i64>,
+    fixup: Option<Fixup>,
 }
 
 impl WideKernel {
@@ -238,15 +265,10 @@ impl OpKernel for WideKernel {
         let mut inputs = Vec::with_capacity(self.inputs.len());
         for (i, narrow) in self.inputs.iter().enumerate() {
             inputs.push(Some(match narrow {
-                Some(_) if i == 1 && self.shift_bits.is_some() => {
-                    let bits = self.shift_bits.unwrap_or(0);
-                    Value::Tensor(clamp_shift(&self.wide_input(ctx, i)?, bits)?)
-                }
-                Some(_) if i == 0 && self.count_bits.is_some() => {
-                    let bits = self.count_bits.unwrap_or(0);
-                    Value::Tensor(low_bits(&self.wide_input(ctx, i)?, bits)?)
-                }
-                Some(_) => Value::Tensor(self.wide_input(ctx, i)?),
+                Some(_) => match self.fixup.filter(|f| f.input() == i) {
+                    Some(fixup) => Value::Tensor(fixup.apply(&self.wide_input(ctx, i)?)?),
+                    None => Value::Tensor(self.wide_input(ctx, i)?),
+                },
                 None => ctx.take_input_value(i)?,
             }));
         }
