@@ -61,5 +61,5 @@ pub use io::TransportKind;
 pub use message::{Method, TensorRef};
 pub use rpc::{
     BackChannel, ChannelCache, Client, ClusterSecret, Http2Handoff, PendingCall, Reply, Request, Response,
-    SecretSetting, Server, Service, TransportOptions,
+    SMALL_META_BYTES, SecretSetting, Server, Service, SmallCall, SmallReply, TransportOptions,
 };

@@ -17,7 +17,7 @@ use crate::error::{Result, Status};
 use crate::executor::PoolOptions;
 use crate::master::Master;
 use crate::master::health::HealthOptions;
-use crate::net::{ChannelCache, Reply, Request, Service, TransportOptions};
+use crate::net::{ChannelCache, Reply, Request, Service, SmallCall, SmallReply, TransportOptions};
 use crate::worker::remote::NetTransport;
 use crate::worker::{ClusterInfo, Worker, WorkerOptions};
 use parking_lot::Mutex;
@@ -115,6 +115,15 @@ impl Service for Dispatch {
             self.stats.handle(&request, reply);
         } else {
             reply.err(Status::unimplemented(format!("{method} is not served here")));
+        }
+    }
+
+    /// A `Ping` (the transport's echo, as `handle` answers it) is answered
+    /// where it lies; every other method goes to `handle`.
+    fn handle_small(&self, call: &SmallCall<'_>) -> Option<SmallReply> {
+        match call.method() {
+            crate::net::message::Method::Ping => SmallReply::ok(call.meta_bytes()),
+            _ => None,
         }
     }
 }

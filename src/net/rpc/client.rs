@@ -20,7 +20,8 @@
 //! `Unavailable` naming the peer; every wait has a deadline.
 
 use super::TransportOptions;
-use super::conn::{Conn, NetError, SendDeadline};
+use super::conn::{Conn, Incoming, NetError, SendDeadline};
+use super::leader::{FollowerIds, LeaderGuard, LeaderLock};
 use super::origin::Origin;
 use super::server::{Reply, Request, Service};
 use crate::error::{Code, Result, Status};
@@ -29,6 +30,7 @@ use crate::net::io;
 use crate::net::message::{self, ErrorMeta, Hello, Method, Validated};
 use crate::net::message::{OneWay, Rpc};
 use crate::net::reader::FrameReader;
+use crate::net::shm::LineMeta;
 use crate::tensor::Tensor;
 use foldhash::{HashMap, HashMapExt};
 use parking_lot::Mutex;
@@ -37,7 +39,7 @@ use rkyv::api::high::HighValidator;
 use rkyv::bytecheck::CheckBytes;
 use rkyv::{Portable, rancor};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -52,22 +54,38 @@ const FOLLOWER_PARK_SLICE: Duration = Duration::from_millis(5);
 /// A response: archived metadata read in place, payload tensors over the
 /// receive buffer (kept alive while any of them lives).
 pub struct Response {
-    frame: ReceivedFrame,
-    /// What `frame`'s metadata was checked as on arrival.
+    body: ResponseBody,
+    /// What the body's metadata was checked as on arrival.
     validated: Validated,
     /// Zero-copy views into the receive buffer, in frame order.
     pub payloads: Vec<Tensor>,
 }
 
+/// Where a response's metadata lies.
+enum ResponseBody {
+    Frame(ReceivedFrame),
+    /// A shared-memory line frame's, held by value: a small call's answer
+    /// needs no buffer.
+    Line(LineMeta),
+}
+
 impl std::fmt::Debug for Response {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Response").field("frame", &self.frame).field("payloads", &self.payloads).finish()
+        let mut out = f.debug_struct("Response");
+        match &self.body {
+            ResponseBody::Frame(frame) => out.field("frame", frame),
+            ResponseBody::Line(meta) => out.field("line", meta),
+        };
+        out.field("payloads", &self.payloads).finish()
     }
 }
 
 impl Response {
     pub fn meta_bytes(&self) -> &[u8] {
-        self.frame.meta_bytes()
+        match &self.body {
+            ResponseBody::Frame(frame) => frame.meta_bytes(),
+            ResponseBody::Line(meta) => meta.as_bytes(),
+        }
     }
     /// The archived metadata in place, validated (on arrival, when `M` is
     /// the type its method names; here otherwise).
@@ -75,13 +93,18 @@ impl Response {
     where
         M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>> + 'static,
     {
-        // SAFETY: `validated` came from validating this frame's metadata when
-        // it arrived; the frame is never replaced and a received frame's
-        // bytes are never written again.
-        unsafe { message::view_validated::<M>(self.frame.meta_bytes(), self.validated) }
+        // SAFETY: `validated` came from validating these bytes when they
+        // arrived; the body is never replaced, and neither a received
+        // frame's bytes nor a line's copy are written again.
+        unsafe { message::view_validated::<M>(self.meta_bytes(), self.validated) }
     }
-    pub fn frame(&self) -> &ReceivedFrame {
-        &self.frame
+    /// The received frame (for no-copy checks); `None` for a small
+    /// call's answer taken from a shared-memory line, which has none.
+    pub fn frame(&self) -> Option<&ReceivedFrame> {
+        match &self.body {
+            ResponseBody::Frame(frame) => Some(frame),
+            ResponseBody::Line(_) => None,
+        }
     }
 }
 
@@ -109,11 +132,12 @@ struct Inner {
     /// (see `server::BackChannel`); without one, a push is a protocol error.
     inbound: Option<Weak<dyn Service>>,
     /// The leader lock: whoever holds it reads the socket.
-    reader: Mutex<FrameReader>,
+    reader: LeaderLock,
     pending: Mutex<HashMap<u64, Arc<CallSlot>>>,
     /// Calls in [`PendingCall::wait_unless`] (see `wake_followers`).
     waiting: AtomicUsize,
-    next_id: AtomicU64,
+    /// Ids of the calls not made by the leader (see `leader.rs`).
+    follower_ids: FollowerIds,
     /// Why the connection failed, set once (read without a lock by every call).
     failure: std::sync::OnceLock<Status>,
     options: TransportOptions,
@@ -191,10 +215,10 @@ impl Client {
                 push_origin: Origin::pushes_from(Arc::from(conn.peer.as_str())),
                 conn,
                 inbound,
-                reader: Mutex::new(reader),
+                reader: LeaderLock::new(reader),
                 pending: Mutex::new(HashMap::new()),
                 waiting: AtomicUsize::new(0),
-                next_id: AtomicU64::new(1),
+                follower_ids: FollowerIds::new(),
                 failure: std::sync::OnceLock::new(),
                 options,
                 peer_hello,
@@ -282,7 +306,7 @@ impl Client {
     /// than `max_in_flight` may be outstanding: the leader's.)
     fn call_leading(
         &self,
-        mut reader: parking_lot::MutexGuard<'_, FrameReader>,
+        mut leader: LeaderGuard<'_>,
         method: Method,
         meta: &[u8],
         payloads: &[Tensor],
@@ -291,15 +315,33 @@ impl Client {
         let inner = &self.inner;
         let answer = (|| {
             inner.check_alive()?;
-            let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+            let id = leader.next_id();
             let sent = inner.conn.send_by(request_parts(method, id, meta, payloads), SendDeadline::at(deadline));
             if let Err(e) = sent {
                 return Err(inner.send_failed(e, method));
             }
             let spin = inner.options.spin();
             loop {
-                let frame = match inner.conn.read_frame(&mut reader, spin, Some(deadline)) {
-                    Ok(Some(frame)) => frame,
+                let frame = match inner.conn.read_incoming(&mut leader.reader, spin, Some(deadline)) {
+                    Ok(Some(Incoming::Frame(frame))) => frame,
+                    // A small call's answer in a shared-memory line: taken
+                    // as it lies, with no buffer or frame built for it.
+                    Ok(Some(Incoming::Line(line)))
+                        if line.request_id == id && matches!(line.kind, FrameKind::Response | FrameKind::Error) =>
+                    {
+                        return match outcome(line.kind, line.method, line.meta_bytes()) {
+                            Ok(answer) => answer.map(|validated| Response {
+                                body: ResponseBody::Line(line.meta),
+                                validated,
+                                payloads: Vec::new(),
+                            }),
+                            Err(reason) => Err(inner.protocol_failed(&reason)),
+                        };
+                    }
+                    Ok(Some(Incoming::Line(line))) => match inner.conn.frame_of_line(line) {
+                        Ok(frame) => frame,
+                        Err(e) => return Err(inner.read_failed(e)),
+                    },
                     Ok(None) => return Err(inner.no_response(method)),
                     Err(e) => return Err(inner.read_failed(e)),
                 };
@@ -318,7 +360,7 @@ impl Client {
                 };
             }
         })();
-        drop(reader);
+        drop(leader);
         inner.wake_followers();
         answer
     }
@@ -338,7 +380,7 @@ impl Client {
     ) -> Result<PendingCall> {
         let inner = &self.inner;
         inner.check_alive()?;
-        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = inner.follower_ids.next();
         let slot =
             Arc::new(CallSlot { done: AtomicBool::new(false), result: Mutex::new(None), waiter: Mutex::new(None) });
         {
@@ -436,13 +478,15 @@ impl Inner {
     }
 
     fn wake_followers(&self) {
-        // A follower raises `waiting` (a read-modify-write) before it looks
-        // at the leader lock; a leader unlocks it, then reads `waiting`
-        // with a read-modify-write too, which reads the latest value: it
-        // sees the follower's raise, or the follower's raise reads from it
-        // and so sees the unlock. A follower that parks is always woken,
-        // and a call with no follower pays one locked instruction here.
-        if self.waiting.fetch_add(0, Ordering::SeqCst) == 0 {
+        // A follower raises `waiting` (`SeqCst`) before it looks at the
+        // leader lock (`SeqCst`); a leader released the lock (a `SeqCst`
+        // swap, `LeaderGuard::drop`) before it reads `waiting` here
+        // (`SeqCst`). In the single order of those four, if this read
+        // misses the raise, the release came before the raise and so
+        // before the follower's look, which sees the lock free and takes
+        // it instead of parking. So a follower that parks is always woken,
+        // and a call with no follower pays no locked instruction here.
+        if self.waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
         for slot in self.pending.lock().values() {
@@ -500,25 +544,15 @@ impl Inner {
     /// here. `Err` is a protocol violation.
     fn answer(&self, mut frame: ReceivedFrame) -> std::result::Result<Option<Result<Response>>, String> {
         let header = frame.header;
-        Ok(Some(match header.kind {
-            FrameKind::Response => {
-                let method = Method::from_u16(header.method)
-                    .ok_or_else(|| format!("response for unknown method {}", header.method))?;
-                let validated = message::validate_response(method, frame.meta_bytes())
-                    .map_err(|status| format!("{method} response: {}", status.message))?;
-                let payloads = frame.take_payloads();
-                Ok(Response { frame, validated, payloads })
-            }
-            FrameKind::Error => match message::view::<ErrorMeta>(frame.meta_bytes()) {
-                Ok(err) => Err(Status::new(Code::from_u8(err.code), err.message.as_str())),
-                Err(status) => return Err(format!("bad error frame: {status}")),
-            },
-            FrameKind::Push => {
-                self.serve_push(frame)?;
-                return Ok(None);
-            }
-            kind => return Err(format!("unexpected {kind:?} frame from a server")),
-        }))
+        if header.kind == FrameKind::Push {
+            self.serve_push(frame)?;
+            return Ok(None);
+        }
+        let answer = outcome(header.kind, header.method, frame.meta_bytes())?;
+        Ok(Some(answer.map(|validated| {
+            let payloads = frame.take_payloads();
+            Response { body: ResponseBody::Frame(frame), validated, payloads }
+        })))
     }
 
     /// Hands a frame to the call it answers (or serves a push).
@@ -561,6 +595,25 @@ impl Inner {
 }
 
 /// A request's frame: call `id` of `method`.
+/// What a response or error frame (its kind, method and metadata)
+/// answers: the response's metadata validated for its method, or the
+/// error it carries. `Err` is a protocol violation.
+fn outcome(kind: FrameKind, method: u16, meta: &[u8]) -> std::result::Result<Result<Validated>, String> {
+    match kind {
+        FrameKind::Response => {
+            let method = Method::from_u16(method).ok_or_else(|| format!("response for unknown method {method}"))?;
+            let validated = message::validate_response(method, meta)
+                .map_err(|status| format!("{method} response: {}", status.message))?;
+            Ok(Ok(validated))
+        }
+        FrameKind::Error => match message::view::<ErrorMeta>(meta) {
+            Ok(err) => Ok(Err(Status::new(Code::from_u8(err.code), err.message.as_str()))),
+            Err(status) => Err(format!("bad error frame: {status}")),
+        },
+        kind => Err(format!("unexpected {kind:?} frame from a server")),
+    }
+}
+
 fn request_parts<'a>(method: Method, id: u64, meta: &'a [u8], payloads: &'a [Tensor]) -> FrameParts<'a> {
     FrameParts { kind: FrameKind::Request, method: method as u16, request_id: id, meta, payloads }
 }
@@ -616,9 +669,9 @@ impl PendingCall {
                 return Err(inner.no_response(self.method));
             }
             let slice = deadline.min(now + ABANDON_POLL);
-            if let Some(mut reader) = inner.reader.try_lock() {
-                inner.lead(&mut reader, slot, spin, slice);
-                drop(reader);
+            if let Some(mut leader) = inner.reader.try_lock() {
+                inner.lead(&mut leader.reader, slot, spin, slice);
+                drop(leader);
                 inner.wake_followers();
                 continue;
             }

@@ -11,7 +11,7 @@ use crate::net::frame::{FrameError, FrameHeader, FrameKind, FrameLimits, FramePa
 use crate::net::io::{self, Driver, RecvOutcome, Wait};
 use crate::net::message::{self, ErrorMeta};
 use crate::net::reader::FrameReader;
-use crate::net::shm::{self, Placed, Polled, ShmChannel};
+use crate::net::shm::{self, LineFrame, LineMeta, Placed, Polled, ShmChannel};
 use crate::tensor::placement::SharedPlacement;
 use parking_lot::Mutex;
 use std::net::TcpStream;
@@ -19,6 +19,22 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// What a reader takes next: a frame, or a shared-memory line frame by
+/// value when it asked for those ([`Conn::read_incoming`]).
+pub(crate) enum Incoming {
+    Frame(ReceivedFrame),
+    Line(LineFrame),
+}
+
+/// How a shared-memory read hands over line frames.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LineFrames {
+    /// As they are ([`Incoming::Line`]).
+    ByValue,
+    /// Converted into frames ([`Incoming::Frame`]).
+    AsFrames,
+}
 
 /// When a send gives up: the connection's send timeout after the send
 /// first has to wait, or `cap` if that is sooner. The clock is read only
@@ -290,6 +306,21 @@ impl Conn {
         self.send_reply(OutgoingFrame::with_header(header, parts.meta, parts.payloads))
     }
 
+    /// As [`reply`](Self::reply), for a response of `meta` alone (a small
+    /// call's answer): over shared memory, a line frame written in
+    /// fixed-size copies when it needs no wait, as `sent_as_line` would.
+    pub(crate) fn reply_line(self: &Arc<Self>, method: u16, request_id: u64, meta: &LineMeta) -> Result<(), NetError> {
+        if let Some(shm) = self.shm.get()
+            && self.line_fits
+            && !self.is_closed()
+            && !self.writer_running.load(Ordering::Acquire)
+            && shm.try_place_line_meta(FrameKind::Response, method, request_id, meta) == Placed::Sent
+        {
+            return Ok(());
+        }
+        self.reply(FrameParts { kind: FrameKind::Response, method, request_id, meta: meta.as_bytes(), payloads: &[] })
+    }
+
     /// Sends `frame` whole. Any I/O failure (a timeout included) closes the
     /// connection: part of the frame may be on the wire, and nothing can
     /// follow it.
@@ -499,9 +530,37 @@ impl Conn {
         deadline: Option<Instant>,
     ) -> Result<Option<ReceivedFrame>, NetError> {
         match self.shm.get() {
-            Some(shm) => self.read_frame_shm(shm, reader, spin, deadline),
+            Some(shm) => self.read_frame_shm(shm, reader, spin, deadline, LineFrames::AsFrames).map(|next| {
+                next.map(|incoming| match incoming {
+                    Incoming::Frame(frame) => frame,
+                    Incoming::Line(_) => unreachable!("lines come as frames when asked so"),
+                })
+            }),
             None => self.read_socket_frame(reader, spin, deadline),
         }
+    }
+
+    /// As [`read_frame`](Self::read_frame), handing a shared-memory line
+    /// frame over by value ([`Incoming::Line`]), for a reader that can
+    /// answer or complete a small call from it without a buffer.
+    pub(crate) fn read_incoming(
+        &self,
+        reader: &mut FrameReader,
+        spin: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Incoming>, NetError> {
+        match self.shm.get() {
+            Some(shm) => self.read_frame_shm(shm, reader, spin, deadline, LineFrames::ByValue),
+            None => Ok(self.read_socket_frame(reader, spin, deadline)?.map(Incoming::Frame)),
+        }
+    }
+
+    /// A line frame that [`read_incoming`](Self::read_incoming) handed
+    /// over, as a frame after all.
+    pub(crate) fn frame_of_line(&self, line: LineFrame) -> Result<ReceivedFrame, NetError> {
+        let shm = self.shm.get().expect("line frames come only over shared memory");
+        let mut rx = shm.rx.lock();
+        shm.frame_of_line(&mut rx, line).map_err(|source| NetError::Frame { peer: self.peer.clone(), source })
     }
 
     /// The next frame from the shared-memory channel (or, after a
@@ -517,35 +576,41 @@ impl Conn {
         reader: &mut FrameReader,
         spin: Duration,
         deadline: Option<Instant>,
-    ) -> Result<Option<ReceivedFrame>, NetError> {
+        lines: LineFrames,
+    ) -> Result<Option<Incoming>, NetError> {
         let mut rx = shm.rx.lock();
         // Read at the first empty poll: a frame already there costs no
         // clock read (about 35 ns here), an empty ring one instead of two.
         let mut start = None;
+        let frame_error = |e| NetError::Frame {
+            peer: self.peer.clone(),
+            source: match e {
+                shm::ShmError::Frame(source) => source,
+                shm::ShmError::Ring(ring) => FrameError::InconsistentLengths(format!("shared-memory ring: {ring}")),
+            },
+        };
         loop {
             if rx.socket_frames_due > 0 {
                 let frame = self.read_socket_frame(reader, spin, deadline)?;
                 if frame.is_some() {
                     rx.socket_frames_due -= 1;
                 }
-                return Ok(frame);
+                return Ok(frame.map(Incoming::Frame));
             }
             // Read before the ring is polled: frames the peer published
             // before it hung up are then all visible to the poll.
             let hung_up = shm.peer_hung_up();
-            let frame_error = |e| NetError::Frame {
-                peer: self.peer.clone(),
-                source: match e {
-                    shm::ShmError::Frame(source) => source,
-                    shm::ShmError::Ring(ring) => FrameError::InconsistentLengths(format!("shared-memory ring: {ring}")),
-                },
-            };
-            if let Some(frame) = shm.poll_line(&mut rx).map_err(frame_error)? {
-                return Ok(Some(frame));
+            if let Some(line) = shm.poll_line(&mut rx).map_err(frame_error)? {
+                return Ok(Some(match lines {
+                    LineFrames::ByValue => Incoming::Line(line),
+                    LineFrames::AsFrames => {
+                        Incoming::Frame(shm.frame_of_line(&mut rx, line).map_err(|e| frame_error(e.into()))?)
+                    }
+                }));
             }
             let polled = shm.poll(&mut rx).map_err(frame_error)?;
             match polled {
-                Polled::Frame(frame) => return Ok(Some(frame)),
+                Polled::Frame(frame) => return Ok(Some(Incoming::Frame(frame))),
                 Polled::ViaSocket => {
                     rx.socket_frames_due += 1;
                     continue;

@@ -14,6 +14,7 @@ mod client;
 mod conn;
 mod greeter;
 pub mod handshake;
+mod leader;
 mod options;
 mod origin;
 mod server;
@@ -23,7 +24,7 @@ pub use client::{Client, PendingCall, Response};
 pub use conn::NetError;
 pub use handshake::{ClusterSecret, SECRET_FILE_ENV, SecretSetting};
 pub use options::{TransportOptions, process_incarnation};
-pub use server::{BackChannel, Http2Handoff, Reply, Request, Server, Service};
+pub use server::{BackChannel, Http2Handoff, Reply, Request, SMALL_META_BYTES, Server, Service, SmallCall, SmallReply};
 
 #[cfg(test)]
 mod tests;

@@ -13,13 +13,14 @@
 //! all of them. A malformed frame closes only its own connection.
 
 use super::TransportOptions;
-use super::conn::{Conn, NetError};
+use super::conn::{Conn, Incoming, NetError};
 use super::origin::{Origin, OriginRef, ServingScope};
 use crate::error::{Result, Status};
 use crate::net::frame::{FrameKind, FrameParts, ReceivedFrame};
 use crate::net::io::{self, Driver};
 use crate::net::message::{self, Method, OneWay, Validated};
 use crate::net::reader::FrameReader;
+use crate::net::shm::{LineFrame, LineMeta};
 use crate::tensor::Tensor;
 use parking_lot::Mutex;
 use rkyv::Archive;
@@ -38,6 +39,78 @@ use std::thread::JoinHandle;
 /// path); long work moves elsewhere with the `Reply`.
 pub trait Service: Send + Sync + 'static {
     fn handle(&self, request: Request, reply: Reply);
+
+    /// Answers a small call where it lies, if this service can: one whose
+    /// request carries no payloads and at most [`SMALL_META_BYTES`] of
+    /// metadata, arriving where such a call crosses in one cache line (a
+    /// shared-memory channel). No [`Request`] or [`Reply`] is built for
+    /// it: the answer goes straight into the peer's ring from the serving
+    /// thread. `None` (the default) hands the call to
+    /// [`handle`](Self::handle) like any other. The server's rules hold
+    /// as for `handle`: the metadata was validated for its method, a call
+    /// past `max_in_flight` is refused before it gets here, and a panic
+    /// answers `Internal`. Must not block.
+    fn handle_small(&self, _call: &SmallCall<'_>) -> Option<SmallReply> {
+        None
+    }
+}
+
+/// The most metadata a small call's request (and its answer) carries:
+/// what crosses a shared-memory channel in one cache line.
+pub const SMALL_META_BYTES: usize = crate::net::shm::LINE_META_BYTES;
+
+/// A small call, lent to [`Service::handle_small`] for the time it takes
+/// to answer it.
+pub struct SmallCall<'a> {
+    method: Method,
+    request_id: u64,
+    meta: &'a LineMeta,
+    validated: Validated,
+    origin: &'a Origin,
+}
+
+impl SmallCall<'_> {
+    pub fn method(&self) -> Method {
+        self.method
+    }
+    pub fn request_id(&self) -> u64 {
+        self.request_id
+    }
+    pub fn peer(&self) -> &str {
+        &self.origin.peer
+    }
+    /// As [`Request::peer_name`].
+    pub fn peer_name(&self) -> &Arc<str> {
+        &self.origin.peer_name
+    }
+    pub fn meta_bytes(&self) -> &[u8] {
+        self.meta.as_bytes()
+    }
+    /// As [`Request::meta`].
+    pub fn meta<M: Archive>(&self) -> Result<&M::Archived>
+    where
+        M::Archived: Portable + for<'a> CheckBytes<HighValidator<'a, rancor::Error>> + 'static,
+    {
+        // SAFETY: `validated` came from validating these bytes, which are
+        // a copy nobody writes.
+        unsafe { message::view_validated::<M>(self.meta.as_bytes(), self.validated) }
+    }
+}
+
+/// What [`Service::handle_small`] answers.
+#[derive(Debug)]
+pub enum SmallReply {
+    /// The response's metadata (an encoded message, or a `Ping`'s bytes).
+    Ok(LineMeta),
+    Err(Status),
+}
+
+impl SmallReply {
+    /// A response of `meta`, or `None` when it is longer than
+    /// [`SMALL_META_BYTES`] (answer through [`Service::handle`] then).
+    pub fn ok(meta: &[u8]) -> Option<SmallReply> {
+        LineMeta::new(meta).map(SmallReply::Ok)
+    }
 }
 
 /// Takes over connections that open with HTTP/2's preface (gRPC clients,
@@ -191,21 +264,7 @@ impl Reply {
         let Some(target) = self.target.take() else {
             return;
         };
-        let sent = target.conn().reply(FrameParts {
-            kind: FrameKind::Response,
-            method: target.method as u16,
-            request_id: target.request_id,
-            meta,
-            payloads,
-        });
-        match sent {
-            Ok(()) => {}
-            Err(NetError::Frame { source, .. }) => {
-                let status = Status::resource_exhausted(format!("{} response cannot be sent: {source}", target.method));
-                target.send_error(&status);
-            }
-            Err(e) => tracing::debug!("reply to {}: {e}", target.method),
-        }
+        send_response(target.conn(), target.method, target.request_id, meta, payloads);
         target.origin.answered(target.serial);
     }
 
@@ -224,9 +283,28 @@ impl ReplyTarget {
     }
 
     fn send_error(&self, status: &Status) {
-        if let Err(e) = self.conn().send_error(self.request_id, self.method as u16, status) {
-            tracing::debug!("error reply to {}: {e}", self.method);
+        send_error(self.conn(), self.method, self.request_id, status);
+    }
+}
+
+/// Sends the response to request `request_id`. Send failures mean the
+/// connection is gone; they are logged. A response the limits refuse is
+/// answered `ResourceExhausted` instead.
+fn send_response(conn: &Arc<Conn>, method: Method, request_id: u64, meta: &[u8], payloads: &[Tensor]) {
+    let sent = conn.reply(FrameParts { kind: FrameKind::Response, method: method as u16, request_id, meta, payloads });
+    match sent {
+        Ok(()) => {}
+        Err(NetError::Frame { source, .. }) => {
+            let status = Status::resource_exhausted(format!("{method} response cannot be sent: {source}"));
+            send_error(conn, method, request_id, &status);
         }
+        Err(e) => tracing::debug!("reply to {method}: {e}"),
+    }
+}
+
+fn send_error(conn: &Arc<Conn>, method: Method, request_id: u64, status: &Status) {
+    if let Err(e) = conn.send_error(request_id, method as u16, status) {
+        tracing::debug!("error reply to {method}: {e}");
     }
 }
 
@@ -391,8 +469,18 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
     let scope = ServingScope::enter(origin);
     let mut first_frame = true;
     loop {
-        let frame = match conn.read_frame(&mut reader, conn.spin, None) {
-            Ok(Some(frame)) => frame,
+        let frame = match conn.read_incoming(&mut reader, conn.spin, None) {
+            Ok(Some(Incoming::Frame(frame))) => frame,
+            Ok(Some(Incoming::Line(line))) => {
+                // Lines come only once shared memory was negotiated, so
+                // never as the first frame.
+                first_frame = false;
+                if let Err(reason) = dispatch_line(conn, shared, &scope, line) {
+                    tracing::warn!("closing connection from {}: {reason}", conn.peer);
+                    return;
+                }
+                continue;
+            }
             Ok(None) => continue,
             Err(NetError::Closed { .. }) => {
                 tracing::debug!("connection from {} closed", conn.peer);
@@ -425,54 +513,146 @@ fn serve_connection(conn: &Arc<Conn>, shared: &Shared, peer_name: Arc<str>) {
     }
 }
 
+/// What a request frame was checked to be before its handler sees it.
+struct Checked {
+    method: Method,
+    one_way: bool,
+    validated: Validated,
+}
+
+/// Checks a frame from a client: a request or a push, of a known method,
+/// whose metadata validates as that method's. `Ok(None)`: an unknown
+/// method, answered (or, for a push, dropped) here. `Err` is a protocol
+/// violation that closes the connection.
+fn check_request(
+    conn: &Arc<Conn>,
+    origin: &Origin,
+    kind: FrameKind,
+    method: u16,
+    request_id: u64,
+    meta: &[u8],
+) -> std::result::Result<Option<Checked>, String> {
+    let one_way = match kind {
+        FrameKind::Request => false,
+        FrameKind::Push => true,
+        kind => return Err(format!("unexpected {kind:?} frame from a client")),
+    };
+    let Some(known) = Method::from_u16(method) else {
+        if !one_way {
+            let status = Status::unimplemented(format!("unknown method number {method}"));
+            let _ = conn.send_error(request_id, method, &status);
+        } else {
+            tracing::warn!("dropping push of unknown method {method} from {}", origin.peer);
+        }
+        return Ok(None);
+    };
+    // Every archive is checked before a handler reads it; a corrupted one
+    // means a broken or hostile peer.
+    match message::validate_request(known, meta) {
+        Ok(validated) => Ok(Some(Checked { method: known, one_way, validated })),
+        Err(status) => {
+            if !one_way {
+                let _ = conn.send_error(request_id, method, &status);
+            }
+            Err(format!("{known} request {request_id}: {}", status.message))
+        }
+    }
+}
+
+/// A request refused for the peer's in-flight count, when it is at
+/// `max_in_flight`.
+fn over_in_flight(origin: &Origin, shared: &Shared) -> Option<Status> {
+    let outstanding = origin.in_flight();
+    (outstanding >= shared.options.max_in_flight).then(|| {
+        Status::resource_exhausted(format!("{outstanding} requests in flight from {} (max_in_flight)", origin.peer))
+    })
+}
+
 /// Hands one frame to the service. `Err` is a protocol violation that
 /// closes the connection.
 fn dispatch(
     conn: &Arc<Conn>,
     shared: &Shared,
     scope: &ServingScope,
-    mut frame: ReceivedFrame,
+    frame: ReceivedFrame,
 ) -> std::result::Result<(), String> {
     let header = frame.header;
-    let origin = scope.origin();
-    let peer = &origin.peer;
-    let one_way = match header.kind {
-        FrameKind::Request => false,
-        FrameKind::Push => true,
-        kind => return Err(format!("unexpected {kind:?} frame from a client")),
-    };
-    let Some(method) = Method::from_u16(header.method) else {
-        if !one_way {
-            let status = Status::unimplemented(format!("unknown method number {}", header.method));
-            let _ = conn.send_error(header.request_id, header.method, &status);
-        } else {
-            tracing::warn!("dropping push of unknown method {} from {peer}", header.method);
+    let checked =
+        check_request(conn, scope.origin(), header.kind, header.method, header.request_id, frame.meta_bytes())?;
+    match checked {
+        Some(checked) => {
+            dispatch_checked(shared, scope, checked, frame);
+            Ok(())
         }
+        None => Ok(()),
+    }
+}
+
+/// The small-call lane: a line frame's request is offered to
+/// [`Service::handle_small`] on the spot and answered from the serving
+/// thread, with no frame, `Request` or `Reply` built; anything else
+/// (a push, a call the service declines) goes on as a frame.
+fn dispatch_line(
+    conn: &Arc<Conn>,
+    shared: &Shared,
+    scope: &ServingScope,
+    line: LineFrame,
+) -> std::result::Result<(), String> {
+    let origin = scope.origin();
+    let Some(checked) = check_request(conn, origin, line.kind, line.method, line.request_id, line.meta_bytes())? else {
         return Ok(());
     };
-    // Every archive is checked before a handler reads it; a corrupted one
-    // means a broken or hostile peer.
-    let validated = match message::validate_request(method, frame.meta_bytes()) {
-        Ok(validated) => validated,
-        Err(status) => {
-            if !one_way {
-                let _ = conn.send_error(header.request_id, header.method, &status);
+    if !checked.one_way && over_in_flight(origin, shared).is_none() {
+        let call = SmallCall {
+            method: checked.method,
+            request_id: line.request_id,
+            meta: &line.meta,
+            validated: checked.validated,
+            origin,
+        };
+        let service = &shared.service;
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle_small(&call)));
+        let method = checked.method;
+        match answer {
+            Ok(None) => {}
+            Ok(Some(SmallReply::Ok(meta))) => {
+                if let Err(e) = conn.reply_line(method as u16, line.request_id, &meta) {
+                    tracing::debug!("reply to {method}: {e}");
+                }
+                return Ok(());
             }
-            return Err(format!("{method} request {}: {}", header.request_id, status.message));
+            Ok(Some(SmallReply::Err(status))) => {
+                send_error(conn, method, line.request_id, &status);
+                return Ok(());
+            }
+            Err(_) => {
+                tracing::error!("small-call handler for {method} from {} panicked", origin.peer);
+                let status = Status::internal(format!("{method} request failed: its handler panicked"));
+                send_error(conn, method, line.request_id, &status);
+                return Ok(());
+            }
         }
-    };
+    }
+    let frame = conn.frame_of_line(line).map_err(|e| e.to_string())?;
+    dispatch_checked(shared, scope, checked, frame);
+    Ok(())
+}
+
+/// Runs a checked request's handler with its reply (or refuses it past
+/// `max_in_flight`).
+fn dispatch_checked(shared: &Shared, scope: &ServingScope, checked: Checked, mut frame: ReceivedFrame) {
+    let Checked { method, one_way, validated } = checked;
+    let origin = scope.origin();
+    let request_id = frame.header.request_id;
     let payloads = frame.take_payloads();
     scope.dispatch(|serial| {
         let reply = if one_way {
             Reply::one_way()
         } else {
-            let target = ReplyTarget { origin: OriginRef::new(origin), request_id: header.request_id, method, serial };
+            let target = ReplyTarget { origin: OriginRef::new(origin), request_id, method, serial };
             let reply = Reply { target: Some(target) };
-            let outstanding = origin.in_flight();
-            if outstanding >= shared.options.max_in_flight {
-                reply.err(Status::resource_exhausted(format!(
-                    "{outstanding} requests in flight from {peer} (max_in_flight)"
-                )));
+            if let Some(status) = over_in_flight(origin, shared) {
+                reply.err(status);
                 return;
             }
             reply
@@ -483,8 +663,7 @@ fn dispatch(
         // answers Internal); the connection keeps serving.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, reply)));
         if outcome.is_err() {
-            tracing::error!("handler for {method} from {peer} panicked");
+            tracing::error!("handler for {method} from {} panicked", origin.peer);
         }
     });
-    Ok(())
 }

@@ -57,6 +57,8 @@ struct TestService {
     held: Mutex<Vec<Reply>>,
     /// Hello names of the peers that asked for a push back.
     pushed_back_to: Mutex<Vec<String>>,
+    /// Small calls answered by `handle_small`.
+    small_answered: std::sync::atomic::AtomicUsize,
 }
 
 impl Service for TestService {
@@ -109,6 +111,22 @@ impl Service for TestService {
             other => reply.err(crate::error::Status::unimplemented(format!("{other}"))),
         }
     }
+
+    /// Answers `Ping`s whose metadata starts with `small`: `small-err`
+    /// with an error, `small-panic` by panicking, any other by echoing
+    /// it; everything else goes to `handle`.
+    fn handle_small(&self, call: &SmallCall<'_>) -> Option<SmallReply> {
+        let meta = call.meta_bytes();
+        if call.method() != Method::Ping || !meta.starts_with(b"small") {
+            return None;
+        }
+        self.small_answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match meta {
+            b"small-err" => Some(SmallReply::Err(crate::error::Status::failed_precondition("small and wrong"))),
+            b"small-panic" => panic!("a small handler that panics"),
+            _ => SmallReply::ok(meta),
+        }
+    }
 }
 
 fn start(kind: TransportKind) -> (Server, Arc<TestService>) {
@@ -149,7 +167,7 @@ fn tensors_of_every_dtype_round_trip_bit_exact_without_copies() {
                     assert!(got.bit_eq(want), "{server_kind:?}->{client_kind:?}: {got:?}");
                     assert!(got.is_borrowed());
                     assert!(
-                        resp.frame().buffer().contains(got.data_ptr()),
+                        resp.frame().expect("a frame with payloads").buffer().contains(got.data_ptr()),
                         "response tensor was copied out of the receive buffer"
                     );
                 }
@@ -170,7 +188,7 @@ fn typed_request_and_response_in_place() {
         let archived = resp.meta::<RecvTensorResponse>().unwrap();
         let t = archived.tensor.resolve(&resp.payloads).unwrap();
         assert_eq!(t.as_slice::<i64>().unwrap(), &[99, 7]);
-        assert!(resp.frame().buffer().contains(t.data_ptr()));
+        assert!(resp.frame().expect("a frame with payloads").buffer().contains(t.data_ptr()));
         // A method the service does not implement comes back as a Status.
         let err = client
             .call(Method::GetStatus, &message::encode(&message::GetStatusRequest::default()).unwrap(), &[], soon())
@@ -628,13 +646,16 @@ fn large_tensors_cross_the_ring_in_place_both_ways() {
     for _ in 0..6 {
         let resp = client.call(Method::Ping, b"big", std::slice::from_ref(&big), soon()).unwrap();
         assert!(resp.payloads[0].bit_eq(&big));
-        assert!(resp.frame().buffer().is_lent(), "the response's payload is read where the server wrote it");
+        assert!(
+            resp.frame().expect("a frame with payloads").buffer().is_lent(),
+            "the response's payload is read where the server wrote it"
+        );
     }
     assert_eq!(*service.copies_seen.lock(), 0, "requests' payloads lie in their frames' buffers");
     // Small frames are copied out, so a tensor kept for long holds no ring space.
     let small = Tensor::from_slice::<i32>([3], &[1, 2, 3]).unwrap();
     let resp = client.call(Method::Ping, b"small", std::slice::from_ref(&small), soon()).unwrap();
-    assert!(!resp.frame().buffer().is_lent());
+    assert!(!resp.frame().expect("a frame with payloads").buffer().is_lent());
     server.shutdown();
 }
 
@@ -865,6 +886,10 @@ fn a_server_refuses_requests_past_max_in_flight_counting_only_those_answered_lat
         let err = client.call(Method::Ping, b"x", &[], soon()).unwrap_err();
         assert_eq!(err.code, Code::ResourceExhausted, "{kind:?}: {err}");
         assert!(err.message.contains("2 requests in flight"), "{kind:?}: {err}");
+        // A small call, which the service would answer where it lies, too.
+        let err = client.call(Method::Ping, b"small", &[], soon()).unwrap_err();
+        assert_eq!(err.code, Code::ResourceExhausted, "{kind:?}: a small call past the limit: {err}");
+        assert_eq!(service.small_answered.load(std::sync::atomic::Ordering::Relaxed), 0, "{kind:?}");
         // Answered from another thread: out of flight again.
         let replies: Vec<Reply> = std::mem::take(&mut *service.held.lock());
         std::thread::spawn(move || replies.into_iter().for_each(|r| r.ok(b"late", &[]))).join().unwrap();
@@ -890,4 +915,75 @@ fn a_server_refuses_requests_past_max_in_flight_counting_only_those_answered_lat
         }
         server.shutdown();
     }
+}
+
+#[test]
+fn small_calls_are_answered_where_they_lie_over_shared_memory_and_by_handle_otherwise() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for kind in kinds() {
+        let (server, service) = start(kind);
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let lane = kind == TransportKind::Auto;
+        assert_eq!(client.is_shared_memory(), lane);
+        // Up to a line's worth of metadata takes the lane over shared
+        // memory; over TCP the same call reaches `handle`, which echoes.
+        let longest = [b"small".as_slice(), &[b'.'; SMALL_META_BYTES - 5]].concat();
+        for meta in [b"small".as_slice(), b"small:abc", &longest] {
+            let resp = client.call(Method::Ping, meta, &[], soon()).unwrap();
+            assert_eq!(resp.meta_bytes(), meta, "{kind:?}");
+            assert_eq!(resp.frame().is_none(), lane, "{kind:?}: a line's answer has no frame");
+        }
+        assert_eq!(service.small_answered.load(Relaxed), if lane { 3 } else { 0 }, "{kind:?}");
+        // One byte more is not a small call: `handle` answers it.
+        let too_long = [longest.as_slice(), b"."].concat();
+        assert_eq!(client.call(Method::Ping, &too_long, &[], soon()).unwrap().meta_bytes(), too_long.as_slice());
+        // Nor is one with a payload.
+        let t = Tensor::from_slice::<f32>([1], &[4.0]).unwrap();
+        let resp = client.call(Method::Ping, b"small", std::slice::from_ref(&t), soon()).unwrap();
+        assert!(resp.payloads[0].bit_eq(&t));
+        assert_eq!(service.small_answered.load(Relaxed), if lane { 3 } else { 0 }, "{kind:?}");
+        // Declined by `handle_small`: answered by `handle`.
+        assert_eq!(client.call(Method::Ping, b"x", &[], soon()).unwrap().meta_bytes(), b"x");
+        let answer = client.call(Method::Ping, b"small-err", &[], soon());
+        if lane {
+            let err = answer.unwrap_err();
+            assert_eq!((err.code, err.message.as_str()), (Code::FailedPrecondition, "small and wrong"));
+            // A panicking small handler answers Internal and the
+            // connection serves on.
+            let err = client.call(Method::Ping, b"small-panic", &[], soon()).unwrap_err();
+            assert_eq!(err.code, Code::Internal, "{err}");
+            assert!(err.message.contains("panicked"), "{err}");
+            assert_eq!(client.call(Method::Ping, b"small:after", &[], soon()).unwrap().meta_bytes(), b"small:after");
+        } else {
+            assert_eq!(answer.unwrap().meta_bytes(), b"small-err", "`handle` echoes it");
+        }
+        // A small push still reaches `handle` (one-way: nothing to answer).
+        let abort = message::AbortStep { session_handle: String::new(), step_id: 9, code: 1, message: String::new() };
+        client.push_msg(&abort, &[]).unwrap();
+        client.call(Method::Ping, b"x", &[], soon()).unwrap();
+        assert_eq!(service.pushes.lock().last().map(|p| p.0), Some(Method::AbortStep), "{kind:?}");
+        // Started calls (followers, answered through the pending table)
+        // get their small answers too.
+        let started: Vec<_> = (0..8u8)
+            .map(|i| (i, client.start_call(Method::Ping, &[b's', b'm', b'a', b'l', b'l', i], &[]).unwrap()))
+            .collect();
+        for (i, call) in started {
+            assert_eq!(call.wait(soon()).unwrap().meta_bytes(), &[b's', b'm', b'a', b'l', b'l', i]);
+        }
+        server.shutdown();
+    }
+}
+
+#[test]
+fn a_small_call_whose_metadata_fails_validation_closes_only_its_connection() {
+    let (_service, server, _client) = shm_pair(8 << 20);
+    let addr = server.local_addr().to_string();
+    let bad = Client::connect(&addr, shm_options(8 << 20)).unwrap();
+    assert!(bad.is_shared_memory());
+    // Eight bytes are no archived GetStatusRequest.
+    let err = bad.call(Method::GetStatus, &[0xff; 8], &[], soon()).unwrap_err();
+    assert!(matches!(err.code, Code::InvalidArgument | Code::Unavailable), "{err}");
+    let good = Client::connect(&addr, shm_options(8 << 20)).unwrap();
+    assert_eq!(good.call(Method::Ping, b"small", &[], soon()).unwrap().meta_bytes(), b"small");
+    server.shutdown();
 }

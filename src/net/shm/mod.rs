@@ -23,6 +23,7 @@
 pub mod doorbell;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod line;
 pub mod region;
 pub mod ring;
 #[cfg(test)]
@@ -36,6 +37,8 @@ use crate::net::frame::{
 };
 use crate::tensor::placement::{OutputPlacement, PlacedBytes, SharedPlacement};
 use crate::tensor::{DType, Tensor};
+pub use line::{LINE_HEAD_BYTES, LINE_META_BYTES, LineFrame, LineMeta};
+pub(crate) use line::{line_fits, line_len};
 use parking_lot::Mutex;
 use region::{Direction, Layout, SharedRegion};
 use ring::{Consumer, InlineForm, Producer, Received, RingError};
@@ -293,10 +296,11 @@ const NOT_STALLED: u64 = u64::MAX;
 /// What one channel sent (also counted process-wide in `crate::counters`).
 #[derive(Debug, Default)]
 struct ChannelStats {
-    frames: AtomicU64,
+    /// Frames through the ring and bytes copied in: added to on every
+    /// send, under the producer lock (`crate::counters::ShmSent`).
+    sent: crate::counters::ShmSentHandle,
     frames_in_place: AtomicU64,
     bytes_in_place: AtomicU64,
-    bytes_copied: AtomicU64,
     socket_frames: AtomicU64,
     space_stalls: AtomicU64,
     bytes_copied_out: AtomicU64,
@@ -413,10 +417,10 @@ impl ShmChannel {
     pub fn stats(&self) -> ShmStats {
         use Ordering::Relaxed;
         ShmStats {
-            frames: self.stats.frames.load(Relaxed),
+            frames: self.stats.sent.frames(),
             frames_in_place: self.stats.frames_in_place.load(Relaxed),
             bytes_in_place: self.stats.bytes_in_place.load(Relaxed),
-            bytes_copied: self.stats.bytes_copied.load(Relaxed),
+            bytes_copied: self.stats.sent.bytes_copied(),
             socket_frames: self.stats.socket_frames.load(Relaxed),
             space_stalls: self.stats.space_stalls.load(Relaxed),
             bytes_copied_out: self.stats.bytes_copied_out.load(Relaxed),
@@ -528,7 +532,7 @@ impl ShmChannel {
             };
             if tx.split_parts_publishable(&parts) {
                 let in_slot = if plan.head_in_span { 0 } else { plan.head_len as u64 };
-                self.count_sent(in_place, in_slot + plan.copied_bytes);
+                self.count_sent(&tx, in_place, in_slot + plan.copied_bytes);
                 let published = tx.publish_split_parts(&parts, head);
                 debug_assert!(published, "a split frame found publishable under the same lock");
                 return self.published(tx);
@@ -544,8 +548,9 @@ impl ShmChannel {
         // SAFETY: the reservation is `len` bytes inside the peer's data
         // ring that the peer released and reads only after `publish`.
         unsafe { write_frame(frame, tx.bytes(at), len) };
+        self.count_sent(&tx, 0, len);
         tx.publish(Some(at));
-        self.published_then_counted(tx, len)
+        self.published(tx)
     }
 
     /// Writes a frame that fits a slot straight into it, its head encoded
@@ -571,8 +576,9 @@ impl ShmChannel {
         // frame fits them (`inline_len`), and `header` was made for these
         // parts by the caller.
         unsafe { write_inline(tx.inline_bytes(), header, meta, payloads) };
+        self.count_sent(&tx, 0, len as u64);
         tx.publish_inline(len);
-        Some(self.published_then_counted(tx, len as u64))
+        Some(self.published(tx))
     }
 
     /// Writes a frame of metadata alone that fits a slot's first line
@@ -585,16 +591,22 @@ impl ShmChannel {
         if !parts.payloads.is_empty() || parts.meta.len() > LINE_META_BYTES {
             return None;
         }
-        let len = LINE_HEAD_BYTES + parts.meta.len();
+        let meta = LineMeta::new(parts.meta)?;
+        Some(self.try_place_line_meta(parts.kind, parts.method, parts.request_id, &meta))
+    }
+
+    /// As [`try_place_line`](Self::try_place_line), for a line frame of
+    /// `meta` (a small call's answer).
+    pub(crate) fn try_place_line_meta(&self, kind: FrameKind, method: u16, request_id: u64, meta: &LineMeta) -> Placed {
+        let words = line::line_words(kind, method, request_id, meta);
+        let len = LINE_HEAD_BYTES + meta.len();
         let mut tx = self.tx.producer.lock();
         if !tx.has_slot() {
-            return Some(Placed::NoSlot);
+            return Placed::NoSlot;
         }
-        // SAFETY: a free slot's line bytes are ours until published, and
-        // the frame fits them (checked above).
-        unsafe { write_line(tx.line_bytes(), parts) };
-        tx.publish_line(len);
-        Some(self.published_then_counted(tx, len as u64))
+        self.count_sent(&tx, 0, len as u64);
+        tx.publish_line_words(words, len);
+        self.published(tx)
     }
 
     /// A frame was published: wakes the peer if it may sleep.
@@ -605,32 +617,24 @@ impl ShmChannel {
         Placed::Sent
     }
 
-    /// A frame of `copied` bytes, none written in place, was published:
-    /// wakes the peer, then counts it (see [`count_sent`](Self::count_sent)).
-    fn published_then_counted(&self, tx: parking_lot::MutexGuard<'_, Producer>, copied: u64) -> Placed {
-        let placed = self.published(tx);
-        self.count_sent(0, copied);
-        placed
-    }
-
     /// A frame goes through the ring: `in_place` bytes of it in spans its
-    /// kernels wrote, `copied` bytes copied in. A frame with tensors written
-    /// in place is counted before it is published, so that whoever reads
-    /// the counters after it arrived (a peer that asks over another
-    /// connection) finds it counted; any other frame just after: atomic
-    /// adds between writing a slot and publishing it drain the store buffer
-    /// while the reader spins on that line, which cost 0.25 µs per pingpong
-    /// round trip (p50 1.08 against 0.83 µs).
-    fn count_sent(&self, in_place: u64, copied: u64) {
-        self.stats.frames.fetch_add(1, Ordering::Relaxed);
-        crate::counters::count_shm_frame();
+    /// kernels wrote, `copied` bytes copied in. Counted before it is
+    /// published, so that whoever reads the counters after it arrived (a
+    /// peer that asks over another connection) finds it counted. Every
+    /// frame adds to the channel's sent counts with plain stores, which
+    /// `tx` (the producer lock, held) makes exclusive: a locked add between
+    /// writing a slot and publishing it drains the store buffer while the
+    /// reader spins on that line. Frames with tensors written in place
+    /// (large ones) also pay the process-wide locked adds.
+    fn count_sent(&self, tx: &Producer, in_place: u64, copied: u64) {
+        let _exclusive = tx;
+        self.stats.sent.add_exclusive(1, copied);
         if in_place > 0 {
             self.stats.frames_in_place.fetch_add(1, Ordering::Relaxed);
             self.stats.bytes_in_place.fetch_add(in_place, Ordering::Relaxed);
             crate::counters::count_shm_frame_in_place();
+            crate::counters::count_shm_bytes_in_place(in_place);
         }
-        self.stats.bytes_copied.fetch_add(copied, Ordering::Relaxed);
-        crate::counters::count_shm_bytes(in_place, copied);
     }
 
     /// How `frame` crosses as a split frame when kernels wrote some of its
@@ -791,14 +795,20 @@ impl ShmChannel {
     }
 
     /// The next frame if it is a line frame (`Consumer::take_line`), else
-    /// `None`: the common case of a call's request or response, decoded
-    /// without the general poll's descriptor and enums.
-    pub(crate) fn poll_line(&self, rx: &mut RxState) -> Result<Option<ReceivedFrame>, ShmError> {
-        let Some((line, len)) = rx.consumer.take_line()? else {
+    /// `None`: the common case of a call's request or response, copied
+    /// onto the caller's stack and checked, without the general poll's
+    /// descriptor and enums or a buffer of its own.
+    pub(crate) fn poll_line(&self, rx: &mut RxState) -> Result<Option<LineFrame>, ShmError> {
+        let Some((words, len)) = rx.consumer.take_line()? else {
             return Ok(None);
         };
-        // SAFETY: a whole line's bytes, copied out of the ring.
-        Ok(Some(unsafe { self.decode_line(line.as_ptr(), len, &mut rx.inline_buf)? }))
+        Ok(Some(LineFrame::decode(&words, len, &self.limits)?))
+    }
+
+    /// `line` as a [`ReceivedFrame`], for a reader that wants frames: its
+    /// metadata copied into the reader's reused inline buffer.
+    pub(crate) fn frame_of_line(&self, rx: &mut RxState, line: LineFrame) -> Result<ReceivedFrame, FrameError> {
+        Ok(line.into_received(rx.inline_buf.take()?))
     }
 
     /// The header of the `len`-byte frame at `at`, copied out and checked.
@@ -858,20 +868,13 @@ impl ShmChannel {
     /// [`ring::LINE_BYTES`] readable bytes at `at` (the line), of which the
     /// frame claims `len`.
     unsafe fn decode_line(&self, at: *const u8, len: usize, buf: &mut InlineBuf) -> Result<ReceivedFrame, FrameError> {
-        assert!(len <= ring::LINE_BYTES, "a line frame lies in one line");
-        let body = buf.take()?;
-        // SAFETY: the caller's promise (a whole line's bytes, whatever
-        // `len` says), and the buffer (nobody else holds it: `take`) has
-        // room for a line. Copied before anything is checked: the peer can
-        // still write the slot.
-        let head: [u8; LINE_HEAD_BYTES] = unsafe {
-            if len > LINE_HEAD_BYTES {
-                std::ptr::copy_nonoverlapping(at.add(LINE_HEAD_BYTES), body.as_mut_ptr(), len - LINE_HEAD_BYTES);
-            }
-            std::ptr::read_unaligned(at.cast())
-        };
-        let header = decode_line_head(&head, len, &self.limits)?;
-        Ok(ReceivedFrame::metadata_only(header, body))
+        let mut words = [0u64; ring::LINE_WORDS];
+        // SAFETY: the caller's promise; the line's bytes follow the kind
+        // word's 4 in `words`. Copied before anything is checked: the peer
+        // can still write the slot.
+        unsafe { std::ptr::copy_nonoverlapping(at, words.as_mut_ptr().cast::<u8>().add(4), ring::LINE_BYTES) };
+        let frame = LineFrame::decode(&words, len, &self.limits)?;
+        Ok(frame.into_received(buf.take()?))
     }
 
     /// The frame at `at`, whose `header` was checked, copied whole.
@@ -1215,80 +1218,6 @@ pub(crate) fn decode_inline_head(
     };
     header.check(limits)?;
     Ok(header)
-}
-
-/// Bytes of a line frame's head: what a frame of metadata alone needs of
-/// the 64-byte header (no payloads, no table; the metadata's length is
-/// the line's), so a request or reply with up to
-/// [`LINE_META_BYTES`] of metadata crosses in one cache line.
-///
-/// ```text
-/// kind u8 | flags u8 | method u16 | request_id u64 | metadata
-/// ```
-pub const LINE_HEAD_BYTES: usize = 12;
-
-/// The most metadata a line frame carries.
-pub const LINE_META_BYTES: usize = ring::LINE_BYTES - LINE_HEAD_BYTES;
-
-/// A slot's line bytes for a frame with this header, when it is one of
-/// metadata alone that fits a line.
-pub(crate) fn line_len(header: &FrameHeader) -> Option<usize> {
-    let fits = header.payload_count == 0 && header.table_len == 0 && header.meta_len <= LINE_META_BYTES as u64;
-    fits.then_some(LINE_HEAD_BYTES + header.meta_len as usize)
-}
-
-/// Writes a line frame to a slot's line bytes at `dst`.
-///
-/// # Safety
-/// `LINE_HEAD_BYTES + parts.meta.len()` writable bytes at `dst` that
-/// nobody else reads or writes meanwhile.
-unsafe fn write_line(dst: *mut u8, parts: &FrameParts<'_>) {
-    let mut head = [0u8; LINE_HEAD_BYTES];
-    head[0] = parts.kind as u8;
-    head[2..4].copy_from_slice(&parts.method.to_le_bytes());
-    head[4..12].copy_from_slice(&parts.request_id.to_le_bytes());
-    // SAFETY: the caller's bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(head.as_ptr(), dst, LINE_HEAD_BYTES);
-        std::ptr::copy_nonoverlapping(parts.meta.as_ptr(), dst.add(LINE_HEAD_BYTES), parts.meta.len());
-    }
-}
-
-/// Whether every line frame fits frames of `limits` (a line frame is at
-/// most a header and one payload alignment of metadata).
-pub(crate) fn line_fits(limits: &FrameLimits) -> bool {
-    HEADER_BYTES as u64 + crate::net::frame::PAYLOAD_ALIGN as u64 <= limits.max_frame_bytes
-}
-
-/// The header of a `len`-byte line frame whose head is `head`. Its
-/// lengths are bounded by the line (at most [`LINE_META_BYTES`] of
-/// metadata, nothing else), so of the limits only the frame size is left.
-pub(crate) fn decode_line_head(
-    head: &[u8; LINE_HEAD_BYTES],
-    len: usize,
-    limits: &FrameLimits,
-) -> Result<FrameHeader, FrameError> {
-    if !(LINE_HEAD_BYTES..=ring::LINE_BYTES).contains(&len) {
-        return Err(FrameError::InconsistentLengths(format!("a line frame of {len} bytes")));
-    }
-    let kind = FrameKind::from_u8(head[0]).ok_or(FrameError::UnknownKind(head[0]))?;
-    let meta_len = (len - LINE_HEAD_BYTES) as u64;
-    let body_len =
-        crate::net::frame::body_layout(meta_len, 0, 0).expect("a line's metadata lays out without overflow").body_len;
-    if HEADER_BYTES as u64 + body_len > limits.max_frame_bytes {
-        return Err(FrameError::Oversized { len: HEADER_BYTES as u64 + body_len, max: limits.max_frame_bytes });
-    }
-    Ok(FrameHeader {
-        kind,
-        flags: head[1],
-        method: u16::from_le_bytes([head[2], head[3]]),
-        payload_count: 0,
-        request_id: u64::from_le_bytes(head[4..12].try_into().expect("8 bytes in bounds")),
-        meta_len,
-        table_len: 0,
-        payload_bytes: 0,
-        body_len,
-    })
 }
 
 /// An inline frame's slot bytes for `frame` (tests and fuzz seeds).

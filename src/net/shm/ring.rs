@@ -94,6 +94,27 @@ pub const LINE_BYTES: usize = 64 - 8 - 4;
 /// the kind word.
 const LINE_OFFSET: usize = 12;
 
+/// A slot's first line past its publish word, as the words it is read and
+/// written in: the kind word (its first 4 bytes in memory order), then a
+/// line frame's [`LINE_BYTES`]. Seven loads or stores of a word each,
+/// where a volatile byte array took 52 of each, and bytes stored one at a
+/// time are then read back wide through failed store forwarding.
+pub type LineWords = [u64; LINE_WORDS];
+
+/// Words of [`LineWords`].
+pub const LINE_WORDS: usize = (4 + LINE_BYTES) / 8;
+
+const _: () = assert!(LINE_WORDS * 8 == 4 + LINE_BYTES && LINE_OFFSET == 12);
+
+/// The line frame's bytes of `words`, in memory order.
+pub fn line_bytes_of(words: &LineWords) -> [u8; LINE_BYTES] {
+    let mut bytes = [0u8; LINE_BYTES];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = words[(i + 4) / 8].to_ne_bytes()[(i + 4) % 8];
+    }
+    bytes
+}
+
 /// The longest head a split frame may carry in its first span (the
 /// consumer copies it out before anything reads it).
 pub const MAX_SPANNED_HEAD: u64 = 1 << 20;
@@ -863,28 +884,30 @@ impl Producer {
         self.publish_slot(Descriptor { kind, reserved: 0, position, len, reserved2: 0 });
     }
 
-    /// The next slot's line bytes ([`LINE_BYTES`] of them), for the caller
-    /// to fill before [`publish_line`](Self::publish_line). The caller
-    /// checked [`has_slot`](Self::has_slot).
-    pub fn line_bytes(&self) -> *mut u8 {
-        // Inside the slot: LINE_OFFSET + LINE_BYTES is one cache line.
-        self.memory.slot(self.desc_tail).cast::<u8>().wrapping_add(LINE_OFFSET)
-    }
-
-    /// Publishes the `len` bytes written at [`line_bytes`](Self::line_bytes).
-    pub fn publish_line(&mut self, len: usize) {
+    /// Writes `words` into the next slot's first line, with the kind word
+    /// of a `len`-byte line frame in place of their first 4 bytes, and
+    /// publishes it: the line the consumer spins on takes seven word
+    /// stores and the publish word. The caller checked
+    /// [`has_slot`](Self::has_slot).
+    pub fn publish_line_words(&mut self, mut words: LineWords, len: usize) {
         assert!(len > 0 && len <= LINE_BYTES, "a line frame of {len} bytes");
         debug_assert!(
             self.desc_tail.wrapping_sub(self.cached_desc_head) < self.memory.slots,
             "publish without a free slot"
         );
+        let mut first = words[0].to_ne_bytes();
+        first[..4].copy_from_slice(&(DESC_LINE | (len as u32) << 8).to_ne_bytes());
+        words[0] = u64::from_ne_bytes(first);
         let slot = self.memory.slot(self.desc_tail);
         // SAFETY: as `publish_slot`: the slot is free and read only after
-        // its publish word's `Release` store below. Only the kind word is
-        // written: the rest of the line holds the caller's bytes.
+        // its publish word's `Release` store below. The words lie in the
+        // slot's first line, from its kind word (8-byte aligned: byte 8).
         unsafe {
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*slot).descriptor.kind), DESC_LINE | (len as u32) << 8)
-        };
+            let line = std::ptr::addr_of_mut!((*slot).descriptor).cast::<u64>();
+            for (i, word) in words.iter().enumerate() {
+                std::ptr::write_volatile(line.add(i), *word);
+            }
+        }
         self.desc_tail += 1;
         self.memory.seq(self.desc_tail - 1).store(self.desc_tail, Ordering::Release);
     }
@@ -1147,7 +1170,7 @@ impl Consumer {
     /// (which [`poll`](Self::poll) then takes, refusing what it must). The
     /// small frames of a call take this path: no descriptor, no enum of
     /// every kind to build and unpack.
-    pub fn take_line(&mut self) -> Result<Option<([u8; LINE_BYTES], usize)>, RingError> {
+    pub fn take_line(&mut self) -> Result<Option<(LineWords, usize)>, RingError> {
         if !self.pending.is_empty() || !self.has_pending() {
             return Ok(None);
         }
@@ -1155,21 +1178,24 @@ impl Consumer {
         let slot = self.memory.slot(index);
         // SAFETY: the slot lies in the mapping; the `Acquire` load of its
         // publish word in `has_pending` made the producer's writes
-        // visible. The kind word and the line are copied out before they
-        // are checked; the line's bytes lie inside the slot's first line.
-        let (kind, line) = unsafe {
-            let kind = std::ptr::read_volatile(std::ptr::addr_of!((*slot).descriptor.kind));
-            if kind & 0xff != DESC_LINE {
-                return Ok(None);
-            }
-            (kind, std::ptr::read_volatile(slot.cast::<u8>().add(LINE_OFFSET).cast::<[u8; LINE_BYTES]>()))
+        // visible. The kind word and the line are copied out, a word at a
+        // time, before they are checked; the words lie inside the slot's
+        // first line, from its kind word (8-byte aligned: byte 8).
+        let words: LineWords = unsafe {
+            let line = std::ptr::addr_of!((*slot).descriptor).cast::<u64>();
+            std::array::from_fn(|i| std::ptr::read_volatile(line.add(i)))
         };
+        let first = words[0].to_ne_bytes();
+        let kind = u32::from_ne_bytes([first[0], first[1], first[2], first[3]]);
+        if kind & 0xff != DESC_LINE {
+            return Ok(None);
+        }
         let len = u64::from(kind >> 8);
         if len == 0 || len > LINE_BYTES as u64 {
             return Err(RingError::LineLength { index, len });
         }
         self.release_slot();
-        Ok(Some((line, len as usize)))
+        Ok(Some((words, len as usize)))
     }
 
     /// Takes the next slot, checked, or `None` when there is none. An
@@ -1847,20 +1873,35 @@ mod tests {
         }
     }
 
+    /// Line words whose line frame bytes start with `bytes`.
+    fn words_of(bytes: &[u8]) -> LineWords {
+        let mut words = [0u64; LINE_WORDS];
+        for (i, &byte) in bytes.iter().enumerate() {
+            let mut word = words[(i + 4) / 8].to_ne_bytes();
+            word[(i + 4) % 8] = byte;
+            words[(i + 4) / 8] = u64::from_ne_bytes(word);
+        }
+        words
+    }
+
+    #[test]
+    fn line_words_hold_a_line_frames_bytes_after_the_kind_word() {
+        let bytes: Vec<u8> = (1..=LINE_BYTES as u8).collect();
+        assert_eq!(line_bytes_of(&words_of(&bytes)), bytes[..]);
+    }
+
     /// `take_line` takes line frames alone: anything else stays for
     /// `poll`, in order, and a bad length is refused.
     #[test]
     fn take_line_takes_line_frames_and_leaves_the_rest_to_poll() {
         let (mut heap, mut producer, mut consumer) = fresh(4, 512);
         assert!(consumer.take_line().unwrap().is_none(), "nothing published");
-        // SAFETY: a free slot's line bytes are the producer's.
-        unsafe { std::ptr::write_bytes(producer.line_bytes(), 0x11, LINE_BYTES) };
-        producer.publish_line(20);
+        producer.publish_line_words(words_of(&[0x11; LINE_BYTES]), 20);
         // SAFETY: a free slot's inline bytes are the producer's.
         unsafe { std::ptr::write_bytes(producer.inline_bytes(), 0x22, 30) };
         producer.publish_inline(30);
-        let (line, len) = consumer.take_line().unwrap().unwrap();
-        assert_eq!((len, &line[..len]), (20, &[0x11; 20][..]));
+        let (words, len) = consumer.take_line().unwrap().unwrap();
+        assert_eq!((len, &line_bytes_of(&words)[..len]), (20, &[0x11; 20][..]));
         assert!(consumer.take_line().unwrap().is_none(), "an inline frame is poll's");
         let Some(Received::Inline((bytes, InlineForm::Slot))) = poll_copy(&mut consumer).unwrap() else { panic!() };
         assert_eq!(bytes, vec![0x22; 30]);
@@ -1900,9 +1941,7 @@ mod tests {
                         continue;
                     }
                     if i % 6 == 3 {
-                        // SAFETY: a free slot's line bytes are the producer's.
-                        unsafe { std::ptr::write_bytes(producer.line_bytes(), i as u8, line_len(i)) };
-                        producer.publish_line(line_len(i));
+                        producer.publish_line_words(words_of(&vec![i as u8; line_len(i)]), line_len(i));
                         continue;
                     }
                     let len = 64 * (1 + i % 5);
@@ -1921,10 +1960,10 @@ mod tests {
             while seen < rounds {
                 // As the channel reads: a line frame first, then the rest.
                 if seen % 2 == 1
-                    && let Some((line, len)) = consumer.take_line().unwrap()
+                    && let Some((words, len)) = consumer.take_line().unwrap()
                 {
                     assert_eq!(seen % 6, 3, "frame {seen} was not sent as a line");
-                    assert_eq!(&line[..len], &vec![seen as u8; line_len(seen)][..]);
+                    assert_eq!(&line_bytes_of(&words)[..len], &vec![seen as u8; line_len(seen)][..]);
                     seen += 1;
                     continue;
                 }
