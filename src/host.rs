@@ -156,6 +156,38 @@ impl<T: Copy> Sampled<T> {
     }
 }
 
+/// Moves the calling thread off the CPU it runs on to another one its
+/// affinity allows, and leaves that affinity as it was: `false` (nothing
+/// done) where it allows no other CPU or the CPU is unknown. For a thread
+/// that learned it shares a core with the one it waits for while another
+/// core idles: the scheduler's own balancing leaves two threads that each
+/// run every few µs where they are (both look cache-hot).
+pub fn leave_current_cpu() -> bool {
+    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::unistd::Pid;
+    let this_thread = Pid::from_raw(0);
+    let Ok(allowed) = sched_getaffinity(this_thread) else {
+        return false;
+    };
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let Ok(here) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
+        return false;
+    };
+    let mut elsewhere = allowed;
+    if elsewhere.unset(here).is_err() {
+        return false;
+    }
+    let others = (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false));
+    if !others || sched_setaffinity(this_thread, &elsewhere).is_err() {
+        return false;
+    }
+    // The move happened inside the call above; the old mask lets the
+    // thread stay where it now is.
+    let restored = sched_setaffinity(this_thread, &allowed);
+    debug_assert!(restored.is_ok(), "the affinity the thread had is allowed again");
+    true
+}
+
 /// The process-wide spare-core sample behind [`has_spare_core`].
 struct SpareCore {
     base: Instant,
@@ -381,5 +413,33 @@ mod tests {
         let _ = sampler.answer(Instant::now());
         let second = sampler.times.state.lock().last.expect("still readable");
         assert!(second.0 > first.0 && second.1.total >= first.1.total, "a second reading was taken");
+    }
+
+    #[test]
+    fn a_thread_leaves_its_cpu_for_another_it_may_use_and_keeps_its_mask() {
+        use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+        use nix::unistd::Pid;
+        std::thread::spawn(|| {
+            let me = Pid::from_raw(0);
+            let allowed = sched_getaffinity(me).expect("affinity");
+            let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
+            // SAFETY: sched_getcpu takes no arguments.
+            let here = || usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU");
+            if cpus.len() >= 2 {
+                let before = here();
+                assert!(leave_current_cpu(), "{} CPUs allowed", cpus.len());
+                assert_ne!(here(), before, "moved off CPU {before}");
+                let after = sched_getaffinity(me).expect("affinity");
+                assert!(cpus.iter().all(|&c| after.is_set(c).unwrap_or(false)), "the mask is as it was");
+            }
+            // Allowed one CPU, it stays.
+            let mut one = CpuSet::new();
+            one.set(cpus[0]).expect("in range");
+            sched_setaffinity(me, &one).expect("pinned");
+            assert!(!leave_current_cpu());
+            assert_eq!(here(), cpus[0]);
+        })
+        .join()
+        .expect("the thread ran");
     }
 }

@@ -16,7 +16,7 @@ pub(crate) mod socket;
 
 /// How long a spin-wait spins purely before it starts yielding its core
 /// (`RINGFLOW_PURE_SPIN_US`, default 10).
-fn pure_spin() -> std::time::Duration {
+pub fn pure_spin() -> std::time::Duration {
     static PURE: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
     *PURE.get_or_init(|| {
         let us = std::env::var("RINGFLOW_PURE_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(10);

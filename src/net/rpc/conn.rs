@@ -582,6 +582,10 @@ impl Conn {
         // Read at the first empty poll: a frame already there costs no
         // clock read (about 35 ns here), an empty ring one instead of two.
         let mut start = None;
+        // A wait past its pure phase, or any wait while this reader shares
+        // a core with the peer's, is noted for the peer's reader (and the
+        // note taken back when this read returns): see `SHARED_CORE_HOLD`.
+        let mut noted = WaitNote { shm, noted: false };
         let frame_error = |e| NetError::Frame {
             peer: self.peer.clone(),
             source: match e {
@@ -625,9 +629,34 @@ impl Conn {
                 return Ok(None);
             }
             let start = *start.get_or_insert(now);
-            if now.duration_since(start) < spin {
-                let consumer = &rx.consumer;
-                io::spin_until(start, now, || consumer.has_pending());
+            let waited = now.duration_since(start);
+            let mut sharing_core = rx.shares_core_until.is_some_and(|until| now < until);
+            if !noted.noted && (sharing_core || waited >= io::pure_spin()) {
+                noted.noted = true;
+                if shm.note_waiting() {
+                    if shm.moves_off_a_shared_core()
+                        && crate::host::has_spare_core_at(now)
+                        && crate::host::leave_current_cpu()
+                    {
+                        rx.shares_core_until = None;
+                        sharing_core = false;
+                    } else {
+                        rx.shares_core_until = Some(now + SHARED_CORE_HOLD);
+                        sharing_core = true;
+                    }
+                } else {
+                    // The peer's reader waits elsewhere, or not at all.
+                    rx.shares_core_until = None;
+                    sharing_core = false;
+                }
+            }
+            if waited < spin {
+                if sharing_core {
+                    std::thread::yield_now();
+                } else {
+                    let consumer = &rx.consumer;
+                    io::spin_until(start, now, || consumer.has_pending());
+                }
                 continue;
             }
             if let Some(seq) = rx.consumer.prepare_sleep() {
@@ -689,6 +718,34 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// How long a shared-memory reader that found the peer's reader waiting on
+/// its own core yields from the first round of every wait, instead of
+/// spinning purely first. Two threads the scheduler stacked on one core
+/// (it does, after both slept: the wake-up lands on the waker's core, and
+/// neither counts as movable while both run every few µs) each spin
+/// through their pure phase while the other waits for the core: a 40 B
+/// round trip took 2 × the pure phase + 3 µs (23 µs), in whole blocks of
+/// `ringflow bench pingpong` (up to 1% of round trips, its p99). Yielding,
+/// it takes two context switches. After the hold the reader spins purely
+/// again, and notes the next wait that outlasts the pure phase, so a pair
+/// still stacked pays one slow round trip a hold.
+const SHARED_CORE_HOLD: Duration = Duration::from_millis(1);
+
+/// A shared-memory read's note that it waits (`ShmChannel::note_waiting`),
+/// taken back when the read returns, whichever way.
+struct WaitNote<'a> {
+    shm: &'a ShmChannel,
+    noted: bool,
+}
+
+impl Drop for WaitNote<'_> {
+    fn drop(&mut self) {
+        if self.noted {
+            self.shm.note_wait_over();
+        }
     }
 }
 

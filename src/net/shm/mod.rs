@@ -167,6 +167,9 @@ pub enum Side {
 pub(crate) struct RxState {
     pub(crate) consumer: Consumer,
     pub(crate) socket_frames_due: usize,
+    /// Until when the reader yields from the first round of a wait: it
+    /// found the peer's reader waiting on its core (`ShmChannel::note_waiting`).
+    pub(crate) shares_core_until: Option<std::time::Instant>,
     inline_buf: InlineBuf,
 }
 
@@ -390,7 +393,12 @@ impl ShmChannel {
             hangup: Arc::new(watch::HangupSignal::new(region.clone(), receive)),
             tx: tx.clone(),
             region,
-            rx: ReaderCell::new(RxState { consumer, socket_frames_due: 0, inline_buf: InlineBuf(None) }),
+            rx: ReaderCell::new(RxState {
+                consumer,
+                socket_frames_due: 0,
+                shares_core_until: None,
+                inline_buf: InlineBuf(None),
+            }),
             rx_direction: receive,
             watched: None,
             stalled_at_progress: AtomicU64::new(NOT_STALLED),
@@ -460,6 +468,38 @@ impl ShmChannel {
     /// Whether the peer's socket hung up (seen by the watch).
     pub(crate) fn peer_hung_up(&self) -> bool {
         self.hangup.hung_up()
+    }
+
+    /// Our reader waits for a frame (past its pure phase, or sharing a
+    /// core): notes the CPU it waits on where the peer's reader looks, and
+    /// says whether the peer's reader waits, noted so, on that same CPU.
+    /// Then the two threads share one core, and each one's pure spinning
+    /// only keeps the other from the frame it is about to send
+    /// (`rpc::conn::SHARED_CORE_HOLD`). `false` where the CPU is unknown.
+    /// Nothing is written on a wait that ends within its pure phase: the
+    /// peer's producer reads this line at every publish. A peer can write
+    /// anything here; what it wins is our yielding sooner.
+    pub(crate) fn note_waiting(&self) -> bool {
+        // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+        let Ok(cpu) = u32::try_from(unsafe { libc::sched_getcpu() }) else {
+            return false;
+        };
+        let mine = cpu.wrapping_add(1);
+        self.region.ring(self.rx_direction).doorbell().waiting_cpu.store(mine, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.region.ring(self.tx.direction).doorbell().waiting_cpu.load(Ordering::Relaxed) == mine
+    }
+
+    /// Whether this end is the one that moves when the two readers share a
+    /// core (the client's: were both to move, each could land on the
+    /// other's core).
+    pub(crate) fn moves_off_a_shared_core(&self) -> bool {
+        self.rx_direction == Direction::ServerToClient
+    }
+
+    /// The wait [`note_waiting`](Self::note_waiting) noted is over.
+    pub(crate) fn note_wait_over(&self) {
+        self.region.ring(self.rx_direction).doorbell().waiting_cpu.store(0, Ordering::Relaxed);
     }
 
     /// Writes `frame` into the peer's ring if there is room now (the one

@@ -141,11 +141,15 @@ pub struct ConsumerLine {
 }
 
 /// The doorbell: `seq` is the futex word, bumped by the producer when the
-/// consumer said it may sleep.
+/// consumer said it may sleep. `waiting_cpu` is the CPU (plus one) the
+/// consumer has spun on past its pure phase in the wait it is in, 0 when
+/// it is in no such wait: written by the consumer, read by the producer's
+/// own reader to learn that the two spin on one core.
 #[repr(C, align(64))]
 pub struct DoorbellLine {
     pub seq: AtomicU32,
     pub sleeping: AtomicU32,
+    pub waiting_cpu: AtomicU32,
 }
 
 /// The share of the data ring (numerator, denominator) past which a
@@ -1419,7 +1423,11 @@ pub(crate) mod test_memory {
                 control: Box::new(RingControl {
                     producer: ProducerLine { reserved: AtomicU64::new(0) },
                     consumer: ConsumerLine { desc_head: AtomicU64::new(0), data_head: AtomicU64::new(0) },
-                    doorbell: DoorbellLine { seq: AtomicU32::new(0), sleeping: AtomicU32::new(0) },
+                    doorbell: DoorbellLine {
+                        seq: AtomicU32::new(0),
+                        sleeping: AtomicU32::new(0),
+                        waiting_cpu: AtomicU32::new(0),
+                    },
                     holds: HoldsLine {
                         version: AtomicU64::new(0),
                         count: AtomicU64::new(0),

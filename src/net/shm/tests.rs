@@ -687,3 +687,34 @@ fn the_reader_cell_admits_one_reader_at_a_time() {
     });
     assert_eq!(cell.lock().0, 3 * rounds);
 }
+
+/// Two readers learn they wait on one CPU only from each other's notes:
+/// the second to note, on the same CPU, hears so; a note taken back, or
+/// one from another CPU, says nothing. Only the client's end moves.
+#[test]
+fn readers_waiting_on_one_cpu_find_each_other_through_their_notes() {
+    let (client, server) = placing_pair();
+    let pin_here = || {
+        let mut set = nix::sched::CpuSet::new();
+        // SAFETY: sched_getcpu takes no arguments.
+        let here = usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU");
+        set.set(here).expect("a CPU in range");
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("pinned");
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // One thread on one CPU plays both readers.
+            pin_here();
+            assert!(!client.note_waiting(), "nobody else noted a wait");
+            assert!(server.note_waiting(), "the client's reader waits on this CPU");
+            assert!(client.note_waiting(), "and the server's");
+            server.note_wait_over();
+            assert!(!client.note_waiting(), "the server's wait is over");
+            client.note_wait_over();
+            // A note from another CPU (as a peer would write it).
+            server.region().ring(Direction::ClientToServer).doorbell().waiting_cpu.store(u32::MAX, Ordering::Relaxed);
+            assert!(!client.note_waiting());
+        });
+    });
+    assert!(client.moves_off_a_shared_core() && !server.moves_off_a_shared_core());
+}
