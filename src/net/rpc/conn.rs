@@ -518,11 +518,11 @@ impl Conn {
         self.reply(FrameParts { kind: FrameKind::Error, method, request_id, meta: &meta, payloads: &[] })
     }
 
-    /// The next frame: one already buffered, or received now. `Ok(None)`
-    /// when the deadline passes; end of stream is [`NetError::Closed`]
-    /// (with a frame cut short it is a truncation error).
-    /// Reads the next frame, spinning up to `spin` on an empty socket
-    /// before sleeping on it.
+    /// The next frame: one already buffered, or received now, spinning up
+    /// to `spin` on an empty socket or ring before sleeping on it.
+    /// `Ok(None)` when the deadline passes; end of stream is
+    /// [`NetError::Closed`] (with a frame cut short it is a truncation
+    /// error).
     pub(crate) fn read_frame(
         &self,
         reader: &mut FrameReader,
