@@ -722,16 +722,19 @@ impl Drop for Conn {
 }
 
 /// How long a shared-memory reader that found the peer's reader waiting on
-/// its own core yields from the first round of every wait, instead of
-/// spinning purely first. Two threads the scheduler stacked on one core
+/// its own core, and did not move off it, yields from the first round of
+/// every wait instead of spinning purely first (unless a note finds the
+/// peer elsewhere sooner). Two threads the scheduler stacked on one core
 /// (it does, after both slept: the wake-up lands on the waker's core, and
 /// neither counts as movable while both run every few µs) each spin
 /// through their pure phase while the other waits for the core: a 40 B
 /// round trip took 2 × the pure phase + 3 µs (23 µs), in whole blocks of
-/// `ringflow bench pingpong` (up to 1% of round trips, its p99). Yielding,
-/// it takes two context switches. After the hold the reader spins purely
-/// again, and notes the next wait that outlasts the pure phase, so a pair
-/// still stacked pays one slow round trip a hold.
+/// `ringflow bench pingpong` (up to 1% of round trips, its p99). So the
+/// client's reader moves to another core when there is a spare one
+/// (`host::leave_current_cpu`); the server's yields meanwhile (two context
+/// switches a round trip). After the hold a reader spins purely again and
+/// notes the next wait that outlasts the pure phase, so a pair still
+/// stacked pays one slow round trip a hold.
 const SHARED_CORE_HOLD: Duration = Duration::from_millis(1);
 
 /// A shared-memory read's note that it waits (`ShmChannel::note_waiting`),
