@@ -163,29 +163,35 @@ impl<T: Copy> Sampled<T> {
 /// core idles: the scheduler's own balancing leaves two threads that each
 /// run every few µs where they are (both look cache-hot).
 pub fn leave_current_cpu() -> bool {
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-    use nix::unistd::Pid;
-    let this_thread = Pid::from_raw(0);
-    let Ok(allowed) = sched_getaffinity(this_thread) else {
-        return false;
-    };
+    other_allowed_cpus().is_some_and(|(allowed, elsewhere)| {
+        let this_thread = nix::unistd::Pid::from_raw(0);
+        if nix::sched::sched_setaffinity(this_thread, &elsewhere).is_err() {
+            return false;
+        }
+        // The move happened inside the call above; the old mask lets the
+        // thread stay where it now is.
+        let restored = nix::sched::sched_setaffinity(this_thread, &allowed);
+        debug_assert!(restored.is_ok(), "the affinity the thread had is allowed again");
+        true
+    })
+}
+
+/// Whether the calling thread's affinity allows it a CPU other than the
+/// one it runs on (what [`leave_current_cpu`] needs).
+pub fn may_leave_current_cpu() -> bool {
+    other_allowed_cpus().is_some()
+}
+
+/// The calling thread's affinity mask, and that mask without the CPU it
+/// runs on when it still holds another; `None` otherwise.
+fn other_allowed_cpus() -> Option<(nix::sched::CpuSet, nix::sched::CpuSet)> {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    let allowed = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
     // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
-    let Ok(here) = usize::try_from(unsafe { libc::sched_getcpu() }) else {
-        return false;
-    };
+    let here = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
     let mut elsewhere = allowed;
-    if elsewhere.unset(here).is_err() {
-        return false;
-    }
-    let others = (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false));
-    if !others || sched_setaffinity(this_thread, &elsewhere).is_err() {
-        return false;
-    }
-    // The move happened inside the call above; the old mask lets the
-    // thread stay where it now is.
-    let restored = sched_setaffinity(this_thread, &allowed);
-    debug_assert!(restored.is_ok(), "the affinity the thread had is allowed again");
-    true
+    elsewhere.unset(here).ok()?;
+    (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false)).then_some((allowed, elsewhere))
 }
 
 /// The process-wide spare-core sample behind [`has_spare_core`].
@@ -425,6 +431,7 @@ mod tests {
             let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
             // SAFETY: sched_getcpu takes no arguments.
             let here = || usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU");
+            assert_eq!(may_leave_current_cpu(), cpus.len() >= 2);
             if cpus.len() >= 2 {
                 let before = here();
                 assert!(leave_current_cpu(), "{} CPUs allowed", cpus.len());
@@ -436,7 +443,7 @@ mod tests {
             let mut one = CpuSet::new();
             one.set(cpus[0]).expect("in range");
             sched_setaffinity(me, &one).expect("pinned");
-            assert!(!leave_current_cpu());
+            assert!(!may_leave_current_cpu() && !leave_current_cpu());
             assert_eq!(here(), cpus[0]);
         })
         .join()

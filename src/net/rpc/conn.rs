@@ -633,11 +633,8 @@ impl Conn {
             let mut sharing_core = rx.shares_core_until.is_some_and(|until| now < until);
             if !noted.noted && (sharing_core || waited >= io::pure_spin()) {
                 noted.noted = true;
-                if shm.note_waiting() {
-                    if shm.moves_off_a_shared_core()
-                        && crate::host::has_spare_core_at(now)
-                        && crate::host::leave_current_cpu()
-                    {
+                if let Some(shared) = shm.note_waiting(!crate::host::may_leave_current_cpu()) {
+                    if shared.moves && crate::host::has_spare_core_at(now) && crate::host::leave_current_cpu() {
                         rx.shares_core_until = None;
                         sharing_core = false;
                     } else {
@@ -729,10 +726,10 @@ impl Drop for Conn {
 /// neither counts as movable while both run every few µs) each spin
 /// through their pure phase while the other waits for the core: a 40 B
 /// round trip took 2 × the pure phase + 3 µs (23 µs), in whole blocks of
-/// `ringflow bench pingpong` (up to 1% of round trips, its p99). So the
-/// client's reader moves to another core when there is a spare one
-/// (`host::leave_current_cpu`); the server's yields meanwhile (two context
-/// switches a round trip). After the hold a reader spins purely again and
+/// `ringflow bench pingpong` (up to 1% of round trips, its p99). So one
+/// reader moves to another core when there is a spare one
+/// (`host::leave_current_cpu`; which one: `ShmChannel::note_waiting`); the
+/// other yields meanwhile (two context switches a round trip). After the hold a reader spins purely again and
 /// notes the next wait that outlasts the pure phase, so a pair still
 /// stacked pays one slow round trip a hold.
 const SHARED_CORE_HOLD: Duration = Duration::from_millis(1);

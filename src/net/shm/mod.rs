@@ -296,6 +296,18 @@ pub struct ShmChannel {
 
 const NOT_STALLED: u64 = u64::MAX;
 
+/// The bit of a doorbell's `waiting_cpu` note saying that the noting
+/// reader's affinity allows it no other CPU.
+const NOTE_STAYS: u32 = 1 << 31;
+
+/// What [`ShmChannel::note_waiting`] found: the peer's reader waits on our
+/// reader's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SharedCore {
+    /// Ours is the reader that should move off it (the other yields).
+    pub moves: bool,
+}
+
 /// What one channel sent (also counted process-wide in `crate::counters`).
 #[derive(Debug, Default)]
 struct ChannelStats {
@@ -471,30 +483,30 @@ impl ShmChannel {
     }
 
     /// Our reader waits for a frame (past its pure phase, or sharing a
-    /// core): notes the CPU it waits on where the peer's reader looks, and
-    /// says whether the peer's reader waits, noted so, on that same CPU.
-    /// Then the two threads share one core, and each one's pure spinning
-    /// only keeps the other from the frame it is about to send
-    /// (`rpc::conn::SHARED_CORE_HOLD`). `false` where the CPU is unknown.
-    /// Nothing is written on a wait that ends within its pure phase: the
-    /// peer's producer reads this line at every publish. A peer can write
-    /// anything here; what it wins is our yielding sooner.
-    pub(crate) fn note_waiting(&self) -> bool {
+    /// core): notes the CPU it waits on where the peer's reader looks (and
+    /// whether it `stays` there: its affinity allows no other), and says
+    /// whether the peer's reader waits, noted so, on that same CPU. Then
+    /// the two threads share one core, and each one's pure spinning only
+    /// keeps the other from the frame it is about to send
+    /// (`rpc::conn::SHARED_CORE_HOLD`). `None` where the CPU is unknown or
+    /// differs. Nothing is written on a wait that ends within its pure
+    /// phase: the peer's producer reads this line at every publish. A peer
+    /// can write anything here; what it wins is our yielding or moving.
+    pub(crate) fn note_waiting(&self, stays: bool) -> Option<SharedCore> {
         // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
-        let Ok(cpu) = u32::try_from(unsafe { libc::sched_getcpu() }) else {
-            return false;
-        };
-        let mine = cpu.wrapping_add(1);
+        let cpu = u32::try_from(unsafe { libc::sched_getcpu() }).ok()?;
+        let mine = (cpu.wrapping_add(1) & !NOTE_STAYS) | if stays { NOTE_STAYS } else { 0 };
         self.region.ring(self.rx_direction).doorbell().waiting_cpu.store(mine, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::SeqCst);
-        self.region.ring(self.tx.direction).doorbell().waiting_cpu.load(Ordering::Relaxed) == mine
-    }
-
-    /// Whether this end is the one that moves when the two readers share a
-    /// core (the client's: were both to move, each could land on the
-    /// other's core).
-    pub(crate) fn moves_off_a_shared_core(&self) -> bool {
-        self.rx_direction == Direction::ServerToClient
+        let theirs = self.region.ring(self.tx.direction).doorbell().waiting_cpu.load(Ordering::Relaxed);
+        (theirs & !NOTE_STAYS == mine & !NOTE_STAYS).then(|| {
+            // One side moves, so that the two cannot swap cores: the
+            // client's, unless its reader stays where it is; then the
+            // server's, unless it stays too.
+            let peer_stays = theirs & NOTE_STAYS != 0;
+            let client = self.rx_direction == Direction::ServerToClient;
+            SharedCore { moves: !stays && (client || peer_stays) }
+        })
     }
 
     /// The wait [`note_waiting`](Self::note_waiting) noted is over.

@@ -690,7 +690,9 @@ fn the_reader_cell_admits_one_reader_at_a_time() {
 
 /// Two readers learn they wait on one CPU only from each other's notes:
 /// the second to note, on the same CPU, hears so; a note taken back, or
-/// one from another CPU, says nothing. Only the client's end moves.
+/// one from another CPU, says nothing. Exactly one of them moves: the
+/// client's, unless it cannot leave its CPU; then the server's, unless
+/// neither can.
 #[test]
 fn readers_waiting_on_one_cpu_find_each_other_through_their_notes() {
     let (client, server) = placing_pair();
@@ -701,20 +703,26 @@ fn readers_waiting_on_one_cpu_find_each_other_through_their_notes() {
         set.set(here).expect("a CPU in range");
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).expect("pinned");
     };
+    let moves = |shared: Option<SharedCore>| shared.expect("found sharing").moves;
     std::thread::scope(|s| {
         s.spawn(|| {
             // One thread on one CPU plays both readers.
             pin_here();
-            assert!(!client.note_waiting(), "nobody else noted a wait");
-            assert!(server.note_waiting(), "the client's reader waits on this CPU");
-            assert!(client.note_waiting(), "and the server's");
+            assert_eq!(client.note_waiting(false), None, "nobody else noted a wait");
+            assert!(!moves(server.note_waiting(false)), "the server's reader stays: the client's moves");
+            assert!(moves(client.note_waiting(false)));
+            // The client's reader cannot leave its CPU: the server's moves.
+            assert!(!moves(client.note_waiting(true)));
+            assert!(moves(server.note_waiting(false)));
+            // Neither can: neither moves.
+            assert!(!moves(server.note_waiting(true)));
+            assert!(!moves(client.note_waiting(true)));
             server.note_wait_over();
-            assert!(!client.note_waiting(), "the server's wait is over");
+            assert_eq!(client.note_waiting(false), None, "the server's wait is over");
             client.note_wait_over();
             // A note from another CPU (as a peer would write it).
             server.region().ring(Direction::ClientToServer).doorbell().waiting_cpu.store(u32::MAX, Ordering::Relaxed);
-            assert!(!client.note_waiting());
+            assert_eq!(client.note_waiting(false), None);
         });
     });
-    assert!(client.moves_off_a_shared_core() && !server.moves_off_a_shared_core());
 }
