@@ -594,7 +594,6 @@ impl Inner {
     }
 }
 
-/// A request's frame: call `id` of `method`.
 /// What a response or error frame (its kind, method and metadata)
 /// answers: the response's metadata validated for its method, or the
 /// error it carries. `Err` is a protocol violation.
@@ -614,6 +613,7 @@ fn outcome(kind: FrameKind, method: u16, meta: &[u8]) -> std::result::Result<Res
     }
 }
 
+/// A request's frame: call `id` of `method`.
 fn request_parts<'a>(method: Method, id: u64, meta: &'a [u8], payloads: &'a [Tensor]) -> FrameParts<'a> {
     FrameParts { kind: FrameKind::Request, method: method as u16, request_id: id, meta, payloads }
 }
