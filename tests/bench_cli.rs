@@ -27,6 +27,20 @@ fn pinned_pingpong_reports_its_figure_against_a_raw_baseline_with_the_ends_on_tw
 }
 
 #[test]
+fn shm_pingpong_reports_one_and_two_line_calls_against_the_raw_shared_memory_ping_pong() {
+    let lines = bench(&["pingpong", "--iterations", "300", "--transport", "shm", "--json"]);
+    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let metric =
+        |m: &str| figures.iter().find(|f| f["metric"] == m).unwrap_or_else(|| panic!("a {m} figure: {lines:?}"));
+    for f in [metric("p50_shm"), metric("p99_shm"), metric("p50_shm_64B")] {
+        let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
+        assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
+        assert!((f["ratio"].as_f64().unwrap() - value / baseline).abs() < 1e-6 * value / baseline, "{f}");
+        assert!(f["note"].as_str().unwrap().contains("raw shared-memory"), "{f}");
+    }
+}
+
+#[test]
 fn fanout_reports_its_speedup_against_what_plain_threads_get_from_the_machine_in_the_same_run() {
     let lines = bench(&["fanout", "--threads", "2", "--iterations", "20", "--json"]);
     let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
