@@ -239,6 +239,26 @@ fn verify_command_explains_a_pinned_case_without_a_cluster() {
 }
 
 /// The counter graph of `graph::builder` pinned to `task`.
+/// More steps than a connection's `max_in_flight` (4096), each sending a
+/// tensor from task 0 to task 1 (a one-way push): pushes never count as
+/// requests awaiting an answer, over shared memory and over TCP.
+#[test]
+fn a_tensor_sent_across_tasks_every_step_runs_past_max_in_flight_steps() {
+    let steps = ringflow::net::TransportOptions::default().max_in_flight + 100;
+    for (target, transport) in [(target(), "shm"), (tcp_cluster(2).lock().unwrap().target(0), "tcp")] {
+        let session = session_on(&target, ringflow::cli::bench_remote::sent_remote_graph());
+        let handle = session.make_callable(&strings(&["x"]), &strings(&["y"]), &[]).unwrap();
+        for step in 0..steps {
+            let (out, _) = session
+                .run_callable(handle, vec![Tensor::scalar(step as f32)], &RunOptions::default())
+                .unwrap_or_else(|e| panic!("{transport}: step {step}: {e}"));
+            assert_eq!(out[0].as_slice::<f32>().unwrap(), &[step as f32 * 2.0 + 1.0], "{transport}: step {step}");
+        }
+        session.release_callable(handle).unwrap();
+        session.close().unwrap();
+    }
+}
+
 fn counter_graph(task: u32) -> GraphSpec {
     ringflow::graph::builder::counter_graph(&format!("/job:worker/task:{task}"))
 }

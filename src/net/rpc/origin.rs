@@ -199,9 +199,10 @@ impl ServingScope {
         &self.origin
     }
 
-    /// Runs one request's handler: `run` gets the dispatch's serial (for
-    /// the reply's [`Origin::answered`]); a request still unanswered when
-    /// it returns is counted in flight.
+    /// Runs the handler of one request that expects an answer (a one-way
+    /// push never comes here: nothing would ever count it down): `run`
+    /// gets the dispatch's serial (for the reply's [`Origin::answered`]);
+    /// a request still unanswered when it returns is counted in flight.
     pub(crate) fn dispatch(&self, run: impl FnOnce(u64)) {
         let serial = SCOPE.with(|cell| {
             let mut scope = cell.get();

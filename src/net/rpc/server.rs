@@ -639,24 +639,17 @@ fn dispatch_line(
 }
 
 /// Runs a checked request's handler with its reply (or refuses it past
-/// `max_in_flight`).
+/// `max_in_flight`). A one-way request (a push) has nothing to answer, so
+/// it never enters the serving scope's in-flight count: counted there, each
+/// push would stay in flight for good, and a connection carrying one push a
+/// step (a tensor sent across tasks) would refuse every request after
+/// `max_in_flight` steps.
 fn dispatch_checked(shared: &Shared, scope: &ServingScope, checked: Checked, mut frame: ReceivedFrame) {
     let Checked { method, one_way, validated } = checked;
     let origin = scope.origin();
     let request_id = frame.header.request_id;
     let payloads = frame.take_payloads();
-    scope.dispatch(|serial| {
-        let reply = if one_way {
-            Reply::one_way()
-        } else {
-            let target = ReplyTarget { origin: OriginRef::new(origin), request_id, method, serial };
-            let reply = Reply { target: Some(target) };
-            if let Some(status) = over_in_flight(origin, shared) {
-                reply.err(status);
-                return;
-            }
-            reply
-        };
+    let run = |reply: Reply| {
         let request = Request { method, origin: OriginRef::new(origin), frame, validated, one_way, payloads };
         let service = &shared.service;
         // A panicking handler drops its Reply while unwinding (which
@@ -664,6 +657,18 @@ fn dispatch_checked(shared: &Shared, scope: &ServingScope, checked: Checked, mut
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle(request, reply)));
         if outcome.is_err() {
             tracing::error!("handler for {method} from {} panicked", origin.peer);
+        }
+    };
+    if one_way {
+        run(Reply::one_way());
+        return;
+    }
+    scope.dispatch(|serial| {
+        let target = ReplyTarget { origin: OriginRef::new(origin), request_id, method, serial };
+        let reply = Reply { target: Some(target) };
+        match over_in_flight(origin, shared) {
+            Some(status) => reply.err(status),
+            None => run(reply),
         }
     });
 }

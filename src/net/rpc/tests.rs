@@ -287,6 +287,33 @@ fn pushes_arrive_one_way() {
 }
 
 #[test]
+fn pushes_never_count_in_flight_however_many_arrive() {
+    for kind in kinds() {
+        let service = Arc::new(TestService::default());
+        let server_options = TransportOptions { max_in_flight: 2, ..options(kind) };
+        let server = Server::bind("127.0.0.1:0", service.clone(), server_options).unwrap();
+        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let t = Tensor::from_slice::<f32>([1], &[3.0]).unwrap();
+        for step in 0..10 {
+            let mut list = PayloadList::new();
+            let push = message::TensorPush {
+                session_handle: String::new(),
+                step_id: step,
+                rendezvous_key: "k".into(),
+                tensor: list.add(&t),
+                dead: false,
+            };
+            client.push_msg(&push, list.tensors()).unwrap();
+            // A call after each push: refused if the pushes counted.
+            let answer = client.call(Method::Ping, b"x", &[], soon());
+            assert_eq!(answer.unwrap().meta_bytes(), b"x", "{kind:?}: after {} pushes", step + 1);
+        }
+        assert_eq!(service.pushes.lock().len(), 10, "{kind:?}");
+        server.shutdown();
+    }
+}
+
+#[test]
 fn a_server_pushes_back_over_the_connection_a_request_came_on() {
     for (server_kind, client_kind) in kinds().into_iter().flat_map(|a| kinds().into_iter().map(move |b| (a, b))) {
         let (server, service) = start(server_kind);
