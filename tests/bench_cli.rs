@@ -10,11 +10,21 @@ fn bench(args: &[&str]) -> Vec<String> {
     String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
 }
 
+/// `ringflow bench ARGS --json`'s figures.
+fn bench_figures(args: &[&str]) -> Vec<serde_json::Value> {
+    bench(args).iter().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The figure named `name`.
+fn figure<'a>(figures: &'a [serde_json::Value], name: &str) -> &'a serde_json::Value {
+    figures.iter().find(|f| f["metric"] == name).unwrap_or_else(|| panic!("a {name} figure: {figures:?}"))
+}
+
 #[test]
 fn pinned_pingpong_reports_its_figure_against_a_raw_baseline_with_the_ends_on_two_cpus() {
-    let lines = bench(&["pingpong", "--iterations", "300", "--pin-threads", "--transport", "socket", "--json"]);
-    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let p50 = figures.iter().find(|f| f["metric"] == "p50_socket").expect("a p50_socket figure");
+    let figures =
+        bench_figures(&["pingpong", "--iterations", "300", "--pin-threads", "--transport", "socket", "--json"]);
+    let p50 = figure(&figures, "p50_socket");
     let value = p50["value"].as_f64().unwrap();
     let baseline = p50["baseline"].as_f64().unwrap();
     let ratio = p50["ratio"].as_f64().unwrap();
@@ -28,10 +38,8 @@ fn pinned_pingpong_reports_its_figure_against_a_raw_baseline_with_the_ends_on_tw
 
 #[test]
 fn shm_pingpong_reports_one_and_two_line_calls_against_the_raw_shared_memory_ping_pong() {
-    let lines = bench(&["pingpong", "--iterations", "300", "--transport", "shm", "--json"]);
-    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let metric =
-        |m: &str| figures.iter().find(|f| f["metric"] == m).unwrap_or_else(|| panic!("a {m} figure: {lines:?}"));
+    let figures = bench_figures(&["pingpong", "--iterations", "300", "--transport", "shm", "--json"]);
+    let metric = |m: &str| figure(&figures, m);
     for f in [metric("p50_shm"), metric("p99_shm"), metric("p50_shm_64B")] {
         let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
         assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
@@ -42,10 +50,8 @@ fn shm_pingpong_reports_one_and_two_line_calls_against_the_raw_shared_memory_pin
 
 #[test]
 fn fanout_reports_its_speedup_against_what_plain_threads_get_from_the_machine_in_the_same_run() {
-    let lines = bench(&["fanout", "--threads", "2", "--iterations", "20", "--json"]);
-    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let metric =
-        |m: &str| figures.iter().find(|f| f["metric"] == m).unwrap_or_else(|| panic!("a {m} figure: {lines:?}"));
+    let figures = bench_figures(&["fanout", "--threads", "2", "--iterations", "20", "--json"]);
+    let metric = |m: &str| figure(&figures, m);
     let (speedup, raw) = (metric("speedup"), metric("raw_speedup"));
     let raw_value = raw["value"].as_f64().unwrap();
     assert!(raw_value > 0.0 && raw_value.is_finite(), "{raw}");
@@ -62,10 +68,8 @@ fn fanout_reports_its_speedup_against_what_plain_threads_get_from_the_machine_in
 
 #[test]
 fn step_remote_reports_the_bare_relay_of_its_messages_beside_the_raw_round_trip() {
-    let lines = bench(&["step-remote", "--iterations", "50", "--json"]);
-    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let metric =
-        |m: &str| figures.iter().find(|f| f["metric"] == m).unwrap_or_else(|| panic!("a {m} figure: {lines:?}"));
+    let figures = bench_figures(&["step-remote", "--iterations", "50", "--json"]);
+    let metric = |m: &str| figure(&figures, m);
     let (step, relay, over) = (metric("p50"), metric("p50-raw-relay"), metric("p50-over-relay"));
     assert_eq!(relay["baseline"], step["baseline"], "both against the same raw round trip");
     let (step_us, relay_us) = (step["value"].as_f64().unwrap(), relay["value"].as_f64().unwrap());
@@ -75,13 +79,12 @@ fn step_remote_reports_the_bare_relay_of_its_messages_beside_the_raw_round_trip(
 
 #[test]
 fn while_loop_and_conv_report_per_unit_figures_with_their_direct_kernel_baselines() {
-    let lines = bench(&["while-loop", "conv", "--iterations", "5", "--json"]);
-    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let figures = bench_figures(&["while-loop", "conv", "--iterations", "5", "--json"]);
     for (scenario, metric, unit) in [("while-loop", "per_iteration", "ns"), ("conv", "p50", "us")] {
         let f = figures
             .iter()
             .find(|f| f["scenario"] == scenario && f["metric"] == metric)
-            .unwrap_or_else(|| panic!("a {scenario} {metric} figure: {lines:?}"));
+            .unwrap_or_else(|| panic!("a {scenario} {metric} figure: {figures:?}"));
         assert_eq!(f["unit"], unit, "{f}");
         let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
         assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
@@ -91,13 +94,12 @@ fn while_loop_and_conv_report_per_unit_figures_with_their_direct_kernel_baseline
 
 #[test]
 fn train_step_reports_both_models_against_the_same_graph_in_one_process() {
-    let lines = bench(&["train-step", "--iterations", "20", "--json"]);
-    let figures: Vec<serde_json::Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let figures = bench_figures(&["train-step", "--iterations", "20", "--json"]);
     for metric in ["p50_small", "p99_small", "p50_medium", "p99_medium"] {
         let f = figures
             .iter()
             .find(|f| f["scenario"] == "train-step" && f["metric"] == metric)
-            .unwrap_or_else(|| panic!("a train-step {metric} figure: {lines:?}"));
+            .unwrap_or_else(|| panic!("a train-step {metric} figure: {figures:?}"));
         assert_eq!(f["unit"], "us", "{f}");
         let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
         assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");

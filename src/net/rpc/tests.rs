@@ -268,15 +268,7 @@ fn pushes_arrive_one_way() {
         let (server, service) = start(kind);
         let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
         let t = Tensor::from_slice::<f32>([2], &[1.0, 2.0]).unwrap();
-        let mut list = PayloadList::new();
-        let push = message::TensorPush {
-            session_handle: String::new(),
-            step_id: 1,
-            rendezvous_key: "k".into(),
-            tensor: list.add(&t),
-            dead: false,
-        };
-        client.push_msg(&push, list.tensors()).unwrap();
+        push_tensor(&client, 1, "k", &t);
         // A call after the push on the same connection is answered after it.
         client.call(Method::Ping, b"x", &[], soon()).unwrap();
         let pushes = service.pushes.lock();
@@ -286,24 +278,22 @@ fn pushes_arrive_one_way() {
     }
 }
 
+/// A server refusing requests past `max_in_flight`, and a client of it.
+fn start_with_max_in_flight(kind: TransportKind, max_in_flight: usize) -> (Server, Arc<TestService>, Client) {
+    let service = Arc::new(TestService::default());
+    let server_options = TransportOptions { max_in_flight, ..options(kind) };
+    let server = Server::bind("127.0.0.1:0", service.clone(), server_options).unwrap();
+    let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+    (server, service, client)
+}
+
 #[test]
 fn pushes_never_count_in_flight_however_many_arrive() {
     for kind in kinds() {
-        let service = Arc::new(TestService::default());
-        let server_options = TransportOptions { max_in_flight: 2, ..options(kind) };
-        let server = Server::bind("127.0.0.1:0", service.clone(), server_options).unwrap();
-        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let (server, service, client) = start_with_max_in_flight(kind, 2);
         let t = Tensor::from_slice::<f32>([1], &[3.0]).unwrap();
         for step in 0..10 {
-            let mut list = PayloadList::new();
-            let push = message::TensorPush {
-                session_handle: String::new(),
-                step_id: step,
-                rendezvous_key: "k".into(),
-                tensor: list.add(&t),
-                dead: false,
-            };
-            client.push_msg(&push, list.tensors()).unwrap();
+            push_tensor(&client, step, "k", &t);
             // A call after each push: refused if the pushes counted.
             let answer = client.call(Method::Ping, b"x", &[], soon());
             assert_eq!(answer.unwrap().meta_bytes(), b"x", "{kind:?}: after {} pushes", step + 1);
@@ -898,10 +888,7 @@ fn frames_go_around_a_span_the_reader_keeps_without_stalling() {
 #[test]
 fn a_server_refuses_requests_past_max_in_flight_counting_only_those_answered_later() {
     for kind in kinds() {
-        let service = Arc::new(TestService::default());
-        let server_options = TransportOptions { max_in_flight: 2, ..options(kind) };
-        let server = Server::bind("127.0.0.1:0", service.clone(), server_options).unwrap();
-        let client = Client::connect(&server.local_addr().to_string(), options(kind)).unwrap();
+        let (server, service, client) = start_with_max_in_flight(kind, 2);
         // Answered inline: never in flight, however many.
         for _ in 0..100 {
             client.call(Method::Ping, b"x", &[], soon()).unwrap();
