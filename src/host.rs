@@ -156,42 +156,44 @@ impl<T: Copy> Sampled<T> {
     }
 }
 
-/// Moves the calling thread off the CPU it runs on to another one its
-/// affinity allows, and leaves that affinity as it was: `false` (nothing
-/// done) where it allows no other CPU or the CPU is unknown. For a thread
-/// that learned it shares a core with the one it waits for while another
-/// core idles: the scheduler's own balancing leaves two threads that each
-/// run every few µs where they are (both look cache-hot).
-pub fn leave_current_cpu() -> bool {
-    other_allowed_cpus().is_some_and(|(allowed, elsewhere)| {
-        let this_thread = nix::unistd::Pid::from_raw(0);
-        if nix::sched::sched_setaffinity(this_thread, &elsewhere).is_err() {
-            return false;
-        }
-        // The move happened inside the call above; the old mask lets the
-        // thread stay where it now is.
-        let restored = nix::sched::sched_setaffinity(this_thread, &allowed);
-        debug_assert!(restored.is_ok(), "the affinity the thread had is allowed again");
-        true
-    })
+/// The calling thread's affinity mask, when it allows a CPU other than
+/// the one the thread runs on: one lookup for a wait that needs both to
+/// tell its peer whether it could move and, maybe, to move.
+pub struct OtherCpus {
+    allowed: nix::sched::CpuSet,
+    elsewhere: nix::sched::CpuSet,
 }
 
-/// Whether the calling thread's affinity allows it a CPU other than the
-/// one it runs on (what [`leave_current_cpu`] needs).
-pub fn may_leave_current_cpu() -> bool {
-    other_allowed_cpus().is_some()
-}
-
-/// The calling thread's affinity mask, and that mask without the CPU it
-/// runs on when it still holds another; `None` otherwise.
-fn other_allowed_cpus() -> Option<(nix::sched::CpuSet, nix::sched::CpuSet)> {
+/// [`OtherCpus`] of the calling thread; `None` where its affinity allows
+/// no other CPU or the CPU is unknown.
+pub fn other_cpus() -> Option<OtherCpus> {
     use nix::sched::{CpuSet, sched_getaffinity};
     let allowed = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
     // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
     let here = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
     let mut elsewhere = allowed;
     elsewhere.unset(here).ok()?;
-    (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false)).then_some((allowed, elsewhere))
+    (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false)).then_some(OtherCpus { allowed, elsewhere })
+}
+
+impl OtherCpus {
+    /// Moves the calling thread (the one that looked its CPUs up) off the
+    /// CPU it runs on to another one its affinity allows, and leaves that
+    /// affinity as it was: `false` when the move failed. For a thread that
+    /// learned it shares a core with the one it waits for while another
+    /// core idles: the scheduler's own balancing leaves two threads that
+    /// each run every few µs where they are (both look cache-hot).
+    pub fn leave_current_cpu(self) -> bool {
+        let this_thread = nix::unistd::Pid::from_raw(0);
+        if nix::sched::sched_setaffinity(this_thread, &self.elsewhere).is_err() {
+            return false;
+        }
+        // The move happened inside the call above; the old mask lets the
+        // thread stay where it now is.
+        let restored = nix::sched::sched_setaffinity(this_thread, &self.allowed);
+        debug_assert!(restored.is_ok(), "the affinity the thread had is allowed again");
+        true
+    }
 }
 
 /// The process-wide spare-core sample behind [`has_spare_core`].
@@ -431,10 +433,11 @@ mod tests {
             let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
             // SAFETY: sched_getcpu takes no arguments.
             let here = || usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU");
-            assert_eq!(may_leave_current_cpu(), cpus.len() >= 2);
-            if cpus.len() >= 2 {
+            let others = other_cpus();
+            assert_eq!(others.is_some(), cpus.len() >= 2);
+            if let Some(others) = others {
                 let before = here();
-                assert!(leave_current_cpu(), "{} CPUs allowed", cpus.len());
+                assert!(others.leave_current_cpu(), "{} CPUs allowed", cpus.len());
                 assert_ne!(here(), before, "moved off CPU {before}");
                 let after = sched_getaffinity(me).expect("affinity");
                 assert!(cpus.iter().all(|&c| after.is_set(c).unwrap_or(false)), "the mask is as it was");
@@ -443,7 +446,7 @@ mod tests {
             let mut one = CpuSet::new();
             one.set(cpus[0]).expect("in range");
             sched_setaffinity(me, &one).expect("pinned");
-            assert!(!may_leave_current_cpu() && !leave_current_cpu());
+            assert!(other_cpus().is_none());
             assert_eq!(here(), cpus[0]);
         })
         .join()

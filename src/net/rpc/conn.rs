@@ -633,8 +633,10 @@ impl Conn {
             let mut sharing_core = rx.shares_core_until.is_some_and(|until| now < until);
             if !noted.noted && (sharing_core || waited >= io::pure_spin()) {
                 noted.noted = true;
-                if let Some(shared) = shm.note_waiting(!crate::host::may_leave_current_cpu()) {
-                    if shared.moves && crate::host::has_spare_core_at(now) && crate::host::leave_current_cpu() {
+                let others = crate::host::other_cpus();
+                if let Some(shared) = shm.note_waiting(others.is_none()) {
+                    let may_move = shared.moves && crate::host::has_spare_core_at(now);
+                    if may_move && others.is_some_and(|o| o.leave_current_cpu()) {
                         rx.shares_core_until = None;
                         sharing_core = false;
                     } else {
@@ -728,7 +730,7 @@ impl Drop for Conn {
 /// round trip took 2 × the pure phase + 3 µs (23 µs), in whole blocks of
 /// `ringflow bench pingpong` (up to 1% of round trips, its p99). So one
 /// reader moves to another core when there is a spare one
-/// (`host::leave_current_cpu`; which one: `ShmChannel::note_waiting`); the
+/// (`host::OtherCpus::leave_current_cpu`; which one: `ShmChannel::note_waiting`); the
 /// other yields meanwhile (two context switches a round trip). After the hold a reader spins purely again and
 /// notes the next wait that outlasts the pure phase, so a pair still
 /// stacked pays one slow round trip a hold.
