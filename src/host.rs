@@ -164,6 +164,34 @@ pub struct OtherCpus {
     elsewhere: nix::sched::CpuSet,
 }
 
+/// How long a thread's answer to [`may_leave_cpu`] stands before it is
+/// looked up again: affinity changes rarely, and a wait that notes its
+/// CPU for its peer asks at each note.
+pub const AFFINITY_RECHECK: Duration = Duration::from_millis(100);
+
+/// Whether the calling thread's affinity allows it more than one CPU, as
+/// looked up at most [`AFFINITY_RECHECK`] before `now` (on this thread):
+/// the affinity syscall and a scan of the mask cost more than a short
+/// wait. A thread about to move looks its CPUs up afresh
+/// ([`other_cpus`]).
+pub fn may_leave_cpu(now: Instant) -> bool {
+    thread_local! {
+        static LOOKED_UP: std::cell::Cell<Option<(Instant, bool)>> = const { std::cell::Cell::new(None) };
+    }
+    LOOKED_UP.with(|looked_up| {
+        if let Some((at, several)) = looked_up.get()
+            && now.saturating_duration_since(at) < AFFINITY_RECHECK
+        {
+            return several;
+        }
+        let several = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).is_ok_and(|allowed| {
+            (0..nix::sched::CpuSet::count()).filter(|&cpu| allowed.is_set(cpu).unwrap_or(false)).nth(1).is_some()
+        });
+        looked_up.set(Some((now, several)));
+        several
+    })
+}
+
 /// [`OtherCpus`] of the calling thread; `None` where its affinity allows
 /// no other CPU or the CPU is unknown.
 pub fn other_cpus() -> Option<OtherCpus> {
@@ -421,6 +449,30 @@ mod tests {
         let _ = sampler.answer(Instant::now());
         let second = sampler.times.state.lock().last.expect("still readable");
         assert!(second.0 > first.0 && second.1.total >= first.1.total, "a second reading was taken");
+    }
+
+    #[test]
+    fn whether_a_thread_may_leave_its_cpu_is_looked_up_again_only_after_the_recheck_period() {
+        use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+        use nix::unistd::Pid;
+        std::thread::spawn(|| {
+            let me = Pid::from_raw(0);
+            let allowed = sched_getaffinity(me).expect("affinity");
+            let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
+            let now = Instant::now();
+            assert_eq!(may_leave_cpu(now), cpus.len() >= 2, "{} CPUs allowed", cpus.len());
+            let mut one = CpuSet::new();
+            one.set(cpus[0]).expect("in range");
+            sched_setaffinity(me, &one).expect("pinned");
+            // Within the period the answer looked up stands...
+            assert_eq!(may_leave_cpu(now + AFFINITY_RECHECK / 2), cpus.len() >= 2);
+            // ...after it the pinned mask is seen.
+            assert!(!may_leave_cpu(now + AFFINITY_RECHECK));
+            sched_setaffinity(me, &allowed).expect("unpinned");
+            assert_eq!(may_leave_cpu(now + 2 * AFFINITY_RECHECK), cpus.len() >= 2);
+        })
+        .join()
+        .expect("the thread ran");
     }
 
     #[test]

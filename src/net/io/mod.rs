@@ -65,18 +65,21 @@ const POLL_BURST: u32 = 8;
 /// pause between. So a round reads the clock once (about 35 ns here), for
 /// its deadline, the pure phase and the spare-core sampler together,
 /// instead of three times for every poll, and a spinner sees a published
-/// frame that much sooner. Returns at the first `true`.
+/// frame that much sooner. Returns at the first `true`; says whether the
+/// round yielded its core instead.
 #[inline]
-pub fn spin_until(spin_start: std::time::Instant, now: std::time::Instant, mut ready: impl FnMut() -> bool) {
+pub fn spin_until(spin_start: std::time::Instant, now: std::time::Instant, mut ready: impl FnMut() -> bool) -> bool {
     if may_spin_purely(spin_start, now) {
         for _ in 0..POLL_BURST {
             if ready() {
-                return;
+                return false;
             }
             std::hint::spin_loop();
         }
+        false
     } else {
         std::thread::yield_now();
+        true
     }
 }
 

@@ -583,8 +583,9 @@ impl Conn {
         // clock read (about 35 ns here), an empty ring one instead of two.
         let mut start = None;
         // A wait past its pure phase, or any wait while this reader shares
-        // a core with the peer's, is noted for the peer's reader (and the
-        // note taken back when this read returns): see `SHARED_CORE_HOLD`.
+        // a core with the peer's or lately gave its core to another thread,
+        // is noted for the peer's reader (and the note taken back when this
+        // read returns): see `SHARED_CORE_HOLD` and `DESCHEDULED`.
         let mut noted = WaitNote { shm, noted: false };
         let frame_error = |e| NetError::Frame {
             peer: self.peer.clone(),
@@ -631,12 +632,17 @@ impl Conn {
             let start = *start.get_or_insert(now);
             let waited = now.duration_since(start);
             let mut sharing_core = rx.shares_core_until.is_some_and(|until| now < until);
-            if !noted.noted && (sharing_core || waited >= io::pure_spin()) {
+            // Set only for a reader that could move: the note is what lets
+            // it (or its peer) leave.
+            let contended = rx.contended_until.is_some_and(|until| now < until);
+            if !noted.noted && (sharing_core || contended || waited >= io::pure_spin()) {
                 noted.noted = true;
-                let others = crate::host::other_cpus();
-                if let Some(shared) = shm.note_waiting(others.is_none()) {
-                    let may_move = shared.moves && crate::host::has_spare_core_at(now);
-                    if may_move && others.is_some_and(|o| o.leave_current_cpu()) {
+                if let Some(shared) = shm.note_waiting(!crate::host::may_leave_cpu(now)) {
+                    // A reader whose core other threads take turns on moves
+                    // even with no core spare: off its peer's core, the two
+                    // stop paying a context switch per message.
+                    let may_move = shared.moves && (contended || crate::host::has_spare_core_at(now));
+                    if may_move && crate::host::other_cpus().is_some_and(|o| o.leave_current_cpu()) {
                         rx.shares_core_until = None;
                         sharing_core = false;
                     } else {
@@ -650,11 +656,19 @@ impl Conn {
                 }
             }
             if waited < spin {
-                if sharing_core {
+                let yielded = if sharing_core {
                     std::thread::yield_now();
+                    true
                 } else {
                     let consumer = &rx.consumer;
-                    io::spin_until(start, now, || consumer.has_pending());
+                    io::spin_until(start, now, || consumer.has_pending())
+                };
+                // Timed here, not by the next round: a frame that came while
+                // another thread had the core is taken before that round's
+                // clock read, and being descheduled so is the case to see.
+                // A reader that could not move has no use for knowing.
+                if yielded && crate::host::may_leave_cpu(now) && now.elapsed() >= DESCHEDULED {
+                    rx.contended_until = Some(now + SHARED_CORE_HOLD);
                 }
                 continue;
             }
@@ -735,6 +749,19 @@ impl Drop for Conn {
 /// notes the next wait that outlasts the pure phase, so a pair still
 /// stacked pays one slow round trip a hold.
 const SHARED_CORE_HOLD: Duration = Duration::from_millis(1);
+
+/// A yield that took this long gave the core to another thread (a yield
+/// nobody takes returns in about 0.3 µs on the 2 vCPU VMs; handing the core
+/// to another process and back takes 3 µs). The reader then notes each
+/// wait at once for `SHARED_CORE_HOLD`, and may move off its peer's core
+/// with no core spare: three busy processes on two cores (a client, a
+/// master and a worker) otherwise keep whatever placement the scheduler
+/// gave them, and with the master sharing a core every step pays an extra
+/// switch (unpinned step-remote on the 2 vCPU AMD EPYC 7001 VM,
+/// alternating runs: near 23.3–24.0 µs in 3 of 4 without this rule, 15.2–16.1
+/// µs in 4 of 4 with it; pinned, where it does nothing, 14.9–15.3 against
+/// 15.2–15.6 µs).
+const DESCHEDULED: Duration = Duration::from_micros(1);
 
 /// A shared-memory read's note that it waits (`ShmChannel::note_waiting`),
 /// taken back when the read returns, whichever way.

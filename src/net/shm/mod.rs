@@ -170,6 +170,9 @@ pub(crate) struct RxState {
     /// Until when the reader yields from the first round of a wait: it
     /// found the peer's reader waiting on its core (`ShmChannel::note_waiting`).
     pub(crate) shares_core_until: Option<std::time::Instant>,
+    /// Until when the reader notes each wait at once: a yield in one of
+    /// its waits gave its core to another thread (`rpc::conn::DESCHEDULED`).
+    pub(crate) contended_until: Option<std::time::Instant>,
     inline_buf: InlineBuf,
 }
 
@@ -296,7 +299,7 @@ pub struct ShmChannel {
 
 const NOT_STALLED: u64 = u64::MAX;
 
-/// The bit of a doorbell's `waiting_cpu` note saying that the noting
+/// The bit of a wait note (`ring::WaitNoteLine`) saying that the noting
 /// reader's affinity allows it no other CPU.
 const NOTE_STAYS: u32 = 1 << 31;
 
@@ -409,6 +412,7 @@ impl ShmChannel {
                 consumer,
                 socket_frames_due: 0,
                 shares_core_until: None,
+                contended_until: None,
                 inline_buf: InlineBuf(None),
             }),
             rx_direction: receive,
@@ -482,23 +486,24 @@ impl ShmChannel {
         self.hangup.hung_up()
     }
 
-    /// Our reader waits for a frame (past its pure phase, or sharing a
-    /// core): notes the CPU it waits on where the peer's reader looks (and
-    /// whether it `stays` there: its affinity allows no other), and says
-    /// whether the peer's reader waits, noted so, on that same CPU. Then
-    /// the two threads share one core, and each one's pure spinning only
-    /// keeps the other from the frame it is about to send
+    /// Our reader waits for a frame (past its pure phase, or on a core it
+    /// lately found shared): notes the CPU it waits on where the peer's
+    /// reader looks (and whether it `stays` there: its affinity allows no
+    /// other), and says whether the peer's reader waits, noted so, on that
+    /// same CPU. Then the two threads share one core, and each one's
+    /// spinning only keeps the other from the frame it is about to send
     /// (`rpc::conn::SHARED_CORE_HOLD`). `None` where the CPU is unknown or
-    /// differs. Nothing is written on a wait that ends within its pure
-    /// phase: the peer's producer reads this line at every publish. A peer
-    /// can write anything here; what it wins is our yielding or moving.
+    /// differs. The note has a line of its own ([`ring::WaitNoteLine`]),
+    /// and a short wait writes none: a note costs a store, a fence and a
+    /// load of the peer's line. A peer can write anything here; what it
+    /// wins is our yielding or moving.
     pub(crate) fn note_waiting(&self, stays: bool) -> Option<SharedCore> {
         // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
         let cpu = u32::try_from(unsafe { libc::sched_getcpu() }).ok()?;
         let mine = (cpu.wrapping_add(1) & !NOTE_STAYS) | if stays { NOTE_STAYS } else { 0 };
-        self.region.ring(self.rx_direction).doorbell().waiting_cpu.store(mine, Ordering::Relaxed);
+        self.region.ring(self.rx_direction).wait_note().store(mine, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::SeqCst);
-        let theirs = self.region.ring(self.tx.direction).doorbell().waiting_cpu.load(Ordering::Relaxed);
+        let theirs = self.region.ring(self.tx.direction).wait_note().load(Ordering::Relaxed);
         (theirs & !NOTE_STAYS == mine & !NOTE_STAYS).then(|| {
             // One side moves, so that the two cannot swap cores: the
             // client's, unless its reader stays where it is; then the
@@ -511,7 +516,7 @@ impl ShmChannel {
 
     /// The wait [`note_waiting`](Self::note_waiting) noted is over.
     pub(crate) fn note_wait_over(&self) {
-        self.region.ring(self.rx_direction).doorbell().waiting_cpu.store(0, Ordering::Relaxed);
+        self.region.ring(self.rx_direction).wait_note().store(0, Ordering::Relaxed);
     }
 
     /// Writes `frame` into the peer's ring if there is room now (the one

@@ -30,7 +30,8 @@ const MAGIC: u64 = u64::from_le_bytes(*b"RFLWSHM1");
 /// 2: slots carry their own publish word and small frames inline.
 /// 3: the holds line lists ranges of lent spans, up to `ring::HOLDS`.
 /// 4: inline frames carry a compact head (`shm::INLINE_HEAD_BYTES`).
-const LAYOUT_VERSION: u32 = 4;
+/// 5: a reader's wait note has a line of its own (`ring::WaitNoteLine`).
+const LAYOUT_VERSION: u32 = 5;
 const PAGE: u64 = 4096;
 const CONTROL_OFFSETS: [u64; 2] = [1024, 2048];
 // Each direction's control block ends before the next one (or the slots).

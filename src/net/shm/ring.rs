@@ -126,11 +126,15 @@ pub const MAX_FRAME_SPANS: usize = 16;
 /// ring's first pages ([`Producer::reserve_held`]).
 const HELD_ROOM_AFTER_MAX: u64 = 1 << 20;
 
-/// The producer's cache line (no field the consumer reads on the hot path:
-/// publication is per slot).
+/// The consumer's wait note, on a line of its own: the CPU (plus one) the
+/// consumer spins on in the wait it is in, 0 when it is in no noted wait.
+/// Written by the consumer, read by the producer's own reader to learn
+/// that the two spin on one core. Not in the doorbell line: the producer
+/// reads that one at every publish, and a note stored there cost it a
+/// line transfer each time.
 #[repr(C, align(64))]
-pub struct ProducerLine {
-    pub reserved: AtomicU64,
+pub struct WaitNoteLine {
+    pub waiting_cpu: AtomicU32,
 }
 
 /// The consumer's cache line.
@@ -141,15 +145,11 @@ pub struct ConsumerLine {
 }
 
 /// The doorbell: `seq` is the futex word, bumped by the producer when the
-/// consumer said it may sleep. `waiting_cpu` is the CPU (plus one) the
-/// consumer has spun on past its pure phase in the wait it is in, 0 when
-/// it is in no such wait: written by the consumer, read by the producer's
-/// own reader to learn that the two spin on one core.
+/// consumer said it may sleep.
 #[repr(C, align(64))]
 pub struct DoorbellLine {
     pub seq: AtomicU32,
     pub sleeping: AtomicU32,
-    pub waiting_cpu: AtomicU32,
 }
 
 /// The share of the data ring (numerator, denominator) past which a
@@ -184,7 +184,7 @@ pub struct HoldsLine {
 /// One direction's indices, each party's on its own cache line.
 #[repr(C)]
 pub struct RingControl {
-    pub producer: ProducerLine,
+    pub wait_note: WaitNoteLine,
     pub consumer: ConsumerLine,
     pub doorbell: DoorbellLine,
     pub holds: HoldsLine,
@@ -248,6 +248,11 @@ impl RingMemory {
 
     pub fn doorbell(&self) -> &DoorbellLine {
         &self.control().doorbell
+    }
+
+    /// The consumer's wait note ([`WaitNoteLine`]).
+    pub fn wait_note(&self) -> &AtomicU32 {
+        &self.control().wait_note.waiting_cpu
     }
 
     /// The slot of `index`.
@@ -1421,12 +1426,11 @@ pub(crate) mod test_memory {
         pub fn new(slots: u64, capacity: u64) -> Box<HeapRing> {
             Box::new(HeapRing {
                 control: Box::new(RingControl {
-                    producer: ProducerLine { reserved: AtomicU64::new(0) },
+                    wait_note: WaitNoteLine { waiting_cpu: AtomicU32::new(0) },
                     consumer: ConsumerLine { desc_head: AtomicU64::new(0), data_head: AtomicU64::new(0) },
                     doorbell: DoorbellLine {
                         seq: AtomicU32::new(0),
                         sleeping: AtomicU32::new(0),
-                        waiting_cpu: AtomicU32::new(0),
                     },
                     holds: HoldsLine {
                         version: AtomicU64::new(0),

@@ -721,7 +721,7 @@ fn readers_waiting_on_one_cpu_find_each_other_through_their_notes() {
             assert_eq!(client.note_waiting(false), None, "the server's wait is over");
             client.note_wait_over();
             // A note from another CPU (as a peer would write it).
-            server.region().ring(Direction::ClientToServer).doorbell().waiting_cpu.store(u32::MAX, Ordering::Relaxed);
+            server.region().ring(Direction::ClientToServer).wait_note().store(u32::MAX, Ordering::Relaxed);
             assert_eq!(client.note_waiting(false), None);
         });
     });
