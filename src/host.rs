@@ -451,38 +451,48 @@ mod tests {
         assert!(second.0 > first.0 && second.1.total >= first.1.total, "a second reading was taken");
     }
 
-    #[test]
-    fn whether_a_thread_may_leave_its_cpu_is_looked_up_again_only_after_the_recheck_period() {
-        use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-        use nix::unistd::Pid;
+    /// Runs `body` on a thread of its own (whose affinity it may change)
+    /// with that thread's mask and the CPUs the mask allows.
+    fn on_a_thread_of_its_own(body: impl FnOnce(nix::sched::CpuSet, Vec<usize>) + Send + 'static) {
         std::thread::spawn(|| {
-            let me = Pid::from_raw(0);
-            let allowed = sched_getaffinity(me).expect("affinity");
-            let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
-            let now = Instant::now();
-            assert_eq!(may_leave_cpu(now), cpus.len() >= 2, "{} CPUs allowed", cpus.len());
-            let mut one = CpuSet::new();
-            one.set(cpus[0]).expect("in range");
-            sched_setaffinity(me, &one).expect("pinned");
-            // Within the period the answer looked up stands...
-            assert_eq!(may_leave_cpu(now + AFFINITY_RECHECK / 2), cpus.len() >= 2);
-            // ...after it the pinned mask is seen.
-            assert!(!may_leave_cpu(now + AFFINITY_RECHECK));
-            sched_setaffinity(me, &allowed).expect("unpinned");
-            assert_eq!(may_leave_cpu(now + 2 * AFFINITY_RECHECK), cpus.len() >= 2);
+            let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
+            let cpus = (0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
+            body(allowed, cpus);
         })
         .join()
         .expect("the thread ran");
     }
 
+    /// Sets the calling thread's affinity to `mask`.
+    fn set_mask(mask: &nix::sched::CpuSet) {
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), mask).expect("affinity set");
+    }
+
+    /// A mask of `cpu` alone.
+    fn only(cpu: usize) -> nix::sched::CpuSet {
+        let mut one = nix::sched::CpuSet::new();
+        one.set(cpu).expect("in range");
+        one
+    }
+
+    #[test]
+    fn whether_a_thread_may_leave_its_cpu_is_looked_up_again_only_after_the_recheck_period() {
+        on_a_thread_of_its_own(|allowed, cpus| {
+            let now = Instant::now();
+            assert_eq!(may_leave_cpu(now), cpus.len() >= 2, "{} CPUs allowed", cpus.len());
+            set_mask(&only(cpus[0]));
+            // Within the period the answer looked up stands...
+            assert_eq!(may_leave_cpu(now + AFFINITY_RECHECK / 2), cpus.len() >= 2);
+            // ...after it the pinned mask is seen.
+            assert!(!may_leave_cpu(now + AFFINITY_RECHECK));
+            set_mask(&allowed);
+            assert_eq!(may_leave_cpu(now + 2 * AFFINITY_RECHECK), cpus.len() >= 2);
+        });
+    }
+
     #[test]
     fn a_thread_leaves_its_cpu_for_another_it_may_use_and_keeps_its_mask() {
-        use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
-        use nix::unistd::Pid;
-        std::thread::spawn(|| {
-            let me = Pid::from_raw(0);
-            let allowed = sched_getaffinity(me).expect("affinity");
-            let cpus: Vec<usize> = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
+        on_a_thread_of_its_own(|_, cpus| {
             // SAFETY: sched_getcpu takes no arguments.
             let here = || usize::try_from(unsafe { libc::sched_getcpu() }).expect("a CPU");
             let others = other_cpus();
@@ -491,17 +501,13 @@ mod tests {
                 let before = here();
                 assert!(others.leave_current_cpu(), "{} CPUs allowed", cpus.len());
                 assert_ne!(here(), before, "moved off CPU {before}");
-                let after = sched_getaffinity(me).expect("affinity");
+                let after = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
                 assert!(cpus.iter().all(|&c| after.is_set(c).unwrap_or(false)), "the mask is as it was");
             }
             // Allowed one CPU, it stays.
-            let mut one = CpuSet::new();
-            one.set(cpus[0]).expect("in range");
-            sched_setaffinity(me, &one).expect("pinned");
+            set_mask(&only(cpus[0]));
             assert!(other_cpus().is_none());
             assert_eq!(here(), cpus[0]);
-        })
-        .join()
-        .expect("the thread ran");
+        });
     }
 }
