@@ -1428,10 +1428,7 @@ pub(crate) mod test_memory {
                 control: Box::new(RingControl {
                     wait_note: WaitNoteLine { waiting_cpu: AtomicU32::new(0) },
                     consumer: ConsumerLine { desc_head: AtomicU64::new(0), data_head: AtomicU64::new(0) },
-                    doorbell: DoorbellLine {
-                        seq: AtomicU32::new(0),
-                        sleeping: AtomicU32::new(0),
-                    },
+                    doorbell: DoorbellLine { seq: AtomicU32::new(0), sleeping: AtomicU32::new(0) },
                     holds: HoldsLine {
                         version: AtomicU64::new(0),
                         count: AtomicU64::new(0),
