@@ -37,14 +37,22 @@ fn pinned_pingpong_reports_its_figure_against_a_raw_baseline_with_the_ends_on_tw
 }
 
 #[test]
-fn shm_pingpong_reports_one_and_two_line_calls_against_the_raw_shared_memory_ping_pong() {
+fn shm_pingpong_reports_one_and_two_line_calls_and_the_ring_alone_against_raw_ping_pongs() {
     let figures = bench_figures(&["pingpong", "--iterations", "300", "--transport", "shm", "--json"]);
     let metric = |m: &str| figure(&figures, m);
-    for f in [metric("p50_shm"), metric("p99_shm"), metric("p50_shm_64B")] {
+    let calls = [metric("p50_shm"), metric("p99_shm"), metric("p50_shm_64B")];
+    let ring_alone = [metric("p50_shm_ring"), metric("p99_shm_ring")];
+    for f in calls.iter().chain(&ring_alone) {
         let (value, baseline) = (f["value"].as_f64().unwrap(), f["baseline"].as_f64().unwrap());
         assert!(value > 0.0 && baseline > 0.0 && value.is_finite(), "{f}");
         assert!((f["ratio"].as_f64().unwrap() - value / baseline).abs() < 1e-6 * value / baseline, "{f}");
+    }
+    for f in calls {
         assert!(f["note"].as_str().unwrap().contains("raw shared-memory"), "{f}");
+    }
+    for f in ring_alone {
+        let note = f["note"].as_str().unwrap();
+        assert!(note.contains("ring alone") && note.contains("raw one-line"), "{f}");
     }
 }
 

@@ -490,37 +490,59 @@ fn interleaved_pingpong(
     // shares its cores with the other's leftover spinner, and the untimed
     // first round trip of a block wakes the sleeping peer.
     let handover = Duration::from_micros(2 * opts.spin_us + 50);
-    let mut blocks = |rounds: usize, raw_rec: &mut LatencyRecorder, rpc_rec: &mut LatencyRecorder| -> Result<()> {
+    pingpong_in_turns(
+        opts,
+        |_| std::thread::sleep(handover),
+        |turn| match turn {
+            Turn::Raw => raw.run_once(),
+            Turn::Measured => rpc.round_trip(),
+        },
+    )
+}
+
+/// Which subject of a ping-pong taken in turns runs a block.
+#[derive(Debug, Clone, Copy)]
+enum Turn {
+    Raw,
+    Measured,
+}
+
+/// Round trips of a raw baseline and a measured subject, taken in turns by
+/// blocks of `PINGPONG_BLOCK`: `start_turn` runs before each block, whose
+/// first round trip is untimed, and `round_trip` makes one. The warm-up
+/// runs as the measurement does, and for at least PINGPONG_WARMUP_TIME:
+/// both sides' spin-waits settle on whether nobody else waits for their
+/// cores (`host::has_spare_core`), as a long-running loop's do. Returns
+/// (raw, measured).
+fn pingpong_in_turns(
+    opts: &BenchOptions,
+    mut start_turn: impl FnMut(Turn),
+    mut round_trip: impl FnMut(Turn) -> Result<Duration>,
+) -> Result<(LatencyRecorder, LatencyRecorder)> {
+    let mut blocks = |rounds: usize, raw: &mut LatencyRecorder, measured: &mut LatencyRecorder| -> Result<()> {
         let mut left = rounds;
         while left > 0 {
             let block = left.min(PINGPONG_BLOCK);
-            std::thread::sleep(handover);
-            raw.run_once()?;
-            for _ in 0..block {
-                raw_rec.record(raw.run_once()?);
-            }
-            std::thread::sleep(handover);
-            rpc.round_trip()?;
-            for _ in 0..block {
-                rpc_rec.record(rpc.round_trip()?);
+            for (turn, recorder) in [(Turn::Raw, &mut *raw), (Turn::Measured, &mut *measured)] {
+                start_turn(turn);
+                round_trip(turn)?;
+                for _ in 0..block {
+                    recorder.record(round_trip(turn)?);
+                }
             }
             left -= block;
         }
         Ok(())
     };
-    // The warm-up runs as the measurement does, and for at least
-    // PINGPONG_WARMUP_TIME: both sides' spin-waits settle on whether
-    // nobody else waits for their cores (`host::has_spare_core`), as a
-    // long-running loop's do.
     let warmup_start = Instant::now();
-    let (mut discard_raw, mut discard_rpc) = (LatencyRecorder::default(), LatencyRecorder::default());
-    blocks(opts.pingpong_warmup, &mut discard_raw, &mut discard_rpc)?;
+    let (mut discard_raw, mut discard_measured) = (LatencyRecorder::default(), LatencyRecorder::default());
+    blocks(opts.pingpong_warmup, &mut discard_raw, &mut discard_measured)?;
     while warmup_start.elapsed() < PINGPONG_WARMUP_TIME {
-        blocks(PINGPONG_BLOCK, &mut discard_raw, &mut discard_rpc)?;
+        blocks(PINGPONG_BLOCK, &mut discard_raw, &mut discard_measured)?;
     }
-    let (mut raw_rec, mut rpc_rec) = (LatencyRecorder::default(), LatencyRecorder::default());
-    blocks(opts.pingpong_iterations, &mut raw_rec, &mut rpc_rec)?;
-    Ok((raw_rec, rpc_rec))
+    let (mut raw, mut measured) = (LatencyRecorder::default(), LatencyRecorder::default());
+    blocks(opts.pingpong_iterations, &mut raw, &mut measured)?;
+    Ok((raw, measured))
 }
 
 /// Round-trip latency of a small request/response, ringflow against raw
@@ -558,6 +580,13 @@ pub fn bench_pingpong(opts: &BenchOptions) -> Result<Vec<Figure>> {
             "{name}; {line} B request+response (the most metadata a one-line frame carries); baseline: {baseline}, {warm_up}"
         );
         figures.extend(pingpong_figures(name, "", &rpc, &raw, &note, &[50.0, 99.0]));
+        let (raw, ring) = ring_floor(opts, pin)?;
+        let note = format!(
+            "{name} ring alone; {line} B line frame each way between two threads of one process through a connection's ring layout ({} slots), no call path; baseline: raw one-line spinning ping-pong between the same two threads, same run, interleaved in blocks of {PINGPONG_BLOCK} after a warm-up of at least {} ms{placement}",
+            crate::net::shm::ShmOptions::default().slots,
+            PINGPONG_WARMUP_TIME.as_millis()
+        );
+        figures.extend(pingpong_figures(name, "_ring", &ring, &raw, &note, &[50.0, 99.0]));
         let (raw, rpc) = interleaved_pingpong(kind, opts, opts.message_bytes, pin)?;
         let note = format!(
             "{name}; {} B request+response (each frame two cache lines); baseline: {baseline}, {warm_up}",
@@ -991,6 +1020,252 @@ impl crate::bench::Timed<Status> for RawShmEcho {
     }
 }
 
+// ---------------------------------------------------------------------------
+// The ring's floor (pingpong `p50_shm_ring`)
+
+/// What the ring floor's echo thread serves: the raw lines, the ring, or
+/// nothing more.
+const FLOOR_RAW: u8 = 0;
+const FLOOR_RING: u8 = 1;
+const FLOOR_STOP: u8 = 2;
+
+/// How long either end of the ring floor waits for the other before it
+/// calls the measurement broken.
+const FLOOR_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Polls between two looks at the clock (and, on the echo side, at what it
+/// serves) in the ring floor's spins.
+const FLOOR_POLLS: u32 = 64;
+
+/// Two lines of the raw ping-pong, as `RawShmLines` maps them, in this
+/// process's memory.
+#[repr(C, align(128))]
+struct FloorRawLines([RawLine; 2]);
+
+impl FloorRawLines {
+    fn new() -> Box<FloorRawLines> {
+        use std::sync::atomic::{AtomicU32, AtomicU64};
+        let line = || RawLine {
+            seq: AtomicU64::new(0),
+            sleeping: AtomicU32::new(0),
+            bell: AtomicU32::new(0),
+            payload: std::array::from_fn(|_| AtomicU64::new(0)),
+        };
+        Box::new(FloorRawLines([line(), line()]))
+    }
+
+    /// Publishes `payload` as message `seq` on line `which`, as
+    /// `RawShmLines::send` does (the doorbell is never rung: nobody sleeps).
+    fn send(&self, which: usize, seq: u64, payload: &[u64; 6]) {
+        use std::sync::atomic::Ordering;
+        let line = &self.0[which];
+        for (word, &value) in line.payload.iter().zip(payload) {
+            word.store(value, Ordering::Relaxed);
+        }
+        line.seq.store(seq, Ordering::Release);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let _ = line.sleeping.load(Ordering::Relaxed);
+    }
+
+    /// The message on line `which` if it is not `last`.
+    fn poll(&self, which: usize, last: u64) -> Option<(u64, [u64; 6])> {
+        use std::sync::atomic::Ordering;
+        let line = &self.0[which];
+        let seq = line.seq.load(Ordering::Acquire);
+        (seq != last).then(|| (seq, std::array::from_fn(|i| line.payload[i].load(Ordering::Relaxed))))
+    }
+}
+
+/// Spins on `poll` until it yields, `patience` passes (an error naming
+/// `what`), or it fails.
+fn floor_spin<T>(what: &str, patience: Duration, mut poll: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+    let mut since = None;
+    loop {
+        for _ in 0..FLOOR_POLLS {
+            if let Some(found) = poll()? {
+                return Ok(found);
+            }
+            std::hint::spin_loop();
+        }
+        let since = *since.get_or_insert_with(Instant::now);
+        if since.elapsed() > patience {
+            return Err(Status::deadline_exceeded(format!("ring floor: {what} did not come within {patience:?}")));
+        }
+    }
+}
+
+/// The ring floor's two ends on one thread each: the client's or the echo's
+/// producer and consumer of a region of its own.
+struct FloorEnds {
+    tx: crate::net::shm::ring::Producer,
+    rx: crate::net::shm::ring::Consumer,
+}
+
+/// The ring floor's echo thread: answers each raw message and each line
+/// frame with itself until told to stop (or until the client has been
+/// silent for `FLOOR_PATIENCE`).
+fn floor_echo(
+    mode: &std::sync::atomic::AtomicU8,
+    raw: &FloorRawLines,
+    mut ends: FloorEnds,
+    cpu: Option<usize>,
+) -> Result<()> {
+    use std::sync::atomic::Ordering;
+    let _on_cpu = cpu.map(ThreadOnCpu::enter).transpose()?;
+    let mut last_raw = 0;
+    let mut heard = Instant::now();
+    loop {
+        let mut answered = false;
+        match mode.load(Ordering::Acquire) {
+            FLOOR_STOP => return Ok(()),
+            FLOOR_RAW => {
+                for _ in 0..FLOOR_POLLS {
+                    if let Some((seq, payload)) = raw.poll(0, last_raw) {
+                        raw.send(1, seq, &payload);
+                        last_raw = seq;
+                        answered = true;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            _ => {
+                for _ in 0..FLOOR_POLLS {
+                    let taken = ends.rx.take_line().map_err(|e| Status::internal(format!("ring floor echo: {e}")))?;
+                    if let Some((words, len)) = taken {
+                        if !ends.tx.has_slot() {
+                            return Err(Status::internal("ring floor echo: no free slot for the answer"));
+                        }
+                        ends.tx.publish_line_words(words, len);
+                        let _ = ends.tx.consumer_may_sleep();
+                        answered = true;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        if answered {
+            heard = Instant::now();
+        } else if heard.elapsed() > FLOOR_PATIENCE {
+            return Err(Status::deadline_exceeded("ring floor echo: the client went silent"));
+        }
+    }
+}
+
+/// The client end of the ring floor.
+struct FloorClient<'a> {
+    raw: &'a FloorRawLines,
+    ends: FloorEnds,
+    meta: crate::net::shm::LineMeta,
+    limits: crate::net::frame::FrameLimits,
+    /// Messages sent on the raw lines and frames through the ring.
+    raw_sent: u64,
+    ring_sent: u64,
+}
+
+impl FloorClient<'_> {
+    /// One raw round trip: six words out, the same six back.
+    fn raw_round_trip(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        self.raw_sent += 1;
+        let sent = self.raw_sent;
+        let payload = [sent; 6];
+        self.raw.send(0, sent, &payload);
+        let (seq, back) = floor_spin("the raw echo", FLOOR_PATIENCE, || Ok(self.raw.poll(1, sent - 1)))?;
+        let elapsed = start.elapsed();
+        if seq != sent || back != payload {
+            return Err(Status::internal("ring floor: the raw echo came back with other words"));
+        }
+        Ok(elapsed)
+    }
+
+    /// One line frame each way through the ring, encoded and decoded as a
+    /// call's are: the ring and the line format, without the call path.
+    fn ring_round_trip(&mut self) -> Result<Duration> {
+        use crate::net::frame::FrameKind;
+        use crate::net::shm::{LINE_HEAD_BYTES, line};
+        let start = Instant::now();
+        self.ring_sent += 1;
+        let ends = &mut self.ends;
+        let words = line::line_words(FrameKind::Request, Method::Ping as u16, self.ring_sent, &self.meta);
+        floor_spin("a free slot", FLOOR_PATIENCE, || Ok(ends.tx.has_slot().then_some(())))?;
+        ends.tx.publish_line_words(words, LINE_HEAD_BYTES + self.meta.len());
+        let _ = ends.tx.consumer_may_sleep();
+        let (back, len) = floor_spin("the ring echo", FLOOR_PATIENCE, || {
+            ends.rx.take_line().map_err(|e| Status::internal(format!("ring floor: {e}")))
+        })?;
+        let answer = crate::net::shm::LineFrame::decode(&back, len, &self.limits)
+            .map_err(|e| Status::internal(format!("ring floor: {e}")))?;
+        let elapsed = start.elapsed();
+        if answer.request_id != self.ring_sent || !same_bytes(answer.meta_bytes(), self.meta.as_bytes()) {
+            return Err(Status::internal("ring floor: the ring echo came back with another frame"));
+        }
+        Ok(elapsed)
+    }
+}
+
+/// The ring's floor: a 40 B line frame each way between two threads of
+/// this process through a region laid out as a connection's (its default
+/// slot count), with the call's line encoding and the publish's doorbell
+/// check but no call path; against the same two threads' raw one-line
+/// ping-pong, in turns by blocks (raw first). Returns (raw, ring).
+fn ring_floor(opts: &BenchOptions, pin: Option<Pinning>) -> Result<(LatencyRecorder, LatencyRecorder)> {
+    use crate::net::shm::region::{Direction, Layout, SharedRegion};
+    use crate::net::shm::ring::{Consumer, Producer};
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let slots = crate::net::shm::ShmOptions::default().slots;
+    let layout = Layout::new(slots, 1 << 20).map_err(|e| Status::internal(format!("ring floor: {e}")))?;
+    let (region, _fd) =
+        SharedRegion::create(layout, [0, 0]).map_err(|e| Status::internal(format!("ring floor region: {e}")))?;
+    let (to_echo, back) = (region.ring(Direction::ClientToServer), region.ring(Direction::ServerToClient));
+    // SAFETY: a fresh region laid out as `ring` says, zeroed; each of the
+    // four ends is driven by one thread alone (the client's two here, the
+    // echo's two on its thread), and the region outlives both threads.
+    let (client_ends, echo_ends) = unsafe {
+        (
+            FloorEnds { tx: Producer::new(to_echo), rx: Consumer::new(back) },
+            FloorEnds { tx: Producer::new(back), rx: Consumer::new(to_echo) },
+        )
+    };
+    let raw_lines = FloorRawLines::new();
+    let meta = crate::net::shm::LineMeta::new(&[0x5a; crate::net::shm::LINE_META_BYTES])
+        .ok_or_else(|| Status::internal("ring floor: a line's metadata does not fit a line"))?;
+    let mode = AtomicU8::new(FLOOR_RAW);
+    std::thread::scope(|scope| {
+        let echo = scope.spawn(|| floor_echo(&mode, &raw_lines, echo_ends, pin.map(|p| p.peer)));
+        let measured = (|| -> Result<(LatencyRecorder, LatencyRecorder)> {
+            let _on_cpu = pin.map(|p| ThreadOnCpu::enter(p.client)).transpose()?;
+            let mut client = FloorClient {
+                raw: &raw_lines,
+                ends: client_ends,
+                meta,
+                limits: crate::net::frame::FrameLimits::default(),
+                raw_sent: 0,
+                ring_sent: 0,
+            };
+            let mode = &mode;
+            pingpong_in_turns(
+                opts,
+                |turn| {
+                    let serve = match turn {
+                        Turn::Raw => FLOOR_RAW,
+                        Turn::Measured => FLOOR_RING,
+                    };
+                    mode.store(serve, Ordering::Release);
+                },
+                |turn| match turn {
+                    Turn::Raw => client.raw_round_trip(),
+                    Turn::Measured => client.ring_round_trip(),
+                },
+            )
+        })();
+        mode.store(FLOOR_STOP, Ordering::Release);
+        let echoed = echo.join().map_err(|_| Status::internal("ring floor: the echo thread panicked"))?;
+        let measured = measured?;
+        echoed?;
+        Ok(measured)
+    })
+}
+
 /// The raw shared-memory echo peer: creates the lines, prints their path,
 /// echoes until stdin closes.
 fn run_raw_shm_echo(spin_us: u64, style: SpinStyle) -> Result<()> {
@@ -1227,5 +1502,25 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_ring_floor_wait_gives_up_after_its_patience_and_names_what_it_waited_for() {
+        let start = Instant::now();
+        let err = floor_spin("the ring echo", Duration::from_millis(20), || Ok(None::<()>)).unwrap_err();
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        assert!(err.message.contains("the ring echo did not come"), "{err}");
+        let failing = floor_spin("a free slot", FLOOR_PATIENCE, || Err::<Option<()>, _>(Status::internal("torn")));
+        assert_eq!(failing.unwrap_err().message, "torn");
+    }
+
+    #[test]
+    fn the_ring_floor_times_both_ping_pongs_through_the_channels_ring_layout() {
+        let opts = BenchOptions { pingpong_iterations: 300, pingpong_warmup: 10, ..BenchOptions::default() };
+        let (raw, ring) = ring_floor(&opts, None).unwrap();
+        for recorder in [&raw, &ring] {
+            let p50 = recorder.percentile_us(50.0);
+            assert!(p50 > 0.0 && p50 < FLOOR_PATIENCE.as_micros() as f64, "{p50}");
+        }
     }
 }
