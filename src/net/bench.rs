@@ -1077,8 +1077,14 @@ impl FloorRawLines {
 }
 
 /// Spins on `poll` until it yields, `patience` passes (an error naming
-/// `what`), or it fails.
-fn floor_spin<T>(what: &str, patience: Duration, mut poll: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+/// `what`), or it fails; yields the core between bursts of polls when the
+/// two ends share one (`shares_core`) or the host has none spare.
+fn floor_spin<T>(
+    what: &str,
+    patience: Duration,
+    shares_core: bool,
+    mut poll: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
     let mut since = None;
     loop {
         for _ in 0..FLOOR_POLLS {
@@ -1087,9 +1093,14 @@ fn floor_spin<T>(what: &str, patience: Duration, mut poll: impl FnMut() -> Resul
             }
             std::hint::spin_loop();
         }
-        let since = *since.get_or_insert_with(Instant::now);
-        if since.elapsed() > patience {
+        let now = Instant::now();
+        if now.duration_since(*since.get_or_insert(now)) > patience {
             return Err(Status::deadline_exceeded(format!("ring floor: {what} did not come within {patience:?}")));
+        }
+        // Two spinners on one core would hand it over only when the
+        // scheduler preempts one (milliseconds a round trip).
+        if shares_core || !crate::host::has_spare_core_at(now) {
+            std::thread::yield_now();
         }
     }
 }
@@ -1109,6 +1120,7 @@ fn floor_echo(
     raw: &FloorRawLines,
     mut ends: FloorEnds,
     cpu: Option<usize>,
+    shares_core: bool,
 ) -> Result<()> {
     use std::sync::atomic::Ordering;
     let _on_cpu = cpu.map(ThreadOnCpu::enter).transpose()?;
@@ -1143,10 +1155,14 @@ fn floor_echo(
                 }
             }
         }
+        let now = Instant::now();
         if answered {
-            heard = Instant::now();
-        } else if heard.elapsed() > FLOOR_PATIENCE {
+            heard = now;
+        } else if now.duration_since(heard) > FLOOR_PATIENCE {
             return Err(Status::deadline_exceeded("ring floor echo: the client went silent"));
+        }
+        if shares_core || !crate::host::has_spare_core_at(now) {
+            std::thread::yield_now();
         }
     }
 }
@@ -1157,6 +1173,8 @@ struct FloorClient<'a> {
     ends: FloorEnds,
     meta: crate::net::shm::LineMeta,
     limits: crate::net::frame::FrameLimits,
+    /// Whether both ends run on one CPU (see `floor_spin`).
+    shares_core: bool,
     /// Messages sent on the raw lines and frames through the ring.
     raw_sent: u64,
     ring_sent: u64,
@@ -1170,7 +1188,8 @@ impl FloorClient<'_> {
         let sent = self.raw_sent;
         let payload = [sent; 6];
         self.raw.send(0, sent, &payload);
-        let (seq, back) = floor_spin("the raw echo", FLOOR_PATIENCE, || Ok(self.raw.poll(1, sent - 1)))?;
+        let (seq, back) =
+            floor_spin("the raw echo", FLOOR_PATIENCE, self.shares_core, || Ok(self.raw.poll(1, sent - 1)))?;
         let elapsed = start.elapsed();
         if seq != sent || back != payload {
             return Err(Status::internal("ring floor: the raw echo came back with other words"));
@@ -1185,12 +1204,12 @@ impl FloorClient<'_> {
         use crate::net::shm::{LINE_HEAD_BYTES, line};
         let start = Instant::now();
         self.ring_sent += 1;
-        let ends = &mut self.ends;
+        let (ends, shares_core) = (&mut self.ends, self.shares_core);
         let words = line::line_words(FrameKind::Request, Method::Ping as u16, self.ring_sent, &self.meta);
-        floor_spin("a free slot", FLOOR_PATIENCE, || Ok(ends.tx.has_slot().then_some(())))?;
+        floor_spin("a free slot", FLOOR_PATIENCE, shares_core, || Ok(ends.tx.has_slot().then_some(())))?;
         ends.tx.publish_line_words(words, LINE_HEAD_BYTES + self.meta.len());
         let _ = ends.tx.consumer_may_sleep();
-        let (back, len) = floor_spin("the ring echo", FLOOR_PATIENCE, || {
+        let (back, len) = floor_spin("the ring echo", FLOOR_PATIENCE, shares_core, || {
             ends.rx.take_line().map_err(|e| Status::internal(format!("ring floor: {e}")))
         })?;
         let answer = crate::net::shm::LineFrame::decode(&back, len, &self.limits)
@@ -1229,9 +1248,12 @@ fn ring_floor(opts: &BenchOptions, pin: Option<Pinning>) -> Result<(LatencyRecor
     let raw_lines = FloorRawLines::new();
     let meta = crate::net::shm::LineMeta::new(&[0x5a; crate::net::shm::LINE_META_BYTES])
         .ok_or_else(|| Status::internal("ring floor: a line's metadata does not fit a line"))?;
+    // Pinned apart, the ends have a core each; unpinned, they share one
+    // when this thread (whose CPUs the echo thread inherits) has only one.
+    let shares_core = pin.is_none() && allowed_cpus()?.len() < 2;
     let mode = AtomicU8::new(FLOOR_RAW);
     std::thread::scope(|scope| {
-        let echo = scope.spawn(|| floor_echo(&mode, &raw_lines, echo_ends, pin.map(|p| p.peer)));
+        let echo = scope.spawn(|| floor_echo(&mode, &raw_lines, echo_ends, pin.map(|p| p.peer), shares_core));
         let measured = (|| -> Result<(LatencyRecorder, LatencyRecorder)> {
             let _on_cpu = pin.map(|p| ThreadOnCpu::enter(p.client)).transpose()?;
             let mut client = FloorClient {
@@ -1239,6 +1261,7 @@ fn ring_floor(opts: &BenchOptions, pin: Option<Pinning>) -> Result<(LatencyRecor
                 ends: client_ends,
                 meta,
                 limits: crate::net::frame::FrameLimits::default(),
+                shares_core,
                 raw_sent: 0,
                 ring_sent: 0,
             };
@@ -1507,10 +1530,11 @@ mod tests {
     #[test]
     fn a_ring_floor_wait_gives_up_after_its_patience_and_names_what_it_waited_for() {
         let start = Instant::now();
-        let err = floor_spin("the ring echo", Duration::from_millis(20), || Ok(None::<()>)).unwrap_err();
+        let err = floor_spin("the ring echo", Duration::from_millis(20), false, || Ok(None::<()>)).unwrap_err();
         assert!(start.elapsed() >= Duration::from_millis(20));
         assert!(err.message.contains("the ring echo did not come"), "{err}");
-        let failing = floor_spin("a free slot", FLOOR_PATIENCE, || Err::<Option<()>, _>(Status::internal("torn")));
+        let failing =
+            floor_spin("a free slot", FLOOR_PATIENCE, true, || Err::<Option<()>, _>(Status::internal("torn")));
         assert_eq!(failing.unwrap_err().message, "torn");
     }
 
@@ -1522,5 +1546,24 @@ mod tests {
             let p50 = recorder.percentile_us(50.0);
             assert!(p50 > 0.0 && p50 < FLOOR_PATIENCE.as_micros() as f64, "{p50}");
         }
+    }
+
+    /// On one CPU the two ends hand it over at every wait: spinning until
+    /// the scheduler preempts one costs a time slice (a millisecond or
+    /// more) a round trip.
+    #[test]
+    fn ring_floor_ends_on_one_cpu_hand_it_over_instead_of_spinning_out_their_slice() {
+        std::thread::spawn(|| {
+            let Some(&cpu) = allowed_cpus().unwrap().first() else { return };
+            let _one = ThreadOnCpu::enter(cpu).unwrap();
+            let opts = BenchOptions { pingpong_iterations: 300, pingpong_warmup: 10, ..BenchOptions::default() };
+            let (raw, ring) = ring_floor(&opts, None).unwrap();
+            for recorder in [&raw, &ring] {
+                let p50 = recorder.percentile_us(50.0);
+                assert!(p50 > 0.0 && p50 < 200.0, "a round trip on one CPU took {p50} us at the median");
+            }
+        })
+        .join()
+        .unwrap();
     }
 }
