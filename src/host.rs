@@ -184,24 +184,27 @@ pub fn may_leave_cpu(now: Instant) -> bool {
         {
             return several;
         }
-        let several = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).is_ok_and(|allowed| {
-            (0..nix::sched::CpuSet::count()).filter(|&cpu| allowed.is_set(cpu).unwrap_or(false)).nth(1).is_some()
-        });
+        let several = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .is_ok_and(|allowed| cpus_in(&allowed).nth(1).is_some());
         looked_up.set(Some((now, several)));
         several
     })
 }
 
+/// The CPUs `set` holds, in order.
+pub fn cpus_in(set: &nix::sched::CpuSet) -> impl Iterator<Item = usize> + '_ {
+    (0..nix::sched::CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+}
+
 /// [`OtherCpus`] of the calling thread; `None` where its affinity allows
 /// no other CPU or the CPU is unknown.
 pub fn other_cpus() -> Option<OtherCpus> {
-    use nix::sched::{CpuSet, sched_getaffinity};
-    let allowed = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
     // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
     let here = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
     let mut elsewhere = allowed;
     elsewhere.unset(here).ok()?;
-    (0..CpuSet::count()).any(|cpu| elsewhere.is_set(cpu).unwrap_or(false)).then_some(OtherCpus { allowed, elsewhere })
+    cpus_in(&elsewhere).next().is_some().then_some(OtherCpus { allowed, elsewhere })
 }
 
 impl OtherCpus {
@@ -456,7 +459,7 @@ mod tests {
     fn on_a_thread_of_its_own(body: impl FnOnce(nix::sched::CpuSet, Vec<usize>) + Send + 'static) {
         std::thread::spawn(|| {
             let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).expect("affinity");
-            let cpus = (0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
+            let cpus = cpus_in(&allowed).collect();
             body(allowed, cpus);
         })
         .join()

@@ -209,7 +209,7 @@ impl Pinning {
 /// The CPUs this thread may run on, in order.
 pub(crate) fn allowed_cpus() -> Result<Vec<usize>> {
     let allowed = this_thread_cpus()?;
-    Ok((0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect())
+    Ok(crate::host::cpus_in(&allowed).collect())
 }
 
 fn cpu_set(cpus: &[usize]) -> Result<nix::sched::CpuSet> {
@@ -868,6 +868,38 @@ struct RawLine {
 
 const _: () = assert!(std::mem::size_of::<RawLine>() == 64);
 
+impl RawLine {
+    fn new() -> RawLine {
+        use std::sync::atomic::{AtomicU32, AtomicU64};
+        RawLine {
+            seq: AtomicU64::new(0),
+            sleeping: AtomicU32::new(0),
+            bell: AtomicU32::new(0),
+            payload: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Publishes `payload` as message `seq`; says whether the reader said
+    /// it sleeps (the `SeqCst` fence pairs with its own before it sleeps).
+    fn publish(&self, seq: u64, payload: &[u64; 6]) -> bool {
+        use std::sync::atomic::Ordering;
+        for (word, &value) in self.payload.iter().zip(payload) {
+            word.store(value, Ordering::Relaxed);
+        }
+        self.seq.store(seq, Ordering::Release);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.sleeping.load(Ordering::Relaxed) != 0
+    }
+
+    /// The message on this line if it is not `last`.
+    fn take(&self, last: u64) -> Option<(u64, [u64; 6])> {
+        use std::sync::atomic::Ordering;
+        let seq = self.seq.load(Ordering::Acquire);
+        // Stored by the writer before `seq` (Acquire above).
+        (seq != last).then(|| (seq, std::array::from_fn(|i| self.payload[i].load(Ordering::Relaxed))))
+    }
+}
+
 /// Two `RawLine`s (to the peer, back) in a shared file mapping.
 struct RawShmLines {
     base: std::ptr::NonNull<RawLine>,
@@ -912,14 +944,8 @@ impl RawShmLines {
     /// Publishes `payload` as message `seq` on line `which`, ringing its
     /// doorbell if the reader sleeps.
     fn send(&self, which: usize, seq: u64, payload: &[u64; 6]) {
-        use std::sync::atomic::Ordering;
         let line = self.line(which);
-        for (word, &value) in line.payload.iter().zip(payload) {
-            word.store(value, Ordering::Relaxed);
-        }
-        line.seq.store(seq, Ordering::Release);
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if line.sleeping.load(Ordering::Relaxed) != 0 {
+        if line.publish(seq, payload) {
             crate::net::shm::doorbell::ring(&line.bell);
         }
     }
@@ -942,11 +968,8 @@ impl RawShmLines {
             // waits do (`net::io::spin_until`): a clock read per poll would
             // slow the baseline's reaction, not the transport's.
             for _ in 0..RAW_POLL_BURST {
-                let seq = line.seq.load(Ordering::Acquire);
-                if seq != last {
-                    // Stored by the writer before `seq` (Acquire above).
-                    let payload = std::array::from_fn(|i| line.payload[i].load(Ordering::Relaxed));
-                    return Some((seq, payload));
+                if let Some(message) = line.take(last) {
+                    return Some(message);
                 }
                 std::hint::spin_loop();
             }
@@ -1044,35 +1067,18 @@ struct FloorRawLines([RawLine; 2]);
 
 impl FloorRawLines {
     fn new() -> Box<FloorRawLines> {
-        use std::sync::atomic::{AtomicU32, AtomicU64};
-        let line = || RawLine {
-            seq: AtomicU64::new(0),
-            sleeping: AtomicU32::new(0),
-            bell: AtomicU32::new(0),
-            payload: std::array::from_fn(|_| AtomicU64::new(0)),
-        };
-        Box::new(FloorRawLines([line(), line()]))
+        Box::new(FloorRawLines([RawLine::new(), RawLine::new()]))
     }
 
     /// Publishes `payload` as message `seq` on line `which`, as
     /// `RawShmLines::send` does (the doorbell is never rung: nobody sleeps).
     fn send(&self, which: usize, seq: u64, payload: &[u64; 6]) {
-        use std::sync::atomic::Ordering;
-        let line = &self.0[which];
-        for (word, &value) in line.payload.iter().zip(payload) {
-            word.store(value, Ordering::Relaxed);
-        }
-        line.seq.store(seq, Ordering::Release);
-        std::sync::atomic::fence(Ordering::SeqCst);
-        let _ = line.sleeping.load(Ordering::Relaxed);
+        let _ = self.0[which].publish(seq, payload);
     }
 
     /// The message on line `which` if it is not `last`.
     fn poll(&self, which: usize, last: u64) -> Option<(u64, [u64; 6])> {
-        use std::sync::atomic::Ordering;
-        let line = &self.0[which];
-        let seq = line.seq.load(Ordering::Acquire);
-        (seq != last).then(|| (seq, std::array::from_fn(|i| line.payload[i].load(Ordering::Relaxed))))
+        self.0[which].take(last)
     }
 }
 
@@ -1503,8 +1509,7 @@ mod tests {
     use super::*;
 
     fn cpus_of_this_thread() -> Vec<usize> {
-        let set = this_thread_cpus().unwrap();
-        (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap()).collect()
+        crate::host::cpus_in(&this_thread_cpus().unwrap()).collect()
     }
 
     #[test]
