@@ -477,6 +477,7 @@ impl Inner {
         }
     }
 
+    #[inline]
     fn wake_followers(&self) {
         // A follower raises `waiting` (`SeqCst`) before it looks at the
         // leader lock (`SeqCst`); a leader released the lock (a `SeqCst`
@@ -486,9 +487,14 @@ impl Inner {
         // before the follower's look, which sees the lock free and takes
         // it instead of parking. So a follower that parks is always woken,
         // and a call with no follower pays no locked instruction here.
-        if self.waiting.load(Ordering::SeqCst) == 0 {
-            return;
+        if self.waiting.load(Ordering::SeqCst) != 0 {
+            self.unpark_followers();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn unpark_followers(&self) {
         for slot in self.pending.lock().values() {
             if !slot.done.load(Ordering::Acquire) {
                 if let Some(thread) = slot.waiter.lock().as_ref() {
@@ -597,7 +603,22 @@ impl Inner {
 /// What a response or error frame (its kind, method and metadata)
 /// answers: the response's metadata validated for its method, or the
 /// error it carries. `Err` is a protocol violation.
+#[inline]
 fn outcome(kind: FrameKind, method: u16, meta: &[u8]) -> std::result::Result<Result<Validated>, String> {
+    if kind == FrameKind::Response
+        && let Some(known) = Method::from_u16(method)
+        && let Ok(validated) = message::validate_response(known, meta)
+    {
+        return Ok(Ok(validated));
+    }
+    other_outcome(kind, method, meta)
+}
+
+/// [`outcome`] of anything but a valid response: an error frame's status,
+/// or the protocol violation.
+#[cold]
+#[inline(never)]
+fn other_outcome(kind: FrameKind, method: u16, meta: &[u8]) -> std::result::Result<Result<Validated>, String> {
     match kind {
         FrameKind::Response => {
             let method = Method::from_u16(method).ok_or_else(|| format!("response for unknown method {method}"))?;

@@ -524,6 +524,7 @@ struct Checked {
 /// whose metadata validates as that method's. `Ok(None)`: an unknown
 /// method, answered (or, for a push, dropped) here. `Err` is a protocol
 /// violation that closes the connection.
+#[inline]
 fn check_request(
     conn: &Arc<Conn>,
     origin: &Origin,
@@ -535,28 +536,44 @@ fn check_request(
     let one_way = match kind {
         FrameKind::Request => false,
         FrameKind::Push => true,
-        kind => return Err(format!("unexpected {kind:?} frame from a client")),
+        kind => return Err(unexpected_kind(kind)),
     };
     let Some(known) = Method::from_u16(method) else {
-        if !one_way {
-            let status = Status::unimplemented(format!("unknown method number {method}"));
-            let _ = conn.send_error(request_id, method, &status);
-        } else {
-            tracing::warn!("dropping push of unknown method {method} from {}", origin.peer);
-        }
+        unknown_method(conn, origin, one_way, method, request_id);
         return Ok(None);
     };
     // Every archive is checked before a handler reads it; a corrupted one
     // means a broken or hostile peer.
     match message::validate_request(known, meta) {
         Ok(validated) => Ok(Some(Checked { method: known, one_way, validated })),
-        Err(status) => {
-            if !one_way {
-                let _ = conn.send_error(request_id, method, &status);
-            }
-            Err(format!("{known} request {request_id}: {}", status.message))
-        }
+        Err(status) => Err(refuse_invalid(conn, one_way, known, request_id, &status)),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn unexpected_kind(kind: FrameKind) -> String {
+    format!("unexpected {kind:?} frame from a client")
+}
+
+#[cold]
+#[inline(never)]
+fn unknown_method(conn: &Arc<Conn>, origin: &Origin, one_way: bool, method: u16, request_id: u64) {
+    if !one_way {
+        let status = Status::unimplemented(format!("unknown method number {method}"));
+        let _ = conn.send_error(request_id, method, &status);
+    } else {
+        tracing::warn!("dropping push of unknown method {method} from {}", origin.peer);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn refuse_invalid(conn: &Arc<Conn>, one_way: bool, known: Method, request_id: u64, status: &Status) -> String {
+    if !one_way {
+        let _ = conn.send_error(request_id, known as u16, status);
+    }
+    format!("{known} request {request_id}: {}", status.message)
 }
 
 /// A request refused for the peer's in-flight count, when it is at
@@ -613,16 +630,16 @@ fn dispatch_line(
         let service = &shared.service;
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| service.handle_small(&call)));
         let method = checked.method;
-        match answer {
+        match &answer {
             Ok(None) => {}
             Ok(Some(SmallReply::Ok(meta))) => {
-                if let Err(e) = conn.reply_line(method as u16, line.request_id, &meta) {
+                if let Err(e) = conn.reply_line(method as u16, line.request_id, meta) {
                     tracing::debug!("reply to {method}: {e}");
                 }
                 return Ok(());
             }
             Ok(Some(SmallReply::Err(status))) => {
-                send_error(conn, method, line.request_id, &status);
+                send_error(conn, method, line.request_id, status);
                 return Ok(());
             }
             Err(_) => {
