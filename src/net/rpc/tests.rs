@@ -397,9 +397,9 @@ fn channel_cache_reconnects_after_the_connection_dies() {
     again.shutdown();
 }
 
-/// Sends `bytes` on a raw connection (after a valid hello) and checks the
-/// server closes it, while a well-behaved client keeps being served.
-fn assert_rejected(what: &str, server: &Server, good: &Client, bytes: &[u8], close_after_send: bool) {
+/// A raw TCP connection to `server` that has said a valid hello and read
+/// the server's.
+fn raw_after_hello(server: &Server) -> TcpStream {
     let mut raw = TcpStream::connect(server.local_addr()).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let hello = message::encode(&message::Hello {
@@ -409,8 +409,26 @@ fn assert_rejected(what: &str, server: &Server, good: &Client, bytes: &[u8], clo
     .unwrap();
     let hello = OutgoingFrame::new(FrameKind::Hello, 0, 0, &hello, &[], &FrameLimits::default()).unwrap();
     raw.write_all(&hello.to_vec()).unwrap();
-    let mut their_hello = [0u8; HEADER_BYTES];
-    raw.read_exact(&mut their_hello).unwrap();
+    let theirs = read_raw_frame(&mut raw);
+    assert_eq!(theirs.header.kind, FrameKind::Hello);
+    raw
+}
+
+/// The next whole frame on a raw connection.
+fn read_raw_frame(raw: &mut TcpStream) -> crate::net::frame::ReceivedFrame {
+    let limits = FrameLimits::default();
+    let mut bytes = vec![0u8; HEADER_BYTES];
+    raw.read_exact(&mut bytes).unwrap();
+    let header = crate::net::frame::FrameHeader::decode(&bytes, &limits).unwrap();
+    bytes.resize(HEADER_BYTES + usize::try_from(header.body_len).unwrap(), 0);
+    raw.read_exact(&mut bytes[HEADER_BYTES..]).unwrap();
+    crate::net::frame::decode_frame(&bytes, &limits).unwrap()
+}
+
+/// Sends `bytes` on a raw connection (after a valid hello) and checks the
+/// server closes it, while a well-behaved client keeps being served.
+fn assert_rejected(what: &str, server: &Server, good: &Client, bytes: &[u8], close_after_send: bool) {
+    let mut raw = raw_after_hello(server);
     let _ = raw.write_all(bytes);
     if close_after_send {
         let _ = raw.shutdown(std::net::Shutdown::Write);
@@ -502,6 +520,29 @@ fn malformed_frames_close_only_their_connection() {
         small.shutdown();
         server.shutdown();
     }
+}
+
+#[test]
+fn a_request_of_an_unknown_method_is_refused_and_its_connection_serves_on() {
+    let (server, _) = start(TransportKind::Socket);
+    let mut raw = raw_after_hello(&server);
+    let limits = FrameLimits::default();
+    let unknown = (0..=u16::MAX).find(|&n| Method::from_u16(n).is_none()).unwrap();
+    let frame =
+        |kind, method, id, meta: &[u8]| OutgoingFrame::new(kind, method, id, meta, &[], &limits).unwrap().to_vec();
+    // A push of it is dropped unanswered; a request of it is answered.
+    raw.write_all(&frame(FrameKind::Push, unknown, 6, b"x")).unwrap();
+    raw.write_all(&frame(FrameKind::Request, unknown, 7, b"x")).unwrap();
+    let refused = read_raw_frame(&mut raw);
+    assert_eq!((refused.header.kind, refused.header.request_id), (FrameKind::Error, 7));
+    let error = message::view::<message::ErrorMeta>(refused.meta_bytes()).unwrap();
+    assert_eq!(Code::from_u8(error.code), Code::Unimplemented);
+    assert!(error.message.as_str().contains(&format!("unknown method number {unknown}")), "{}", error.message.as_str());
+    raw.write_all(&frame(FrameKind::Request, Method::Ping as u16, 8, b"after")).unwrap();
+    let answer = read_raw_frame(&mut raw);
+    assert_eq!((answer.header.kind, answer.header.request_id), (FrameKind::Response, 8));
+    assert_eq!(answer.meta_bytes(), b"after");
+    server.shutdown();
 }
 
 #[test]
