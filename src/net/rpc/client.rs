@@ -605,33 +605,37 @@ impl Inner {
 /// error it carries. `Err` is a protocol violation.
 #[inline]
 fn outcome(kind: FrameKind, method: u16, meta: &[u8]) -> std::result::Result<Result<Validated>, String> {
-    if kind == FrameKind::Response
-        && let Some(known) = Method::from_u16(method)
-        && let Ok(validated) = message::validate_response(known, meta)
-    {
-        return Ok(Ok(validated));
+    if kind != FrameKind::Response {
+        return error_outcome(kind, meta);
     }
-    other_outcome(kind, method, meta)
+    let Some(known) = Method::from_u16(method) else {
+        return Err(refused_response(format_args!("response for unknown method {method}")));
+    };
+    match message::validate_response(known, meta) {
+        Ok(validated) => Ok(Ok(validated)),
+        Err(status) => Err(refused_response(format_args!("{known} response: {}", status.message))),
+    }
 }
 
-/// [`outcome`] of anything but a valid response: an error frame's status,
+/// [`outcome`] of a frame that is not a response: an error frame's status,
 /// or the protocol violation.
 #[cold]
 #[inline(never)]
-fn other_outcome(kind: FrameKind, method: u16, meta: &[u8]) -> std::result::Result<Result<Validated>, String> {
+fn error_outcome(kind: FrameKind, meta: &[u8]) -> std::result::Result<Result<Validated>, String> {
     match kind {
-        FrameKind::Response => {
-            let method = Method::from_u16(method).ok_or_else(|| format!("response for unknown method {method}"))?;
-            let validated = message::validate_response(method, meta)
-                .map_err(|status| format!("{method} response: {}", status.message))?;
-            Ok(Ok(validated))
-        }
         FrameKind::Error => match message::view::<ErrorMeta>(meta) {
             Ok(err) => Ok(Err(Status::new(Code::from_u8(err.code), err.message.as_str()))),
             Err(status) => Err(format!("bad error frame: {status}")),
         },
         kind => Err(format!("unexpected {kind:?} frame from a server")),
     }
+}
+
+/// Why a response is a protocol violation, built off the hot path.
+#[cold]
+#[inline(never)]
+fn refused_response(reason: std::fmt::Arguments<'_>) -> String {
+    reason.to_string()
 }
 
 /// A request's frame: call `id` of `method`.
