@@ -14,6 +14,7 @@ pub mod bench;
 pub mod checkpoint;
 pub mod cli;
 pub mod cluster;
+pub mod coarse_clock;
 pub mod counters;
 pub mod error;
 pub mod executor;

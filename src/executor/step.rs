@@ -168,10 +168,10 @@ pub struct StepContext {
     cancelled_from_outside: AtomicBool,
     cancel_status: OnceLock<Status>,
     stats: Option<Mutex<Vec<NodeStats>>>,
-    pub started: Instant,
-    /// The wall clock at `started`, in microseconds since the Unix epoch
-    /// (read only for steps that collect stats).
-    started_epoch_us: u64,
+    /// When a step that collects stats started: the monotonic clock and the
+    /// wall clock (microseconds since the Unix epoch). Read only for such
+    /// steps: a clock read costs about as much as a small kernel.
+    stats_started: Option<(Instant, u64)>,
 }
 
 impl StepContext {
@@ -190,8 +190,7 @@ impl StepContext {
             cancelled_from_outside: AtomicBool::new(false),
             cancel_status: OnceLock::new(),
             stats: collect_stats.then(|| Mutex::new(Vec::new())),
-            started: Instant::now(),
-            started_epoch_us: if collect_stats { epoch_us() } else { 0 },
+            stats_started: collect_stats.then(|| (Instant::now(), epoch_us())),
         }
     }
 
@@ -204,8 +203,9 @@ impl StepContext {
 
     /// Now, for stats: the wall clock at the step's start plus the
     /// monotonic time since, so times within a step never run backwards.
+    /// 0 for a step that collects none.
     pub fn stats_clock_us(&self) -> u64 {
-        self.started_epoch_us + self.started.elapsed().as_micros() as u64
+        self.stats_started.map_or(0, |(started, epoch_us)| epoch_us + started.elapsed().as_micros() as u64)
     }
 
     /// A step with a fresh local rendezvous.

@@ -8,6 +8,7 @@
 //! a thread of their own, and so do steps the client may cancel: its
 //! CancelStep arrives on the same connection while the step runs.
 
+use super::session::MasterSession;
 use super::{Master, RunMetadata, RunOptions, SessionConfig};
 use crate::error::{Result, Status};
 use crate::executor::CancellationToken;
@@ -105,20 +106,24 @@ fn run_options(o: &msg::ArchivedRunOptions, placement: Option<SharedPlacement>) 
 
 /// Runs `step` with the client's cancel token when it asked for one (on a
 /// thread of its own, so that its CancelStep can be read meanwhile), or
-/// right here.
+/// right here. `cancel` names the session and the cancel id, built only
+/// when the client sent an id (a step's name copy is not free).
 fn run_maybe_cancellable(
     master: &Arc<Master>,
-    session: &str,
-    cancel_id: u64,
+    cancel: Option<(String, u64)>,
     options: RunOptions,
     step: impl FnOnce(&RunOptions) + Send + 'static,
 ) {
-    if cancel_id == 0 {
+    let Some((session, cancel_id)) = cancel else {
         return step(&options);
-    }
+    };
     let master = master.clone();
-    let session = session.to_string();
     std::thread::spawn(move || with_client_cancel(&master, &session, cancel_id, options, step));
+}
+
+/// The session and id of a client's cancel, when it sent one (id nonzero).
+fn client_cancel(session: &MasterSession, cancel_id: u64) -> Option<(String, u64)> {
+    (cancel_id != 0).then(|| (session.handle().to_string(), cancel_id))
 }
 
 /// Runs `step` on this thread, with the token of (session, cancel id) when
@@ -244,8 +249,7 @@ fn run_callable(master: &Arc<Master>, request: Request, reply: Reply) {
             return reply.err(e);
         }
     };
-    let name = session.handle().to_string();
-    run_maybe_cancellable(master, &name, cancel_id, options, move |options| {
+    run_maybe_cancellable(master, client_cancel(&session, cancel_id), options, move |options| {
         let result = session.run_callable(handle, feeds, options);
         crate::counters::record_step(started, result.is_ok());
         match result {
@@ -304,8 +308,7 @@ fn run_step(master: &Arc<Master>, request: Request, reply: Reply) {
         }
     };
     if partial.is_empty() {
-        let name = session.handle().to_string();
-        run_maybe_cancellable(master, &name, cancel_id, options, move |options| {
+        run_maybe_cancellable(master, client_cancel(&session, cancel_id), options, move |options| {
             let result = session.run(options, feeds, &fetches, &targets);
             respond(result, reply);
         });

@@ -113,7 +113,8 @@ struct GraphState {
 }
 
 pub struct MasterSession {
-    handle: String,
+    /// Shared with each step's abort hook: a step clones the pointer.
+    handle: Arc<str>,
     tasks: Arc<[TaskHandle]>,
     /// Every task's devices; a restarted task's are discovered again (new
     /// incarnations).
@@ -138,7 +139,7 @@ pub struct MasterSession {
     /// Heartbeats of the master's tasks (`None` in process).
     health: Option<Arc<Health>>,
     /// When a client last used the session, for idle collection.
-    last_used: Mutex<Instant>,
+    last_used: crate::coarse_clock::LastUsed,
     /// Steps running now (a running session is never idle).
     running: AtomicUsize,
     /// Each task's clock against this master's, in `tasks` order: estimated
@@ -179,61 +180,103 @@ fn parse_endpoints(names: &[String]) -> Result<Vec<Endpoint>> {
 struct StepWaiter {
     /// Set with the first error, for drivers polling whether to give up.
     failed: AtomicBool,
-    remaining: Mutex<usize>,
-    responses: Mutex<Vec<Option<RunGraphResponse>>>,
-    error: Mutex<Option<Status>>,
-    abort: Mutex<Option<AbortHook>>,
+    /// One lock for all of it: a part's answer takes it once.
+    state: Mutex<WaiterState>,
     ready: Notification,
 }
 
+struct WaiterState {
+    remaining: usize,
+    responses: Vec<Option<RunGraphResponse>>,
+    error: Option<Status>,
+    abort: Option<AbortHook>,
+}
+
 type AbortHook = Box<dyn FnOnce(&Status) + Send>;
+
+/// The tasks a step's parts run on, in part order (a step rarely spans
+/// more than four).
+type PartTasks = smallvec::SmallVec<[usize; 4]>;
 
 impl StepWaiter {
     fn new(parts: usize, abort: AbortHook) -> Arc<StepWaiter> {
         Arc::new(StepWaiter {
             failed: AtomicBool::new(false),
-            remaining: Mutex::new(parts),
-            responses: Mutex::new((0..parts).map(|_| None).collect()),
-            error: Mutex::new(None),
-            abort: Mutex::new(Some(abort)),
+            state: Mutex::new(WaiterState {
+                remaining: parts,
+                responses: (0..parts).map(|_| None).collect(),
+                error: None,
+                abort: Some(abort),
+            }),
             ready: Notification::new(),
         })
     }
 
     fn part_done(&self, part: usize, result: Result<RunGraphResponse>) {
-        match result {
-            Ok(r) => self.responses.lock()[part] = Some(r),
-            Err(e) => self.fail(e),
-        }
-        let mut remaining = self.remaining.lock();
-        *remaining -= 1;
-        if *remaining == 0 {
+        let response = match result {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.fail(e);
+                None
+            }
+        };
+        let all_done = {
+            let mut state = self.state.lock();
+            if response.is_some() {
+                state.responses[part] = response;
+            }
+            state.remaining -= 1;
+            state.remaining == 0
+        };
+        if all_done {
             self.ready.notify();
         }
     }
 
-    /// Fails the step with `e` unless it already failed: aborts every part
-    /// and wakes the waiting client.
+    /// The parts' answers in part order, or the step's first error.
+    fn outcome(&self) -> Result<Vec<RunGraphResponse>> {
+        let mut state = self.state.lock();
+        if let Some(e) = state.error.take() {
+            return Err(e);
+        }
+        state
+            .responses
+            .iter_mut()
+            .map(|r| r.take().ok_or_else(|| Status::internal("a partition answered nothing")))
+            .collect()
+    }
+
     fn has_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
 
-    fn fail(&self, e: Status) {
-        let first = {
-            let mut first = self.error.lock();
-            let is_first = first.is_none();
-            if is_first {
-                *first = Some(e.clone());
-                self.failed.store(true, Ordering::Release);
-            }
-            is_first
-        };
-        if first {
-            if let Some(abort) = self.abort.lock().take() {
-                abort(&e);
-            }
-            self.ready.notify();
+    /// Whether a driver waiting for a part should give up: the step failed,
+    /// or one of its `tasks` is marked unavailable (which fails it, saying
+    /// why).
+    fn gave_up(&self, health: Option<&Health>, tasks: &[usize]) -> bool {
+        if let Some(Err(status)) = health.map(|h| h.check(tasks)) {
+            self.fail(status);
         }
+        self.has_failed()
+    }
+
+    /// Fails the step with `e` unless it already failed: aborts every part
+    /// and wakes the waiting client.
+    fn fail(&self, e: Status) {
+        let abort = {
+            let mut state = self.state.lock();
+            if state.error.is_some() {
+                return;
+            }
+            state.error = Some(e.clone());
+            self.failed.store(true, Ordering::Release);
+            state.abort.take()
+        };
+        // Unlocked: aborting a local part may answer it on this thread.
+        if let Some(abort) = abort {
+            abort(&e);
+        }
+        self.ready.notify();
     }
 }
 
@@ -308,7 +351,7 @@ impl MasterSession {
         }
         let seed = crate::executor::new_incarnation() & 0x0000_ffff_ffff_0000;
         Ok(MasterSession {
-            handle,
+            handle: handle.into(),
             tasks: tasks.into(),
             devices: Mutex::new(devices),
             device_names,
@@ -326,7 +369,7 @@ impl MasterSession {
             generation: AtomicU64::new(0),
             recovering: Mutex::new(()),
             health,
-            last_used: Mutex::new(Instant::now()),
+            last_used: crate::coarse_clock::LastUsed::now(),
             running: AtomicUsize::new(0),
             task_clocks: Mutex::new(None),
         })
@@ -337,11 +380,11 @@ impl MasterSession {
         if self.running.load(Ordering::Acquire) > 0 {
             return Duration::ZERO;
         }
-        self.last_used.lock().elapsed()
+        self.last_used.idle_for()
     }
 
     fn touch(&self) {
-        *self.last_used.lock() = Instant::now();
+        self.last_used.touch();
     }
 
     /// Sets the session up again on every task of `exec` whose process
@@ -593,11 +636,12 @@ impl MasterSession {
         let _running = Running(self);
         let tasks = self.tasks.clone();
         let session = self.handle.clone();
-        let part_tasks: Vec<usize> = exec.parts.iter().map(|p| p.task).collect();
+        let part_tasks: PartTasks = exec.parts.iter().map(|p| p.task).collect();
+        let abort_tasks = part_tasks.clone();
         let waiter = StepWaiter::new(
             exec.parts.len(),
             Box::new(move |status: &Status| {
-                for &t in &part_tasks {
+                for &t in &abort_tasks {
                     tasks[t].worker.abort_step(&session, step_id, status.clone());
                 }
             }),
@@ -618,21 +662,12 @@ impl MasterSession {
             }
             None => None,
         };
-        // A task that stops answering fails the step (heartbeats).
-        let _watch = match &self.health {
-            Some(health) => {
-                let tasks: smallvec::SmallVec<[usize; 4]> = exec.parts.iter().map(|p| p.task).collect();
-                let w = waiter.clone();
-                match health.watch(&tasks, Arc::new(move |status: &Status| w.fail(status.clone()))) {
-                    Ok(guard) => Some(guard),
-                    Err(status) => {
-                        waiter.fail(status.clone());
-                        return Err(status);
-                    }
-                }
-            }
-            None => None,
-        };
+        // A task that stops answering fails the step (heartbeats): the
+        // drivers check between their waits.
+        if let Some(Err(status)) = self.health.as_ref().map(|h| h.admit(&part_tasks)) {
+            waiter.fail(status.clone());
+            return Err(status);
+        }
         let mut drives = Vec::new();
         for (i, part) in exec.parts.iter().enumerate() {
             let w = waiter.clone();
@@ -644,10 +679,10 @@ impl MasterSession {
         }
         if let Some(last) = drives.pop() {
             for drive in drives {
-                let w = waiter.clone();
-                call_drivers().spawn(move || drive(deadline, &|| w.has_failed()));
+                let (w, health, tasks) = (waiter.clone(), self.health.clone(), part_tasks.clone());
+                call_drivers().spawn(move || drive(deadline, &|| w.gave_up(health.as_deref(), &tasks)));
             }
-            last(deadline, &|| waiter.has_failed());
+            last(deadline, &|| waiter.gave_up(self.health.as_deref(), &part_tasks));
         }
         let finished = waiter.ready.wait_until(deadline, crate::executor::notification::DEFAULT_SPIN);
         // A step may also finish late: kernels running inline on this thread
@@ -657,11 +692,7 @@ impl MasterSession {
             self.abort_parts(exec, step_id, &status);
             return Err(status);
         }
-        if let Some(e) = waiter.error.lock().take() {
-            return Err(e);
-        }
-        let mut responses = waiter.responses.lock();
-        responses.iter_mut().map(|r| r.take().ok_or_else(|| Status::internal("a partition answered nothing"))).collect()
+        waiter.outcome()
     }
 
     /// Runs one step of `exec` with `feeds` in the signature's feed order.
@@ -681,7 +712,7 @@ impl MasterSession {
             deadline,
             options.cancel.as_ref(),
             |part| RunGraphRequest {
-                session_handle: self.handle.clone(),
+                session_handle: self.handle.to_string(),
                 graph_handle: part.graph_handle.clone(),
                 step_id,
                 feeds: part.arg_indices.iter().map(|&a| (a, feeds[a as usize].clone())).collect(),
@@ -788,7 +819,7 @@ impl MasterSession {
             deadline,
             None,
             |part| RunGraphRequest {
-                session_handle: self.handle.clone(),
+                session_handle: self.handle.to_string(),
                 graph_handle: part.graph_handle.clone(),
                 step_id,
                 feeds: Vec::new(),
@@ -894,7 +925,7 @@ impl MasterSession {
             deadline,
             options.cancel.as_ref(),
             |part| RunGraphRequest {
-                session_handle: self.handle.clone(),
+                session_handle: self.handle.to_string(),
                 graph_handle: part.graph_handle.clone(),
                 step_id: run.step_id,
                 feeds: feed_values.iter().filter(|(a, _)| part.arg_indices.contains(a)).cloned().collect(),

@@ -27,20 +27,20 @@ const MASTER_PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// Whether the master of a step in flight still answers.
 struct MasterWatch<'a> {
     session: &'a RemoteSession,
-    next_ping: std::cell::Cell<Instant>,
+    /// On the coarse clock (milliseconds): checked every round of a wait.
+    next_ping_ms: std::cell::Cell<u64>,
     lost: std::cell::Cell<Option<Status>>,
 }
 
 impl MasterWatch<'_> {
     /// Pings when due; true once the master failed to answer one.
     fn lost(&self) -> bool {
-        let now = Instant::now();
-        if now < self.next_ping.get() {
+        if crate::coarse_clock::now_ms() < self.next_ping_ms.get() {
             return false;
         }
         match self.session.ping_master() {
             Ok(()) => {
-                self.next_ping.set(Instant::now() + MASTER_PING_AFTER);
+                self.next_ping_ms.set(crate::coarse_clock::now_ms() + MASTER_PING_AFTER.as_millis() as u64);
                 false
             }
             Err(e) => {
@@ -172,7 +172,7 @@ impl RemoteSession {
         let call = self.client()?.start_call(R::METHOD, &msg::encode(request)?, payloads)?;
         let watch = MasterWatch {
             session: self,
-            next_ping: std::cell::Cell::new(Instant::now() + MASTER_PING_AFTER),
+            next_ping_ms: std::cell::Cell::new(crate::coarse_clock::now_ms() + MASTER_PING_AFTER.as_millis() as u64),
             lost: Default::default(),
         };
         call.wait_unless(deadline, &|| watch.lost()).map_err(|e| match watch.lost.take() {
@@ -187,7 +187,7 @@ impl RemoteSession {
     fn step_deadline(&self, options: &RunOptions) -> Instant {
         match options.timeout.or(self.operation_timeout) {
             Some(t) => Instant::now() + t + DEADLINE_SLACK,
-            None => Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600),
+            None => crate::executor::deadline::far_future(),
         }
     }
 

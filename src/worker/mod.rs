@@ -24,9 +24,9 @@ use crate::error::{Result, Status};
 use crate::executor::{Device, PoolOptions, new_incarnation};
 use crate::ops::ResourceMgr;
 use foldhash::{HashMap, HashMapExt};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a worker is built.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ pub struct WorkerSession {
     pub graph_mgr: Arc<GraphMgr>,
     pub cluster: ClusterInfo,
     /// When its master last used it or named it in a heartbeat.
-    last_used: Mutex<Instant>,
+    last_used: crate::coarse_clock::LastUsed,
 }
 
 pub struct Worker {
@@ -103,7 +103,7 @@ impl Worker {
     /// Marks a session used now (its master's heartbeat names it).
     pub fn keep_alive(&self, handle: &str) {
         if let Some(session) = self.sessions.read().get(handle) {
-            *session.last_used.lock() = Instant::now();
+            session.last_used.touch();
         }
     }
 
@@ -115,7 +115,7 @@ impl Worker {
             .sessions
             .read()
             .values()
-            .filter(|s| s.last_used.lock().elapsed() > max_idle)
+            .filter(|s| s.last_used.idle_for() > max_idle)
             .map(|s| s.handle.clone())
             .collect();
         for handle in &idle {
@@ -134,7 +134,7 @@ impl Worker {
     pub fn session(&self, handle: &str) -> Result<Arc<WorkerSession>> {
         let found = self.sessions.read().get(handle).cloned();
         if let Some(session) = &found {
-            *session.last_used.lock() = Instant::now();
+            session.last_used.touch();
         }
         found.ok_or_else(|| {
             Status::aborted(format!("session '{handle}' is not known on {} (was the task restarted?)", self.task_name))
@@ -200,7 +200,7 @@ impl WorkerInterface for Worker {
                 handle: session_handle.to_string(),
                 graph_mgr: Arc::new(GraphMgr::new(&self.task_name, self.devices.clone(), resources, rendezvous)),
                 cluster: cluster.clone(),
-                last_used: Mutex::new(Instant::now()),
+                last_used: crate::coarse_clock::LastUsed::now(),
             }),
         );
         Ok(())

@@ -46,11 +46,6 @@ fn control_timeout() -> Duration {
     CONTROL_BOUND.with(|b| b.get()).map_or(CONTROL_TIMEOUT, |t| t.min(CONTROL_TIMEOUT))
 }
 
-/// A deadline far enough away to mean "none" for a transport wait.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(10 * 365 * 24 * 3600)
-}
-
 /// Gives transport failures the task's name; errors a worker reported
 /// (they already name their node or graph) pass through unchanged.
 fn name_task(task: &str, address: &str, status: Status) -> Status {
@@ -312,7 +307,7 @@ impl WorkerInterface for RemoteWorker {
         let (task, address) = (self.task.clone(), self.address.clone());
         Some(Box::new(move |deadline: Option<Instant>, abandoned: &dyn Fn() -> bool| {
             let result = call
-                .wait_unless(deadline.unwrap_or_else(far_future), abandoned)
+                .wait_unless(deadline.unwrap_or_else(crate::executor::deadline::far_future), abandoned)
                 .map_err(|e| name_task(&task, &address, e))
                 .and_then(|response| run_graph_response(&response));
             done(result)
