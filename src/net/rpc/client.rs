@@ -361,7 +361,7 @@ impl Client {
             }
         })();
         drop(leader);
-        inner.wake_followers();
+        inner.wake_followers(0);
         answer
     }
 
@@ -477,8 +477,12 @@ impl Inner {
         }
     }
 
+    /// Wakes the followers after the leader lock was released. `counted`
+    /// is how many of `waiting`'s raises are the caller's own (1 for a
+    /// call in [`PendingCall::wait_unless`], which raised it itself, 0
+    /// for a small call, which never does).
     #[inline]
-    fn wake_followers(&self) {
+    fn wake_followers(&self, counted: usize) {
         // A follower raises `waiting` (`SeqCst`) before it looks at the
         // leader lock (`SeqCst`); a leader released the lock (a `SeqCst`
         // swap, `LeaderGuard::drop`) before it reads `waiting` here
@@ -486,8 +490,10 @@ impl Inner {
         // misses the raise, the release came before the raise and so
         // before the follower's look, which sees the lock free and takes
         // it instead of parking. So a follower that parks is always woken,
-        // and a call with no follower pays no locked instruction here.
-        if self.waiting.load(Ordering::SeqCst) != 0 {
+        // and a call with no follower pays no locked instruction here (a
+        // count of only the caller's own raise: before it was excluded,
+        // every call through `wait_unless` took the pending-calls lock).
+        if self.waiting.load(Ordering::SeqCst) > counted {
             self.unpark_followers();
         }
     }
@@ -697,7 +703,7 @@ impl PendingCall {
             if let Some(mut leader) = inner.reader.try_lock() {
                 inner.lead(&mut leader.reader, slot, spin, slice);
                 drop(leader);
-                inner.wake_followers();
+                inner.wake_followers(1);
                 continue;
             }
             // Follower: spin briefly (the leader may deliver our response or
