@@ -245,7 +245,6 @@ impl GraphMgr {
         });
         let mgr = self.clone();
         let step2 = step.clone();
-        let retval_indices = graph.retval_indices.clone();
         let graph2 = graph.clone();
         let finish = Box::new(move |result: Result<()>| {
             drop(deadline_guard);
@@ -258,8 +257,8 @@ impl GraphMgr {
             }
             let response = result.and_then(|()| {
                 let mut values = step2.frame.retvals.take_all();
-                let mut fetches = Vec::with_capacity(retval_indices.len());
-                for &i in &retval_indices {
+                let mut fetches = Vec::with_capacity(graph2.retval_indices.len());
+                for &i in &graph2.retval_indices {
                     let v = values
                         .get_mut(i as usize)
                         .and_then(Option::take)
