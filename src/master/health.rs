@@ -236,3 +236,91 @@ fn heartbeat_loop(shared: &Shared, task: usize) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Code, Result};
+    use crate::graph::GraphSpec;
+    use crate::worker::{ClusterInfo, DeviceAttributes, DriveCall, RunGraphDone, RunGraphRequest};
+
+    /// Answers heartbeats while `up`; nothing else is called here.
+    struct Heartbeats {
+        up: AtomicBool,
+    }
+
+    impl WorkerInterface for Heartbeats {
+        fn task_name(&self) -> &str {
+            "fake"
+        }
+        fn get_status(&self) -> Result<Vec<DeviceAttributes>> {
+            Ok(Vec::new())
+        }
+        fn incarnation(&self) -> Result<u64> {
+            Ok(1)
+        }
+        fn heartbeat(&self, _deadline: Instant, _sessions: &[String]) -> Result<u64> {
+            match self.up.load(Ordering::Acquire) {
+                true => Ok(1),
+                false => Err(Status::deadline_exceeded("no answer")),
+            }
+        }
+        fn create_worker_session(&self, _: &str, _: &ClusterInfo, _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn delete_worker_session(&self, _: &str) -> Result<()> {
+            Ok(())
+        }
+        fn register_graph(&self, _: &str, _: GraphSpec, _: bool) -> Result<String> {
+            Ok(String::new())
+        }
+        fn deregister_graph(&self, _: &str, _: &str) -> Result<()> {
+            Ok(())
+        }
+        fn run_graph(&self, _: RunGraphRequest, done: RunGraphDone) -> Option<DriveCall> {
+            done(Err(Status::unimplemented("not here")));
+            None
+        }
+        fn cleanup_graph(&self, _: &str, _: u64) -> Result<()> {
+            Ok(())
+        }
+        fn cleanup_all(&self, _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn reset_session(&self, _: &str, _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn abort_step(&self, _: &str, _: u64, _: Status) {}
+        fn registered_graphs(&self, _: &str) -> Result<usize> {
+            Ok(0)
+        }
+    }
+
+    /// A step on a task marked unavailable is refused (a probe fails too)
+    /// and one in flight learns why at its check; only remote tasks count;
+    /// once the task answers a probe again, steps are admitted.
+    #[test]
+    fn steps_check_the_unavailable_mark_and_admit_after_a_good_probe() {
+        let local = Arc::new(Heartbeats { up: AtomicBool::new(false) });
+        let remote = Arc::new(Heartbeats { up: AtomicBool::new(true) });
+        let health = Health::new(
+            vec![
+                ("/job:w/task:0".into(), local as Arc<dyn WorkerInterface>, false),
+                ("/job:w/task:1".into(), remote.clone() as Arc<dyn WorkerInterface>, true),
+            ],
+            HealthOptions { interval: Duration::from_secs(3600), timeout: Duration::from_millis(50) },
+        );
+        assert!(health.admit(&[0, 1]).is_ok() && health.check(&[0, 1]).is_ok());
+        remote.up.store(false, Ordering::Release);
+        assert!(health.check(&[0, 1]).is_ok(), "not marked until a heartbeat goes unanswered");
+        let missed = health.probe(1).unwrap_err();
+        let why = health.check(&[0, 1]).unwrap_err();
+        assert_eq!((why.code, &why.message), (Code::Unavailable, &missed.message));
+        assert!(why.message.contains("task:1") && why.message.contains("heartbeat"), "{why}");
+        assert!(health.check(&[0]).is_ok(), "task 0 is this process's: never marked");
+        assert_eq!(health.admit(&[1]).unwrap_err().code, Code::Unavailable);
+        remote.up.store(true, Ordering::Release);
+        assert!(health.admit(&[1]).is_ok(), "a probe that is answered clears the mark");
+        assert!(health.check(&[0, 1]).is_ok());
+    }
+}
