@@ -2,8 +2,8 @@
 //! milliseconds at most: when a session was last used (released after
 //! minutes without a step), when a client pings its master next (every
 //! second a step runs). On the 2 vCPU Intel Xeon 6/207 VM a coarse read
-//! takes 6-8 ns against 25-28 ns for `Instant::now()`, and a step read the
-//! precise clock for these four times over.
+//! takes 6-8 ns against 25-28 ns for `Instant::now()`, and these times
+//! would cost a remote step four precise reads.
 //!
 //! Owns: reading `CLOCK_MONOTONIC_COARSE`. Must not know what is stamped
 //! or when an idle thing is released.
