@@ -24,6 +24,11 @@ const MASTER_PING_AFTER: Duration = Duration::from_secs(1);
 /// A ping unanswered this long means the master is gone.
 const MASTER_PING_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// When the next ping of a step in flight is due, on the coarse clock.
+fn next_ping_ms() -> u64 {
+    crate::coarse_clock::now_ms() + MASTER_PING_AFTER.as_millis() as u64
+}
+
 /// Whether the master of a step in flight still answers.
 struct MasterWatch<'a> {
     session: &'a RemoteSession,
@@ -40,7 +45,7 @@ impl MasterWatch<'_> {
         }
         match self.session.ping_master() {
             Ok(()) => {
-                self.next_ping_ms.set(crate::coarse_clock::now_ms() + MASTER_PING_AFTER.as_millis() as u64);
+                self.next_ping_ms.set(next_ping_ms());
                 false
             }
             Err(e) => {
@@ -170,11 +175,8 @@ impl RemoteSession {
         R: msg::Rpc + msg::Encode,
     {
         let call = self.client()?.start_call(R::METHOD, &msg::encode(request)?, payloads)?;
-        let watch = MasterWatch {
-            session: self,
-            next_ping_ms: std::cell::Cell::new(crate::coarse_clock::now_ms() + MASTER_PING_AFTER.as_millis() as u64),
-            lost: Default::default(),
-        };
+        let watch =
+            MasterWatch { session: self, next_ping_ms: std::cell::Cell::new(next_ping_ms()), lost: Default::default() };
         call.wait_unless(deadline, &|| watch.lost()).map_err(|e| match watch.lost.take() {
             Some(lost) => lost,
             None if e.code == Code::Unavailable => e.context(format_args!("master at {}", self.address)),
