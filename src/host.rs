@@ -1,11 +1,13 @@
 //! What this machine's CPUs are doing, from the first line of /proc/stat
 //! and the CPU pressure of /proc/pressure/cpu: how much time the hypervisor
 //! stole (for `ringflow bench`'s figures) and whether a core has lately
-//! been idle or nobody has waited for one (for a caller deciding to spin).
+//! been idle or nobody has waited for one, and this process's yields have
+//! not lately handed their cores to other threads (for a caller deciding to
+//! spin).
 //!
-//! Owns: reading and parsing /proc/stat and /proc/pressure/cpu, and the
-//! process-wide spare-core sample. Must not know who spins or what is
-//! measured.
+//! Owns: reading and parsing /proc/stat and /proc/pressure/cpu, the
+//! process-wide spare-core sample and the record of yields that gave a
+//! core away. Must not know who spins or what is measured.
 
 use parking_lot::Mutex;
 use std::fs::File;
@@ -88,11 +90,35 @@ pub const CALM_MAX_STALL: f64 = 0.05;
 /// cores.
 pub const CALM_WINDOW: Duration = Duration::from_millis(50);
 
+/// A yield that kept its caller off its core at least this long gave the
+/// core to another thread (a yield that finds nobody else to run returns
+/// in well under it; two processes yielding to each other on one core take
+/// two switches, about 1.8 µs on the 2 vCPU VMs).
+pub const CORE_TAKEN: Duration = Duration::from_micros(1);
+
+/// Two yields in a row that gave their core away, within this long of each
+/// other, mean this process's waits queue for cores with other threads:
+/// one alone may be the kernel's own housekeeping.
+pub const CROWDED_PAIR: Duration = Duration::from_millis(10);
+
+/// How long, after such a pair, no spinner of this process counts a core
+/// as spare, unless a yield first finds nobody else to run (which ends it).
+/// Idle stretches between bursts of steps leave cores idle in every
+/// /proc/stat window, and without this the spare-core answer lets three
+/// processes spin purely on two cores, each hop waiting out a pure phase:
+/// step-remote over shared memory in blocks of 250 steps after 7 ms idle,
+/// 2 vCPU AMD EPYC 9004 VM, p50 26.4–29.0 µs against 8.1–8.4 µs with this
+/// hold (`examples/step_bursts.rs`). Threads sleep through such stretches,
+/// so the hold outlasts them.
+pub const CROWDED_HOLD: Duration = Duration::from_millis(50);
+
 /// Whether a spinner may keep its core: this machine has lately had a core
 /// nobody used (at least [`SPARE_CORE_MIN_IDLE`] idle cores over the last
 /// window), or no thread has been kept waiting for a core over the last
 /// [`CALM_WINDOW`] (CPU pressure under [`CALM_MAX_STALL`] at every sample:
-/// two spinners on two cores hold nobody up). A run-queue count cannot
+/// two spinners on two cores hold nobody up), unless this process's waits
+/// lately yielded their cores to other threads twice in a row
+/// ([`note_yield`], [`CROWDED_HOLD`]). A run-queue count cannot
 /// tell this: since kernel 6.12 it includes threads that went to sleep but
 /// stay queued until their lag is paid (three on two cores in a
 /// two-process ping-pong here). Costs a clock read and a few atomic loads;
@@ -106,8 +132,22 @@ pub fn has_spare_core() -> bool {
 /// [`has_spare_core`], asked at `now` (a spinner that has just read the
 /// clock saves a second read).
 pub fn has_spare_core_at(now: Instant) -> bool {
+    spare_core().answer(now)
+}
+
+/// A spin-wait's yield at `at` kept it off its core for `took`: past
+/// [`CORE_TAKEN`] another thread had the core, and a second such yield in
+/// a row within [`CROWDED_PAIR`] makes [`has_spare_core`] false for
+/// [`CROWDED_HOLD`]; a quicker one (nobody else wanted the core) ends
+/// that at once.
+#[inline]
+pub fn note_yield(at: Instant, took: Duration) {
+    spare_core().note_yield(at, took);
+}
+
+fn spare_core() -> &'static SpareCore {
     static SAMPLER: OnceLock<SpareCore> = OnceLock::new();
-    SAMPLER.get_or_init(SpareCore::new).answer(now)
+    SAMPLER.get_or_init(SpareCore::new)
 }
 
 /// An open /proc file read at most once a period, and its last reading.
@@ -244,6 +284,11 @@ struct SpareCore {
     /// /proc/pressure/cpu cannot be read, pressure never vouches for a
     /// core).
     measured: AtomicBool,
+    /// Nanoseconds after `base` of the last yield that gave its core away
+    /// (0: none yet).
+    core_taken_ns: AtomicU64,
+    /// Nanoseconds after `base` until which no core counts as spare.
+    crowded_until_ns: AtomicU64,
 }
 
 impl SpareCore {
@@ -260,6 +305,28 @@ impl SpareCore {
             stall: Sampled::new(File::open("/proc/pressure/cpu").ok(), None),
             stalled_ns: AtomicU64::new(0),
             measured: AtomicBool::new(false),
+            core_taken_ns: AtomicU64::new(0),
+            crowded_until_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// [`note_yield`].
+    fn note_yield(&self, at: Instant, took: Duration) {
+        if took < CORE_TAKEN {
+            // Loads first: a quick yield in a calm process writes nothing.
+            if self.core_taken_ns.load(Ordering::Relaxed) != 0 {
+                self.core_taken_ns.store(0, Ordering::Relaxed);
+            }
+            if self.crowded_until_ns.load(Ordering::Relaxed) != 0 {
+                self.crowded_until_ns.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        // At least 1, so that a yield at `base` is not read as "none yet".
+        let now_ns = self.ns_at(at).max(1);
+        let last = self.core_taken_ns.swap(now_ns, Ordering::Relaxed);
+        if last != 0 && now_ns.saturating_sub(last) <= CROWDED_PAIR.as_nanos() as u64 {
+            self.crowded_until_ns.fetch_max(now_ns + CROWDED_HOLD.as_nanos() as u64, Ordering::Relaxed);
         }
     }
 
@@ -282,6 +349,9 @@ impl SpareCore {
                 self.spare.store(idle >= SPARE_CORE_MIN_IDLE, Ordering::Relaxed);
             }
         });
+        if now_ns < self.crowded_until_ns.load(Ordering::Relaxed) {
+            return false;
+        }
         self.spare.load(Ordering::Relaxed) || self.calm(now_ns, stall)
     }
 
@@ -435,6 +505,49 @@ mod tests {
         assert!(!sampler.answer_with(after(t), busy, stall(total)));
         // A failed read keeps what the samples said before.
         assert!(!sampler.answer_with(after(t + PRESSURE_SAMPLE), busy, |_: &File| None));
+    }
+
+    #[test]
+    fn two_yields_in_a_row_that_gave_the_core_away_take_the_spare_core_until_a_quick_one() {
+        let sampler = SpareCore::new();
+        // Idle cores vouch for a spare one whenever a window is read.
+        sampler.times.state.lock().last = Some((0, CpuTimes { total: 0, idle: 0, steal: 0 }));
+        let idle = |_: &File| Some(CpuTimes { total: 0, idle: u64::MAX / 2, steal: 0 });
+        let at = |ms: f64| sampler.base + Duration::from_secs_f64(ms / 1e3);
+        let spare_at = |ms: f64| sampler.answer_with(at(ms), idle, |_: &File| None);
+        let (quick, taken) = (CORE_TAKEN / 2, CORE_TAKEN);
+        let pair_ms = CROWDED_PAIR.as_secs_f64() * 1e3;
+        let hold_ms = CROWDED_HOLD.as_secs_f64() * 1e3;
+        assert!(spare_at(0.01), "spare until a window says otherwise");
+        // Quick yields (nobody else wanted the core) change nothing.
+        sampler.note_yield(at(0.02), quick);
+        sampler.note_yield(at(0.03), quick);
+        assert!(spare_at(0.04));
+        // Two that gave it away, further apart than a pair: housekeeping.
+        sampler.note_yield(at(1.0), taken);
+        sampler.note_yield(at(1.0 + pair_ms + 0.001), taken);
+        assert!(spare_at(1.0 + pair_ms + 0.002));
+        // Two close together but with a quick one between: not in a row.
+        let t = 2.0 * pair_ms;
+        sampler.note_yield(at(t), taken);
+        sampler.note_yield(at(t + 0.01), quick);
+        sampler.note_yield(at(t + 0.02), taken);
+        assert!(spare_at(t + 0.03));
+        // Two in a row within a pair's time: crowded for the hold, whatever
+        // the idle time says...
+        let crowd = t + 0.03;
+        sampler.note_yield(at(crowd), 3 * taken);
+        assert!(!spare_at(crowd));
+        assert!(!spare_at(crowd + hold_ms - 0.001));
+        // ...and then the windows' answer again.
+        assert!(spare_at(crowd + hold_ms + 0.001));
+        // A quick yield ends a hold at once.
+        let again = crowd + hold_ms + 1.0;
+        sampler.note_yield(at(again), taken);
+        sampler.note_yield(at(again + 0.01), taken);
+        assert!(!spare_at(again + 0.02));
+        sampler.note_yield(at(again + 0.03), quick);
+        assert!(spare_at(again + 0.04));
     }
 
     #[test]

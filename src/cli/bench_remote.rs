@@ -291,6 +291,10 @@ fn step_remote_shm(iters: usize, pin: bool) -> Result<Vec<Figure>> {
     let mut on_shm = TimedStep::new(&shm, trivial_remote_graph(), "y")?;
     let mut on_tcp = TimedStep::new(&tcp, trivial_remote_graph(), "y")?;
     let [shm_rec, tcp_rec] = bench::interleaved([&mut || on_shm.step(), &mut || on_tcp.step()], step_turns(iters))?;
+    let [shm_idle_rec, tcp_idle_rec] = bench::interleaved(
+        [&mut AfterIdle(&mut on_shm) as &mut dyn bench::Timed<Status>, &mut AfterIdle(&mut on_tcp)],
+        step_turns(iters),
+    )?;
     on_shm.close()?;
     on_tcp.close()?;
     shm.shutdown();
@@ -301,14 +305,42 @@ fn step_remote_shm(iters: usize, pin: bool) -> Result<Vec<Figure>> {
          baseline: the same step on a second 2-task cluster forced to TCP (--transport tcp), same run, \
          turns in blocks of {TURN_BLOCK}; {pinning}"
     );
-    Ok([50.0, 99.0]
-        .into_iter()
-        .map(|p| {
-            Figure::new("step-remote", &format!("p{p:.0}_shm"), shm_rec.percentile_us(p), "us", 1)
-                .with_baseline(tcp_rec.percentile_us(p))
-                .with_note(note.clone())
-        })
-        .collect())
+    let idle_note = format!(
+        "as p50_shm, but every turn of {TURN_BLOCK} steps (and its 1 ms untimed) comes after {} ms with the \
+         machine idle, as steps in bursts do; baseline: the TCP cluster, the same way; {pinning}",
+        IDLE_GAP.as_millis()
+    );
+    let mut figures = Vec::new();
+    for (rec, base, suffix, note) in
+        [(&shm_rec, &tcp_rec, "", &note), (&shm_idle_rec, &tcp_idle_rec, "_after_idle", &idle_note)]
+    {
+        for p in [50.0, 99.0] {
+            figures.push(
+                Figure::new("step-remote", &format!("p{p:.0}_shm{suffix}"), rec.percentile_us(p), "us", 1)
+                    .with_baseline(base.percentile_us(p))
+                    .with_note(note.clone()),
+            );
+        }
+    }
+    Ok(figures)
+}
+
+/// The idle stretch before every turn of `p50_shm_after_idle`: long
+/// enough that every waiting thread has gone to sleep, short enough that
+/// /proc/stat windows mix it with the steps.
+const IDLE_GAP: Duration = Duration::from_millis(7);
+
+/// A [`TimedStep`] whose turns each end with [`IDLE_GAP`] of sleep.
+struct AfterIdle<'a>(&'a mut TimedStep);
+
+impl bench::Timed<Status> for AfterIdle<'_> {
+    fn run_once(&mut self) -> Result<Duration> {
+        self.0.step()
+    }
+
+    fn turn_over(&mut self) {
+        std::thread::sleep(IDLE_GAP);
+    }
 }
 
 fn crossing_us(stats: &[NodeStats]) -> Result<u64> {

@@ -41,11 +41,26 @@ pub fn pure_spin() -> std::time::Duration {
 /// yielding every round.
 #[inline]
 pub fn spin_pause(spin_start: std::time::Instant) {
-    if may_spin_purely(spin_start, std::time::Instant::now()) {
+    let now = std::time::Instant::now();
+    if may_spin_purely(spin_start, now) {
         std::hint::spin_loop();
     } else {
-        std::thread::yield_now();
+        yield_core(now);
     }
+}
+
+/// Gives the core away for one round of a spin-wait whose round began at
+/// `round_start`, and says how long that took: a yield another thread
+/// used tells [`crate::host::has_spare_core`] that threads queue for cores
+/// (`host::note_yield`), which ends pure spinning in this process at once,
+/// where idle stretches between bursts of work would keep the idle-time
+/// windows saying a core is spare.
+#[inline]
+pub fn yield_core(round_start: std::time::Instant) -> std::time::Duration {
+    std::thread::yield_now();
+    let took = round_start.elapsed();
+    crate::host::note_yield(round_start, took);
+    took
 }
 
 /// Whether a spin-wait that began at `spin_start` is, at `now`, still in
@@ -65,21 +80,24 @@ const POLL_BURST: u32 = 8;
 /// pause between. So a round reads the clock once (about 35 ns here), for
 /// its deadline, the pure phase and the spare-core sampler together,
 /// instead of three times for every poll, and a spinner sees a published
-/// frame that much sooner. Returns at the first `true`; says whether the
-/// round yielded its core instead.
+/// frame that much sooner. Returns at the first `true`; when the round
+/// yielded its core instead, how long from `now` that took.
 #[inline]
-pub fn spin_until(spin_start: std::time::Instant, now: std::time::Instant, mut ready: impl FnMut() -> bool) -> bool {
+pub fn spin_until(
+    spin_start: std::time::Instant,
+    now: std::time::Instant,
+    mut ready: impl FnMut() -> bool,
+) -> Option<std::time::Duration> {
     if may_spin_purely(spin_start, now) {
         for _ in 0..POLL_BURST {
             if ready() {
-                return false;
+                return None;
             }
             std::hint::spin_loop();
         }
-        false
+        None
     } else {
-        std::thread::yield_now();
-        true
+        Some(yield_core(now))
     }
 }
 

@@ -657,8 +657,7 @@ impl Conn {
             }
             if waited < spin {
                 let yielded = if sharing_core {
-                    std::thread::yield_now();
-                    true
+                    Some(io::yield_core(now))
                 } else {
                     let consumer = &rx.consumer;
                     io::spin_until(start, now, || consumer.has_pending())
@@ -667,7 +666,7 @@ impl Conn {
                 // another thread had the core is taken before that round's
                 // clock read, and being descheduled so is the case to see.
                 // A reader that could not move has no use for knowing.
-                if yielded && crate::host::may_leave_cpu(now) && now.elapsed() >= DESCHEDULED {
+                if yielded.is_some_and(|took| took >= DESCHEDULED) && crate::host::may_leave_cpu(now) {
                     rx.contended_until = Some(now + SHARED_CORE_HOLD);
                 }
                 continue;
