@@ -527,8 +527,9 @@ mod tests {
         sampler.note_yield(at(1.0), taken);
         sampler.note_yield(at(1.0 + pair_ms + 0.001), taken);
         assert!(spare_at(1.0 + pair_ms + 0.002));
-        // Two close together but with a quick one between: not in a row.
-        let t = 2.0 * pair_ms;
+        // Two close together but with a quick one between: not in a row
+        // (the first a pair's time and more after the last).
+        let t = 1.0 + 2.0 * pair_ms + 1.0;
         sampler.note_yield(at(t), taken);
         sampler.note_yield(at(t + 0.01), quick);
         sampler.note_yield(at(t + 0.02), taken);

@@ -50,11 +50,12 @@ pub fn spin_pause(spin_start: std::time::Instant) {
 }
 
 /// Gives the core away for one round of a spin-wait whose round began at
-/// `round_start`, and says how long that took: a yield another thread
-/// used tells [`crate::host::has_spare_core`] that threads queue for cores
-/// (`host::note_yield`), which ends pure spinning in this process at once,
+/// `round_start`, and says how long that took. Every yield is reported to
+/// [`crate::host::note_yield`]: two in a row that another thread used end
+/// pure spinning in this process for a while (threads queue for cores),
 /// where idle stretches between bursts of work would keep the idle-time
-/// windows saying a core is spare.
+/// windows saying a core is spare; one that finds nobody else to run
+/// restores it.
 #[inline]
 pub fn yield_core(round_start: std::time::Instant) -> std::time::Duration {
     std::thread::yield_now();
