@@ -194,8 +194,9 @@ impl SharedRegion {
         Ok(region)
     }
 
-    /// Maps the file unlocked: its rings are touched only as frames use
-    /// them, and `ulimit -l` (8 MiB here) could not hold 2 × 160 MiB.
+    /// Maps the file unlocked: its data rings are touched only as frames
+    /// use them, and `ulimit -l` (8 MiB here) could not hold 2 × 160 MiB.
+    /// The control page and the slot rings are faulted in at once.
     fn map(fd: BorrowedFd<'_>, layout: Layout, token: [u64; 2]) -> std::io::Result<SharedRegion> {
         let hugetlb = crate::alloc::is_hugetlb(fd);
         // A hugetlbfs mapping covers whole huge pages.
@@ -211,6 +212,14 @@ impl SharedRegion {
             // faults for large rings when allowed.
             // SAFETY: MADV_HUGEPAGE leaves the contents as they are.
             unsafe { mapping.advise(0, len, libc::MADV_HUGEPAGE) };
+            // The control page and both slot rings take a write every
+            // frame: faulted in now, the first lap's page faults (128
+            // pages a direction) stay off a new connection's first frames.
+            // Where the kernel lacks the advice (before 5.14) they fault
+            // as they are first used.
+            // SAFETY: MADV_POPULATE_WRITE maps pages without changing what
+            // they hold.
+            unsafe { mapping.advise(0, layout.data[0] as usize, libc::MADV_POPULATE_WRITE) };
         }
         Ok(SharedRegion { mapping, layout, token, hugetlb })
     }
