@@ -749,9 +749,10 @@ impl Drop for Conn {
 /// stacked pays one slow round trip a hold.
 const SHARED_CORE_HOLD: Duration = Duration::from_millis(1);
 
-/// A yield that took this long gave the core to another thread (a yield
-/// nobody takes returns in about 0.3 µs on the 2 vCPU VMs; handing the core
-/// to another process and back takes 3 µs). The reader then notes each
+/// A yield that took this long gave the core to another thread: the
+/// threshold `host` also counts such yields by ([`crate::host::CORE_TAKEN`];
+/// a yield nobody takes returns in about 0.3 µs on the 2 vCPU VMs, handing
+/// the core to another process and back takes 3 µs). The reader then notes each
 /// wait at once for `SHARED_CORE_HOLD`, and may move off its peer's core
 /// with no core spare: three busy processes on two cores (a client, a
 /// master and a worker) otherwise keep whatever placement the scheduler
@@ -760,7 +761,7 @@ const SHARED_CORE_HOLD: Duration = Duration::from_millis(1);
 /// alternating runs: near 23.3–24.0 µs in 3 of 4 without this rule, 15.2–16.1
 /// µs in 4 of 4 with it; pinned, where it does nothing, 14.9–15.3 against
 /// 15.2–15.6 µs).
-const DESCHEDULED: Duration = Duration::from_micros(1);
+const DESCHEDULED: Duration = crate::host::CORE_TAKEN;
 
 /// A shared-memory read's note that it waits (`ShmChannel::note_waiting`),
 /// taken back when the read returns, whichever way.
