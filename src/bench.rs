@@ -149,7 +149,17 @@ pub struct Turns {
     /// the others' turns; both are the interleaving's own cost, not the
     /// subject's.
     pub settle: Duration,
+    /// Untimed rounds of turns first, until at least this long has passed
+    /// (and at least one round): a fresh cluster's first laps (rings and
+    /// socket buffers filled for the first time, first allocations) are
+    /// its start-up, not its steady state, and one round of short turns
+    /// ends within a few milliseconds.
+    pub warmup: Duration,
 }
+
+/// The warm-up the benches' turns use ([`Turns::warmup`]), as long as the
+/// pingpong bench's.
+pub const WARMUP: Duration = Duration::from_millis(200);
 
 /// Something [`interleaved`] times: one run, and how long it took.
 pub trait Timed<E> {
@@ -168,8 +178,8 @@ impl<E, F: FnMut() -> Result<Duration, E>> Timed<E> for F {
 
 /// Times each subject `turns.iterations` times, the subjects taking turns
 /// in blocks, so a noisy machine's slow and fast phases fall on all of
-/// them alike and a ratio between them compares like with like. One whole
-/// untimed round of turns comes first.
+/// them alike and a ratio between them compares like with like. Untimed
+/// rounds of turns come first, for [`Turns::warmup`].
 pub fn interleaved<E, const N: usize>(
     mut subjects: [&mut dyn Timed<E>; N],
     turns: Turns,
@@ -178,6 +188,7 @@ pub fn interleaved<E, const N: usize>(
     let mut recorders: [LatencyRecorder; N] = std::array::from_fn(|_| LatencyRecorder::default());
     let mut timed = 0;
     let mut warm = false;
+    let warming = std::time::Instant::now();
     while timed < turns.iterations {
         let block = if warm { turns.block.min(turns.iterations - timed) } else { turns.block };
         for (subject, recorder) in subjects.iter_mut().zip(&mut recorders) {
@@ -188,7 +199,7 @@ pub fn interleaved<E, const N: usize>(
         if warm {
             timed += block;
         }
-        warm = true;
+        warm = warm || warming.elapsed() >= turns.warmup;
     }
     Ok(recorders)
 }
@@ -243,7 +254,7 @@ mod tests {
             order.borrow_mut().push('b');
             Ok(Duration::from_micros(30))
         };
-        let turns = Turns { iterations: 5, block: 2, settle: Duration::ZERO };
+        let turns = Turns { iterations: 5, block: 2, settle: Duration::ZERO, warmup: Duration::ZERO };
         let [ra, rb] = interleaved([&mut a, &mut b], turns).expect("no subject fails");
         assert_eq!((ra.len(), rb.len()), (5, 5));
         assert!((ra.percentile_us(50.0) - 10.0).abs() < 0.1 && (rb.percentile_us(50.0) - 30.0).abs() < 0.1);
@@ -255,5 +266,24 @@ mod tests {
         let mut fine = || -> Result<Duration, &'static str> { Ok(Duration::from_micros(1)) };
         let err = interleaved([&mut fine, &mut failing], turns).err();
         assert_eq!(err, Some("peer died"), "the first failure ends the run");
+    }
+
+    #[test]
+    fn turns_are_timed_only_after_the_warm_up() {
+        // Each run reports when it ran, so the smallest recorded value is
+        // the first timed run's start.
+        let start = std::time::Instant::now();
+        let run = || -> Result<Duration, ()> {
+            std::thread::sleep(Duration::from_micros(200));
+            Ok(start.elapsed())
+        };
+        let (mut a, mut b) = (run, run);
+        let warmup = Duration::from_millis(10);
+        let turns = Turns { iterations: 4, block: 2, settle: Duration::ZERO, warmup };
+        let [ra, rb] = interleaved([&mut a, &mut b], turns).expect("no subject fails");
+        assert_eq!((ra.len(), rb.len()), (4, 4));
+        // 1% of slack for the histogram's rounding.
+        let first_timed_us = ra.percentile_us(0.0).min(rb.percentile_us(0.0));
+        assert!(first_timed_us >= warmup.as_secs_f64() * 0.99e6, "first timed run at {first_timed_us} µs");
     }
 }

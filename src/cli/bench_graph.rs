@@ -159,7 +159,7 @@ pub fn bench_graph(graph_path: &Path, args: &GraphBenchArgs) -> Result<Vec<Figur
     let progress = Progress::new((steps + block) as u64, "steps");
     progress.set_message(graph_path.display().to_string());
     let untraced = RunOptions::default();
-    let turns = bench::Turns { iterations: steps, block, settle: Duration::from_millis(1) };
+    let turns = bench::Turns { iterations: steps, block, settle: Duration::from_millis(1), warmup: Duration::ZERO };
     let started = Instant::now();
     let [graph_steps, floor_steps]: [LatencyRecorder; 2] = bench::interleaved(
         [

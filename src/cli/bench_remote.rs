@@ -93,7 +93,7 @@ impl TimedStep {
 const TURN_BLOCK: usize = 250;
 
 fn step_turns(iterations: usize) -> bench::Turns {
-    bench::Turns { iterations, block: TURN_BLOCK, settle: Duration::from_millis(1) }
+    bench::Turns { iterations, block: TURN_BLOCK, settle: Duration::from_millis(1), warmup: bench::WARMUP }
 }
 
 /// The raw baselines' messages: 64 B, as a trivial step's frames are small.
@@ -143,7 +143,11 @@ pub fn step_remote(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
     trivial.close()?;
     sent.close()?;
     c.shutdown();
-    let turns = format!("; steps and baselines take turns in blocks of {TURN_BLOCK}, each after 1 ms untimed");
+    let turns = format!(
+        "; steps and baselines take turns in blocks of {TURN_BLOCK}, each after 1 ms untimed, \
+         after {} ms of untimed turns",
+        bench::WARMUP.as_millis()
+    );
     let fed = format!(
         "client process -> master (task 0, x fed) -> task 1 (x + 1, x delivered with its RunGraph) -> client; \
          baseline: raw spinning TCP round trip, 64 B, two processes pinned to two CPUs, same run{turns}"
@@ -303,7 +307,8 @@ fn step_remote_shm(iters: usize, pin: bool) -> Result<Vec<Figure>> {
     let note = format!(
         "client process -> master (task 0, x fed) -> task 1 (x + 1) -> client, every hop over shared memory; \
          baseline: the same step on a second 2-task cluster forced to TCP (--transport tcp), same run, \
-         turns in blocks of {TURN_BLOCK}; {pinning}"
+         turns in blocks of {TURN_BLOCK} after {} ms of untimed turns; {pinning}",
+        bench::WARMUP.as_millis()
     );
     let idle_note = format!(
         "as p50_shm, but every turn of {TURN_BLOCK} steps (and its 1 ms untimed) comes after {} ms with the \
@@ -672,7 +677,7 @@ pub fn train_step(opts: &RemoteBenchOptions) -> Result<Vec<Figure>> {
             (n, _) => n,
         };
         let block = if small { TURN_BLOCK } else { 20 };
-        let turns = bench::Turns { iterations, block, settle: Duration::from_millis(1) };
+        let turns = bench::Turns { iterations, block, settle: Duration::from_millis(1), warmup: bench::WARMUP };
         let [remote_rec, local_rec] = bench::interleaved([&mut || remote.step(), &mut || local.step()], turns)?;
         remote.close()?;
         local.close()?;

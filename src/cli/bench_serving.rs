@@ -207,7 +207,7 @@ pub fn bench_serving(dir: &Path, args: &GraphBenchArgs) -> Result<Vec<Figure>> {
         Ok(start.elapsed())
     };
     let block = steps.min(TURN_BLOCK);
-    let turns = bench::Turns { iterations: steps, block, settle: Duration::from_millis(1) };
+    let turns = bench::Turns { iterations: steps, block, settle: Duration::from_millis(1), warmup: Duration::ZERO };
     let started = Instant::now();
     let [local, grpc, http]: [LatencyRecorder; 3] = bench::interleaved(
         [
