@@ -4,15 +4,13 @@
 //! (the peer's death is its socket's end) and for frames too large for the
 //! ring.
 //!
-//! Owns: the host identity and the negotiation after the hello
-//! (`negotiate_client`, `answer_offer`), the channel ([`ShmChannel`]:
-//! writing an outgoing frame into the peer-visible ring, decoding a
-//! received one, and lending a kernel ring memory for an output it will
-//! send: [`ShmChannel::output_placement`]), and the options. Must not know
-//! what a request means,
-//! and must not touch the hello: it runs after it, on the same socket.
-//! `rpc::conn` decides when to use the channel; the layers above never see
-//! which path a frame took.
+//! Owns: the channel ([`ShmChannel`]: writing an outgoing frame into the
+//! peer-visible ring, decoding a received one, and lending a kernel ring
+//! memory for an output it will send: [`ShmChannel::output_placement`])
+//! and the options; its setup after the hello is `negotiate.rs`. Must not
+//! know what a request means, and must not touch the hello. `rpc::conn`
+//! decides when to use the channel; the layers above never see which path
+//! a frame took.
 //!
 //! The seam: the connection needs only "place this frame (or a small
 //! one's parts, encoded in place) where the peer reads it", "the next
@@ -21,9 +19,11 @@
 //! (see `src/net/README.md`).
 
 pub mod doorbell;
+mod encode;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod line;
+mod negotiate;
 pub mod region;
 pub mod ring;
 #[cfg(test)]
@@ -35,15 +35,19 @@ use crate::net::frame::{
     FrameError, FrameHeader, FrameKind, FrameLimits, FrameParts, HEADER_BYTES, OutgoingFrame, PayloadPart,
     PayloadParts, ReceivedFrame,
 };
+use crate::tensor::Tensor;
 use crate::tensor::placement::{OutputPlacement, PlacedBytes, SharedPlacement};
-use crate::tensor::{DType, Tensor};
+pub(crate) use encode::inline_len;
+pub use encode::{INLINE_HEAD_BYTES, inline_frame_bytes};
+use encode::{decode_inline_head, payloads_may_stay_in_the_ring, write_frame, write_inline, write_payloads};
 pub use line::{LINE_HEAD_BYTES, LINE_META_BYTES, LineFrame, LineMeta};
 pub(crate) use line::{line_fits, line_len};
+pub use negotiate::{CONNECTING, DECLINED, MAPPED, ShmAnswer, ShmOffer, host_identity};
+pub(crate) use negotiate::{ControlChannel, answer_offer, is_control, negotiate_client};
 use parking_lot::Mutex;
-use region::{Direction, Layout, SharedRegion};
+use region::{Direction, SharedRegion};
 use ring::{Consumer, InlineForm, Producer, Received, RingError};
 use smallvec::SmallVec;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -143,15 +147,6 @@ pub fn hugetlb_by_env() -> bool {
 /// `RINGFLOW_SHM_IN_PLACE=0` makes every sent tensor a copy into the ring.
 pub fn write_in_place_by_env() -> bool {
     std::env::var("RINGFLOW_SHM_IN_PLACE").map_or(true, |v| v.trim() != "0")
-}
-
-/// This host, as both ends compare it: the kernel's boot id and the host
-/// name. Equal identities are necessary, not sufficient: the Unix-domain
-/// socket must also connect (same network namespace).
-pub fn host_identity() -> String {
-    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    format!("{}/{}", boot_id.trim(), host.trim())
 }
 
 /// Which end of the channel this process is.
@@ -1210,408 +1205,4 @@ impl OutputPlacement for RingPlacement {
         drop(producer);
         Some(PlacedBytes { ptr, keep: Arc::new(HeldBytes { held, _region: self.tx.region.clone() }) })
     }
-}
-
-/// Bytes of an inline frame's compact head: a slot carries a frame's body
-/// after 24 bytes that say what the 64-byte frame header would (the
-/// region's header already names the protocol; the body's length is the
-/// slot's), so a request with 64 bytes of metadata lies in the slot's
-/// first two cache lines (publish word, descriptor and head in the first),
-/// not three.
-///
-/// ```text
-/// kind u8 | flags u8 | method u16 | payload_count u32 | request_id u64 | meta_len u32 | table_len u32
-/// ```
-pub const INLINE_HEAD_BYTES: usize = 24;
-
-/// A slot's bytes for a frame with this header (compact head and body),
-/// when they fit it.
-pub(crate) fn inline_len(header: &FrameHeader) -> Option<usize> {
-    let len = INLINE_HEAD_BYTES as u64 + header.body_len;
-    (len <= ring::INLINE_BYTES as u64).then_some(len as usize)
-}
-
-fn encode_inline_head(header: &FrameHeader) -> [u8; INLINE_HEAD_BYTES] {
-    let mut out = [0u8; INLINE_HEAD_BYTES];
-    out[0] = header.kind as u8;
-    out[1] = header.flags;
-    out[2..4].copy_from_slice(&header.method.to_le_bytes());
-    out[4..8].copy_from_slice(&header.payload_count.to_le_bytes());
-    out[8..16].copy_from_slice(&header.request_id.to_le_bytes());
-    // An inline frame's lengths are below the slot's, so they fit 32 bits.
-    out[16..20].copy_from_slice(&(header.meta_len as u32).to_le_bytes());
-    out[20..24].copy_from_slice(&(header.table_len as u32).to_le_bytes());
-    out
-}
-
-/// The header of an inline frame with a `body_len`-byte body, checked as
-/// a frame header read off a socket is (kind, limits, lengths that add up).
-pub(crate) fn decode_inline_head(
-    bytes: &[u8; INLINE_HEAD_BYTES],
-    body_len: u64,
-    limits: &FrameLimits,
-) -> Result<FrameHeader, FrameError> {
-    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes in bounds"));
-    let kind = FrameKind::from_u8(bytes[0]).ok_or(FrameError::UnknownKind(bytes[0]))?;
-    let meta_len = u64::from(u32_at(16));
-    let table_len = u64::from(u32_at(20));
-    let lengths =
-        || format!("an inline frame's metadata ({meta_len} B) and table ({table_len} B) in a {body_len}-byte body");
-    let payload_offset = crate::net::frame::body_layout(meta_len, table_len, 0)
-        .ok_or_else(|| FrameError::InconsistentLengths(lengths()))?
-        .payload_offset;
-    let payload_bytes =
-        body_len.checked_sub(payload_offset).ok_or_else(|| FrameError::InconsistentLengths(lengths()))?;
-    let header = FrameHeader {
-        kind,
-        flags: bytes[1],
-        method: u16::from_le_bytes([bytes[2], bytes[3]]),
-        payload_count: u32_at(4),
-        request_id: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes in bounds")),
-        meta_len,
-        table_len,
-        payload_bytes,
-        body_len,
-    };
-    header.check(limits)?;
-    Ok(header)
-}
-
-/// An inline frame's slot bytes for `frame` (tests and fuzz seeds).
-pub fn inline_frame_bytes(frame: &OutgoingFrame) -> Vec<u8> {
-    let mut bytes = encode_inline_head(&frame.header).to_vec();
-    bytes.extend_from_slice(&frame.to_vec()[HEADER_BYTES..]);
-    bytes
-}
-
-/// Writes an inline frame to a slot's bytes at `dst`: its compact head,
-/// the body's head (metadata and table), then the payloads, padded.
-///
-/// # Safety
-/// `inline_len(header)` writable bytes at `dst` that nobody else reads or
-/// writes meanwhile; `header` was made for `meta` and `payloads`.
-unsafe fn write_inline(dst: *mut u8, header: &FrameHeader, meta: &[u8], payloads: &[Tensor]) {
-    let payload_offset = header.layout().payload_offset as usize;
-    // SAFETY: the caller's bytes: the compact head, the body's head and
-    // the padded payloads add up to `inline_len(header)`.
-    unsafe {
-        std::ptr::copy_nonoverlapping(encode_inline_head(header).as_ptr(), dst, INLINE_HEAD_BYTES);
-        crate::net::frame::write_body_head(header, meta, payloads, dst.add(INLINE_HEAD_BYTES));
-        write_payloads(payloads, dst.add(INLINE_HEAD_BYTES + payload_offset), header.payload_bytes);
-    }
-}
-
-/// Copies the first `len` bytes of `frame` to `dst`: the whole frame, or a
-/// split frame's head (its head and the payloads before its first span,
-/// padded).
-///
-/// # Safety
-/// `len` writable bytes at `dst` that nobody else reads or writes
-/// meanwhile; `len` ends between two of the frame's slices
-/// (`ShmChannel::split_plan` for a split head).
-unsafe fn write_frame(frame: &OutgoingFrame, mut dst: *mut u8, len: u64) {
-    let head = frame.head();
-    if head.len() as u64 == len {
-        // The head alone (a frame without payloads, or a split head that
-        // ends with it): one copy, without listing the frame's slices.
-        // SAFETY: the caller's `len` bytes at `dst`.
-        unsafe { std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len()) };
-        return;
-    }
-    let mut written = 0u64;
-    for slice in frame.io_slices().iter() {
-        if written == len {
-            break;
-        }
-        written += slice.len() as u64;
-        assert!(written <= len, "the bytes written end between two of the frame's slices");
-        // SAFETY: inside the caller's `len` bytes (checked just above).
-        unsafe {
-            std::ptr::copy_nonoverlapping(slice.as_ptr(), dst, slice.len());
-            dst = dst.add(slice.len());
-        }
-    }
-    assert_eq!(written, len, "the frame's slices reach the bytes asked for");
-}
-
-/// Copies `payloads`, each padded to the payload alignment with zeros,
-/// to `dst`.
-///
-/// # Safety
-/// `len` writable bytes at `dst`, which the payloads' padded lengths sum
-/// to, that nobody else reads or writes meanwhile.
-unsafe fn write_payloads(payloads: &[Tensor], mut dst: *mut u8, len: u64) {
-    let mut written = 0u64;
-    for payload in payloads {
-        let bytes = payload.as_bytes();
-        let padded = crate::net::frame::padded_payload_len(bytes.len() as u64).expect("checked when planned");
-        written += padded;
-        assert!(written <= len, "the payloads fill the bytes given");
-        // SAFETY: inside the caller's `len` bytes (checked just above).
-        unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
-            std::ptr::write_bytes(dst.add(bytes.len()), 0, padded as usize - bytes.len());
-            dst = dst.add(padded as usize);
-        }
-    }
-    assert_eq!(written, len, "the payloads fill the bytes given");
-}
-
-/// Whether every payload past the first `in_head` payload bytes (copied
-/// with a split frame's head) is floating point, the one kind whose bytes a
-/// peer may still change once they are read in place: any bit pattern is a
-/// valid value, and no kernel turns one into an address. Strings (offsets),
-/// bools (a byte other than 0 or 1 is undefined behaviour once checked) and
-/// integers (indices a kernel bounds-checks, then uses) are copied, and so
-/// is everything behind a table that does not scan (`parse` then reports
-/// what is wrong).
-fn payloads_may_stay_in_the_ring(table: &[u8], count: u32, in_head: usize) -> bool {
-    let mut at = 0usize;
-    // Payload bytes before this entry's: those inside the head were copied
-    // with it, so only the span's must be floats.
-    let mut before = 0u64;
-    for _ in 0..count {
-        let Some(entry) = table.get(at..at + 16) else {
-            return false;
-        };
-        let byte_len = u64::from_le_bytes(entry[8..16].try_into().expect("8 bytes"));
-        let in_span = before >= in_head as u64;
-        if in_span && !matches!(DType::from_code(entry[0]), Some(DType::F32 | DType::F64)) {
-            return false;
-        }
-        let Some(padded) = crate::net::frame::padded_payload_len(byte_len) else { return false };
-        before = before.saturating_add(padded);
-        at += 16 + 8 * entry[1] as usize;
-    }
-    true
-}
-
-// ---------------------------------------------------------------------------
-// Negotiation, after the hello, over the TCP connection.
-
-/// The client's offer: a region it created, and where to fetch it.
-#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-pub struct ShmOffer {
-    pub host: String,
-    /// Abstract Unix-socket name the region's descriptor is handed out on.
-    pub socket_name: String,
-    pub slots: u32,
-    pub ring_bytes: u64,
-    pub token: [u64; 2],
-}
-
-/// The server's answers: `CONNECTING` (it will fetch the region), then
-/// `MAPPED` (both sides switch) or `DECLINED` with a reason.
-#[derive(Debug, Clone, PartialEq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-pub struct ShmAnswer {
-    pub stage: u8,
-    pub reason: String,
-}
-
-pub const DECLINED: u8 = 0;
-pub const CONNECTING: u8 = 1;
-pub const MAPPED: u8 = 2;
-
-fn random_token() -> [u64; 2] {
-    let mut bytes = [0u8; 16];
-    // getrandom(2) never fails for 16 bytes once the pool is ready; a
-    // failure leaves time-derived values, which only weakens the token.
-    // SAFETY: writes at most 16 bytes into our array.
-    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if got != 16 {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        bytes = (nanos ^ u128::from(std::process::id())).to_le_bytes();
-    }
-    [
-        u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
-        u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
-    ]
-}
-
-/// What the client's side of the negotiation needs from the connection.
-pub(crate) trait ControlChannel {
-    fn peer(&self) -> &str;
-    fn send_control(&self, meta: &[u8]) -> Result<(), String>;
-    fn recv_control(&mut self, deadline: Instant) -> Result<Vec<u8>, String>;
-}
-
-/// The client's side: offers a region when enabled; `Ok(None)` means TCP
-/// (after one log line saying why, unless shared memory is off). `Err`: the
-/// connection itself failed.
-pub(crate) fn negotiate_client(
-    control: &mut dyn ControlChannel,
-    options: &ShmOptions,
-    limits: FrameLimits,
-    deadline: Instant,
-) -> Result<Option<ShmChannel>, String> {
-    if !options.enabled {
-        return Ok(None);
-    }
-    let peer = control.peer().to_string();
-    let fallback = |reason: String| {
-        tracing::warn!("shared memory with {peer} unavailable ({reason}); using TCP");
-        Ok(None)
-    };
-    let layout = match Layout::new(options.slots, options.ring_bytes) {
-        Ok(layout) => layout,
-        Err(reason) => return fallback(reason),
-    };
-    let token = random_token();
-    let created = if options.fault == Some(ShmFault::Memfd) {
-        Err(std::io::Error::other("memfd_create: disabled by a test"))
-    } else if options.hugetlb {
-        SharedRegion::create_hugetlb(layout, token).or_else(|e| {
-            tracing::warn!("shared memory with {peer}: no huge pages ({e}); using regular pages");
-            SharedRegion::create(layout, token)
-        })
-    } else {
-        SharedRegion::create(layout, token)
-    };
-    let (region, fd) = match created {
-        Ok(pair) => pair,
-        Err(e) => return fallback(e.to_string()),
-    };
-    let socket_name = format!("ringflow-shm.{}.{:016x}{:016x}", std::process::id(), token[0], token[1]);
-    let listener = match bind_abstract(&socket_name, options.fault) {
-        Ok(listener) => listener,
-        Err(e) => return fallback(format!("unix socket: {e}")),
-    };
-    let offer =
-        ShmOffer { host: host_identity(), socket_name, slots: options.slots, ring_bytes: options.ring_bytes, token };
-    let meta = crate::net::message::encode(&offer).map_err(|s| s.into_message())?;
-    control.send_control(&meta)?;
-    let first = read_answer(control, deadline)?;
-    if first.stage != CONNECTING {
-        tracing::info!("shared memory with {peer} declined ({}); using TCP", first.reason);
-        return Ok(None);
-    }
-    if let Err(e) = hand_out(&listener, &fd, deadline) {
-        drop(listener); // the server's connect or receive fails: it declines
-        let _ = read_answer(control, deadline)?;
-        return fallback(format!("handing the region out: {e}"));
-    }
-    drop(fd);
-    let last = read_answer(control, deadline)?;
-    if last.stage != MAPPED {
-        return fallback(format!("the server could not map the region: {}", last.reason));
-    }
-    tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
-    Ok(Some(ShmChannel::new(region, Side::Client, limits, options.trim_after).writing_in_place(options.write_in_place)))
-}
-
-fn read_answer(control: &mut dyn ControlChannel, deadline: Instant) -> Result<ShmAnswer, String> {
-    let meta = control.recv_control(deadline)?;
-    crate::net::message::decode::<ShmAnswer>(&meta).map_err(|s| s.into_message())
-}
-
-fn bind_abstract(name: &str, fault: Option<ShmFault>) -> std::io::Result<std::os::unix::net::UnixListener> {
-    use std::os::linux::net::SocketAddrExt;
-    if fault == Some(ShmFault::UnixSocket) {
-        return Err(std::io::Error::other("disabled by a test"));
-    }
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
-    let listener = std::os::unix::net::UnixListener::bind_addr(&addr)?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
-}
-
-/// Accepts the server's connection (until `deadline`) and sends it `fd`.
-fn hand_out(listener: &std::os::unix::net::UnixListener, fd: &OwnedFd, deadline: Instant) -> std::io::Result<()> {
-    wait_readable(listener.as_raw_fd(), deadline)?;
-    let (stream, _) = listener.accept()?;
-    region::send_fd(stream.as_raw_fd(), fd.as_raw_fd())
-}
-
-fn wait_readable(fd: std::os::fd::RawFd, deadline: Instant) -> std::io::Result<()> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out"));
-        }
-        let mut pollfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd for the duration of the call.
-        let ready = unsafe { libc::poll(&mut pollfd, 1, left.as_millis().clamp(1, i32::MAX as u128) as i32) };
-        if ready > 0 {
-            return Ok(());
-        }
-        if ready < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-    }
-}
-
-/// The server's side, given the client's offer: fetches and maps the
-/// region, answering at each stage. `None` means TCP (the reason was sent
-/// to the client and logged).
-pub(crate) fn answer_offer(
-    control: &mut dyn ControlChannel,
-    offer_meta: &[u8],
-    options: &ShmOptions,
-    limits: FrameLimits,
-    deadline: Instant,
-) -> Result<Option<ShmChannel>, String> {
-    let answer = |control: &mut dyn ControlChannel, stage: u8, reason: String| {
-        let meta = crate::net::message::encode(&ShmAnswer { stage, reason }).map_err(|s| s.into_message())?;
-        control.send_control(&meta)
-    };
-    let peer = control.peer().to_string();
-    let offer = match crate::net::message::decode::<ShmOffer>(offer_meta) {
-        Ok(offer) => offer,
-        Err(status) => return Err(format!("malformed shared-memory offer: {}", status.message)),
-    };
-    let decline = |control: &mut dyn ControlChannel, reason: String| {
-        tracing::info!("shared memory with {peer} declined ({reason}); using TCP");
-        answer(control, DECLINED, reason).map(|()| None)
-    };
-    if !options.enabled {
-        return decline(control, "shared memory is off on this server".into());
-    }
-    if offer.host != host_identity() {
-        return decline(control, "the peer is on another host".into());
-    }
-    let layout = match Layout::new(offer.slots, offer.ring_bytes) {
-        Ok(layout) => layout,
-        Err(reason) => return decline(control, reason),
-    };
-    answer(control, CONNECTING, String::new())?;
-    let fetched = fetch_region(&offer.socket_name, options.fault, deadline);
-    let opened = fetched.and_then(|fd| SharedRegion::open(&fd, layout, offer.token));
-    match opened {
-        Ok(region) => {
-            answer(control, MAPPED, String::new())?;
-            tracing::debug!("shared memory with {peer}: {} bytes", layout.total);
-            Ok(Some(
-                ShmChannel::new(region, Side::Server, limits, options.trim_after)
-                    .writing_in_place(options.write_in_place),
-            ))
-        }
-        Err(reason) => {
-            tracing::warn!("shared memory with {peer} unavailable ({reason}); using TCP");
-            answer(control, DECLINED, reason).map(|()| None)
-        }
-    }
-}
-
-fn fetch_region(name: &str, fault: Option<ShmFault>, deadline: Instant) -> Result<OwnedFd, String> {
-    use std::os::linux::net::SocketAddrExt;
-    if fault == Some(ShmFault::UnixSocket) {
-        return Err("unix socket: disabled by a test".into());
-    }
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
-        .map_err(|e| format!("unix socket name: {e}"))?;
-    let stream = std::os::unix::net::UnixStream::connect_addr(&addr).map_err(|e| format!("unix socket: {e}"))?;
-    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
-    wait_readable(stream.as_raw_fd(), deadline).map_err(|e| format!("waiting for the region: {e}"))?;
-    region::recv_fd(stream.as_raw_fd())
-        .map_err(|e| format!("receiving the region: {e}"))?
-        .ok_or_else(|| "the peer sent no region".to_string())
-}
-
-/// Whether `frame` is a negotiation frame (the first after the hello).
-pub(crate) fn is_control(kind: FrameKind) -> bool {
-    kind == FrameKind::Transport
 }
